@@ -1,0 +1,41 @@
+# Two commands: `make demo` and `make test`. Both build the venv from Python 3.12 first.
+SHELL := /bin/bash
+PYENV_ROOT ?= $(shell pyenv root 2>/dev/null || echo $$HOME/.pyenv)
+PYTHON312 ?= $(PYENV_ROOT)/versions/3.12.1/bin/python
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: venv test test-fast lint demo bench clean
+
+$(STAMP): pyproject.toml
+	@if [ ! -x "$(PYTHON312)" ]; then \
+	  echo "error: Python 3.12 not found at $(PYTHON312) (Django 6 needs >= 3.12)." >&2; \
+	  echo "Set PYTHON312=/path/to/python3.12." >&2; exit 1; fi
+	@"$(PYTHON312)" -c 'import sys; assert sys.version_info[:2] >= (3, 12), sys.version' \
+	  || { echo "error: $(PYTHON312) is not Python >= 3.12" >&2; exit 1; }
+	"$(PYTHON312)" -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	@$(PY) -c 'import django, sys; assert django.VERSION[:2] == (6, 1), django.get_version()'
+	@touch $(STAMP)
+
+venv: $(STAMP)
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(PY) manage.py makemigrations --check --dry-run
+
+test: $(STAMP) lint
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+demo: $(STAMP)
+	$(PY) manage.py migrate --noinput
+	$(PY) manage.py demo
+	$(PY) manage.py runserver 127.0.0.1:8000
+
+bench: $(STAMP)
+	$(PY) bench/run.py
+
+clean:
+	rm -rf $(VENV) var

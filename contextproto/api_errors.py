@@ -1,0 +1,117 @@
+"""The one error type of the services and the one JSON error shape of the API.
+
+Every refusal renders as `{"error": {"code", "message", "details"}}` (plus the RFC 9457
+fields `type`, `title` and `status`, which clients may ignore).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.exceptions import RequestDataTooBig
+from django.http import Http404
+from rest_framework import exceptions as drf_exceptions
+from rest_framework import status as http_status
+from rest_framework.response import Response
+from rest_framework.views import exception_handler as drf_exception_handler
+
+from contextproto.protocol.errors import ProtocolError
+
+
+class ApplicationError(Exception):
+    """A refusal by a service: stable `code`, a message saying what to fix, an HTTP status."""
+
+    def __init__(
+        self,
+        code: str,
+        message: str,
+        details: dict[str, Any] | None = None,
+        status: int = http_status.HTTP_400_BAD_REQUEST,
+    ) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.details = details or {}
+        self.status = status
+
+    @classmethod
+    def from_protocol(cls, exc: ProtocolError, status: int = 400) -> ApplicationError:
+        return cls(exc.code, exc.message, exc.details, status)
+
+
+class NotFound(ApplicationError):
+    def __init__(self, what: str, details: dict[str, Any] | None = None) -> None:
+        super().__init__("not_found", f"{what} not found.", details, http_status.HTTP_404_NOT_FOUND)
+
+
+def error_response(
+    code: str, message: str, status: int, details: dict[str, Any] | None = None
+) -> Response:
+    body = {
+        "error": {"code": code, "message": message, "details": details or {}},
+        "type": f"about:blank#{code}",
+        "title": code.replace("_", " "),
+        "status": status,
+    }
+    return Response(body, status=status)
+
+
+def _flatten_validation(detail: Any, prefix: str = "") -> list[dict[str, str]]:
+    """Turn DRF's nested validation errors into `[{field, code, message}]`."""
+    if isinstance(detail, dict):
+        out: list[dict[str, str]] = []
+        for key, value in detail.items():
+            name = f"{prefix}.{key}" if prefix else str(key)
+            if key == "non_field_errors":
+                name = prefix or "body"
+            out.extend(_flatten_validation(value, name))
+        return out
+    if isinstance(detail, list):
+        out = []
+        for position, value in enumerate(detail):
+            if isinstance(value, (dict, list)):
+                out.extend(_flatten_validation(value, f"{prefix}[{position}]"))
+            else:
+                out.extend(_flatten_validation(value, prefix))
+        return out
+    code = getattr(detail, "code", "invalid") or "invalid"
+    return [{"field": prefix or "body", "code": str(code), "message": str(detail)}]
+
+
+def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    """Render every API error in the one shape; never let a known refusal become a 500."""
+    if isinstance(exc, ApplicationError):
+        return error_response(exc.code, exc.message, exc.status, exc.details)
+    if isinstance(exc, ProtocolError):
+        return error_response(exc.code, exc.message, 400, exc.details)
+    if isinstance(exc, RequestDataTooBig):
+        return error_response(
+            "request_too_large",
+            "The request body exceeds the size limit; send less data per request.",
+            http_status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
+        )
+    if isinstance(exc, Http404):
+        return error_response("not_found", "Not found.", 404)
+    if isinstance(exc, drf_exceptions.ValidationError):
+        errors = _flatten_validation(exc.detail)
+        first = errors[0] if errors else {"field": "body", "message": "Invalid input."}
+        return error_response(
+            "invalid_request",
+            f"{first['field']}: {first['message']}",
+            400,
+            {"errors": errors},
+        )
+    if isinstance(exc, drf_exceptions.ParseError):
+        return error_response("malformed_json", f"The body is not valid JSON: {exc.detail}", 400)
+    if isinstance(exc, drf_exceptions.NotAuthenticated | drf_exceptions.AuthenticationFailed):
+        return error_response(
+            "not_authenticated",
+            "Send 'Authorization: Bearer <key>' with an application key or a session key.",
+            401,
+        )
+    if isinstance(exc, drf_exceptions.APIException):
+        response = drf_exception_handler(exc, context)
+        status = response.status_code if response is not None else exc.status_code
+        code = exc.get_codes() if isinstance(exc.get_codes(), str) else exc.default_code
+        return error_response(str(code), str(exc.detail), status)
+    return None

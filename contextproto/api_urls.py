@@ -1,0 +1,11 @@
+"""Routes of the JSON API (SPEC §9)."""
+
+from django.urls import path
+from drf_spectacular.views import SpectacularAPIView
+
+from sessions_app import apis as session_apis
+
+urlpatterns = [
+    path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
+    path("health/", session_apis.HealthApi.as_view(), name="api-health"),
+]

@@ -1,0 +1,49 @@
+"""Protocol error type and the stable machine codes the engine raises."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class ProtocolError(Exception):
+    """A refusal by the engine: a stable snake_case `code`, a message saying what to fix."""
+
+    def __init__(self, code: str, message: str, details: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.details = details or {}
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"code": self.code, "message": self.message, "details": self.details}
+
+
+# Codes are listed here so callers and docs have one place to look.
+PROTOCOL_UNKNOWN = "protocol_unknown"
+OPTION_UNKNOWN = "option_unknown"
+OPTION_WRONG_TYPE = "option_wrong_type"
+OPTION_OUT_OF_RANGE = "option_out_of_range"
+OPTION_BAD_ENUM = "option_bad_enum"
+OPTIONS_NOT_OBJECT = "options_not_object"
+PAIRING_VIOLATION = "projection_pairing_violation"
+INTEGRITY_ORPHAN_RESULT = "integrity_orphan_tool_result"
+
+# catalog / options / arguments
+INVALID_ARGUMENTS = "invalid_arguments"
+TOOL_UNKNOWN = "tool_unknown"
+
+# groups / folds / projection
+FOLD_RANGE_INVALID = "context_fold_range_invalid"
+FOLD_BELOW_CHECKPOINT = "context_fold_below_checkpoint"
+FOLD_ABOVE_BOUND = "context_fold_above_bound"
+FOLD_INDEX_NOT_FOUND = "context_fold_index_not_found"
+FOLD_OTHER_WINDOW = "context_fold_other_window"
+FOLD_PARTIAL_GROUP = "context_fold_partial_group"
+FOLD_CONTAINS_USER_INPUT = "context_fold_contains_user_input"
+FOLD_UNANSWERED_CALL = "context_fold_unanswered_call"
+FOLD_ORPHAN_RESULT = "context_fold_orphan_result"
+FOLD_NESTED = "context_fold_nested"
+FOLD_OVERLAP = "context_fold_overlap"
+FOLD_LIMIT_REACHED = "context_fold_limit_reached"
+PROJECTION_FOLD_CONFLICT = "projection_fold_conflict"
+PROVIDER_UNKNOWN = "provider_unknown"

@@ -1,0 +1,160 @@
+"""Engine-side value types: raw log messages, folds, model messages and their sources.
+
+These are the only shapes the engine and the Django layer exchange. Field names
+are snake_case here; `to_wire()` renders the camelCase shapes of SPEC §9.1.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+Content = str | list[dict[str, Any]]
+
+ROLE_USER = "user"
+ROLE_ASSISTANT = "assistant"
+ROLE_TOOL = "tool"
+
+KIND_INPUT = "input"
+KIND_APPROVAL_FEEDBACK = "approval_feedback"
+KIND_RUNTIME_INSTRUCTION = "runtime_instruction"
+KIND_TEXT = "text"
+KIND_TOOL_CALL = "tool_call"
+KIND_TOOL_RESULT = "tool_result"
+
+# kind -> the only role it may have (SPEC §3.1)
+ROLE_OF_KIND = {
+    KIND_INPUT: ROLE_USER,
+    KIND_APPROVAL_FEEDBACK: ROLE_USER,
+    KIND_RUNTIME_INSTRUCTION: ROLE_USER,
+    KIND_TEXT: ROLE_ASSISTANT,
+    KIND_TOOL_CALL: ROLE_ASSISTANT,
+    KIND_TOOL_RESULT: ROLE_TOOL,
+}
+NEVER_FOLDABLE_KINDS = frozenset({KIND_INPUT, KIND_APPROVAL_FEEDBACK, KIND_RUNTIME_INSTRUCTION})
+
+# Derived types of a ProjectionSource (SPEC §4.1)
+DERIVED_SYSTEM = "system"
+DERIVED_RAW = "raw"
+DERIVED_HEADER = "context_header"
+DERIVED_FOLD = "context_fold"
+DERIVED_STATE = "context_state"
+
+
+@dataclass(frozen=True, slots=True)
+class RawMessage:
+    """One immutable message of a session's log (SPEC §3.1)."""
+
+    id: str
+    index: int
+    window_id: str
+    role: str
+    kind: str
+    content: Content
+    run_id: str | None = None
+    input_run: str | None = None
+    tool_call_id: str | None = None
+    tool_name: str | None = None
+    arguments: dict[str, Any] | None = None
+    is_error: bool | None = None
+    snapshot_id: str | None = None
+    created_at: str | None = None
+
+    def to_wire(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "index": self.index,
+            "windowId": self.window_id,
+            "role": self.role,
+            "kind": self.kind,
+            "content": self.content,
+            "runId": self.run_id,
+            "inputRun": self.input_run,
+            "toolCallId": self.tool_call_id,
+            "toolName": self.tool_name,
+            "arguments": self.arguments,
+            "isError": self.is_error,
+            "snapshotId": self.snapshot_id,
+            "createdAt": self.created_at,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Fold:
+    """A fold record (`fold/<id>` in KV): a window's range replaced by the agent's summary."""
+
+    id: str
+    window_id: str
+    first_index: int
+    last_index: int
+    message_ids: tuple[str, ...]
+    summary: str
+    created_at_index: int
+
+    def to_kv(self) -> dict[str, Any]:
+        return {
+            "windowId": self.window_id,
+            "firstIndex": self.first_index,
+            "lastIndex": self.last_index,
+            "messageIds": list(self.message_ids),
+            "summary": self.summary,
+            "createdAtIndex": self.created_at_index,
+        }
+
+    @classmethod
+    def from_kv(cls, fold_id: str, value: dict[str, Any]) -> Fold:
+        return cls(
+            id=fold_id,
+            window_id=value["windowId"],
+            first_index=int(value["firstIndex"]),
+            last_index=int(value["lastIndex"]),
+            message_ids=tuple(value["messageIds"]),
+            summary=value["summary"],
+            created_at_index=int(value.get("createdAtIndex", 0)),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ModelMessage:
+    """One message of the model's view, before provider adaptation."""
+
+    role: str  # system | user | assistant | tool
+    kind: str  # system | context_header | context_fold | context_state | a raw kind
+    content: Content
+    tool_call_id: str | None = None
+    tool_name: str | None = None
+    arguments: dict[str, Any] | None = None
+
+    def to_wire(self) -> dict[str, Any]:
+        wire: dict[str, Any] = {"role": self.role, "kind": self.kind, "content": self.content}
+        if self.tool_call_id is not None:
+            wire["toolCallId"] = self.tool_call_id
+        if self.tool_name is not None:
+            wire["toolName"] = self.tool_name
+        if self.arguments is not None:
+            wire["arguments"] = self.arguments
+        return wire
+
+
+@dataclass(frozen=True, slots=True)
+class ProjectionSource:
+    """Which raw messages (if any) one model message stands for (SPEC §4.1)."""
+
+    derived_type: str
+    session_id: str
+    window_id: str | None = None
+    fold_id: str | None = None
+    first_index: int | None = None
+    last_index: int | None = None
+    message_ids: tuple[str, ...] = field(default_factory=tuple)
+
+    def to_wire(self) -> dict[str, Any]:
+        return {
+            "derivedType": self.derived_type,
+            "foldId": self.fold_id,
+            "sessionId": self.session_id,
+            "windowId": self.window_id,
+            "firstIndex": self.first_index,
+            "lastIndex": self.last_index,
+            "messageIds": list(self.message_ids),
+        }

@@ -1,0 +1,65 @@
+"""KV key names, window record shape and the initial state of a session (SPEC §3.2)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+MAIN_WINDOW = "main"
+WINDOW_ID_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+
+KEY_ACTIVE_WINDOW = "activeWindow"
+KEY_TASK_MEMORY = "taskMemory"
+KEY_CURRENT_WINDOW_ENTRY = "currentWindowEntry"
+WINDOW_PREFIX = "window/"
+CHECKPOINT_PREFIX = "checkpoint/"
+COVERED_PREFIX = "coveredThrough/"
+FOLD_PREFIX = "fold/"
+
+STATUS_ACTIVE = "active"
+STATUS_SUSPENDED = "suspended"
+STATUS_COMPLETED = "completed"
+WINDOW_STATUSES = (STATUS_ACTIVE, STATUS_SUSPENDED, STATUS_COMPLETED)
+
+
+def window_key(window_id: str) -> str:
+    return WINDOW_PREFIX + window_id
+
+
+def checkpoint_key(window_id: str) -> str:
+    return CHECKPOINT_PREFIX + window_id
+
+
+def covered_key(window_id: str) -> str:
+    return COVERED_PREFIX + window_id
+
+
+def fold_key(fold_id: str) -> str:
+    return FOLD_PREFIX + fold_id
+
+
+def new_window_record(
+    *, goal: str, input: str = "", opened_from: str | None = None, created_at_index: int = 0
+) -> dict[str, Any]:
+    """Return a fresh `window/<id>` value."""
+    return {
+        "goal": goal,
+        "status": STATUS_ACTIVE,
+        "input": input,
+        "memory": "",
+        "outcomes": [],
+        "openedFrom": opened_from,
+        "createdAtIndex": created_at_index,
+    }
+
+
+def initial_kv() -> dict[str, Any]:
+    """Return the KV a new session starts with: `main` active and its record."""
+    return {
+        KEY_ACTIVE_WINDOW: MAIN_WINDOW,
+        window_key(MAIN_WINDOW): new_window_record(goal="Main conversation"),
+    }
+
+
+def is_valid_window_id(window_id: object) -> bool:
+    return isinstance(window_id, str) and bool(WINDOW_ID_RE.match(window_id))

@@ -1,0 +1,328 @@
+"""Sessions, runs, the immutable message log, KV state and its secondary tables (SPEC §3)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any, NoReturn
+
+from django.db import models
+from django.db.models import Q
+
+from agents.models import AgentVersion, Application
+
+
+class ImmutableMessageError(Exception):
+    """Raised when code tries to change or delete a raw message outside the archive path."""
+
+
+class Session(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    application = models.ForeignKey(Application, on_delete=models.PROTECT, related_name="sessions")
+    agent_version = models.ForeignKey(
+        AgentVersion, on_delete=models.PROTECT, related_name="sessions"
+    )
+    inputs = models.JSONField(default=dict, blank=True)
+    # Bumped by exactly one per committed KV transaction.
+    state_revision = models.BigIntegerField(default=0)
+    # Next MessageIndex to hand out; gapless because it moves only under the row lock.
+    next_message_index = models.BigIntegerField(default=1)
+    # Copy of KV `activeWindow`, kept in the same transaction, so message writes need no KV read.
+    active_window = models.CharField(max_length=64, default="main")
+    current_run = models.ForeignKey(
+        "Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    session_key_hash = models.CharField(max_length=64, unique=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["application", "-created_at"], name="session_app_recent")]
+
+    def __str__(self) -> str:
+        return str(self.id)
+
+    @property
+    def last_index(self) -> int:
+        return self.next_message_index - 1
+
+
+class Run(models.Model):
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        WAITING_FOR_HOST_TOOL = "waiting_for_host_tool"
+        COMPLETED = "completed"
+        FAILED = "failed"
+        MAX_TURNS = "max_turns_reached"
+        EXTERNAL = "external"
+
+    # The RunId; rendered in "N" format (uuid.hex) on the wire.
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="runs")
+    status = models.CharField(max_length=32, choices=Status.choices, default=Status.QUEUED)
+    turns = models.PositiveIntegerField(default=0)
+    error = models.JSONField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["session", "created_at"], name="run_session_created")]
+
+    def __str__(self) -> str:
+        return self.id.hex
+
+
+class MessageQuerySet(models.QuerySet):
+    def update(self, **kwargs: Any) -> NoReturn:
+        raise ImmutableMessageError("Messages are immutable; write a new message instead.")
+
+    def delete(self) -> NoReturn:
+        raise ImmutableMessageError(
+            "Messages are immutable; only the archive move may remove hot rows."
+        )
+
+
+class Message(models.Model):
+    class Role(models.TextChoices):
+        USER = "user"
+        ASSISTANT = "assistant"
+        TOOL = "tool"
+
+    class Kind(models.TextChoices):
+        INPUT = "input"
+        APPROVAL_FEEDBACK = "approval_feedback"
+        RUNTIME_INSTRUCTION = "runtime_instruction"
+        TEXT = "text"
+        TOOL_CALL = "tool_call"
+        TOOL_RESULT = "tool_result"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    session = models.ForeignKey(Session, on_delete=models.DO_NOTHING, related_name="messages")
+    index = models.BigIntegerField()
+    window_id = models.CharField(max_length=64)
+    role = models.CharField(max_length=16, choices=Role.choices)
+    kind = models.CharField(max_length=32, choices=Kind.choices)
+    content = models.JSONField()
+    run = models.ForeignKey(
+        Run, null=True, blank=True, on_delete=models.DO_NOTHING, related_name="+"
+    )
+    input_run = models.CharField(max_length=32, null=True, blank=True)
+    tool_call_id = models.CharField(max_length=200, null=True, blank=True)
+    tool_name = models.CharField(max_length=128, null=True, blank=True)
+    arguments = models.JSONField(null=True, blank=True)
+    is_error = models.BooleanField(null=True, blank=True)
+    snapshot_id = models.UUIDField(null=True, blank=True)
+    created_at = models.DateTimeField()
+
+    objects = MessageQuerySet.as_manager()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["session", "index"], name="message_unique_index"),
+            models.UniqueConstraint(
+                fields=["session", "tool_call_id"],
+                condition=Q(kind="tool_call"),
+                name="message_unique_tool_call",
+            ),
+            models.UniqueConstraint(
+                fields=["session", "tool_call_id"],
+                condition=Q(kind="tool_result"),
+                name="message_unique_tool_result",
+            ),
+        ]
+        indexes = [
+            # "window W above index C up to U"
+            models.Index(fields=["session", "window_id", "index"], name="message_window_index"),
+            # "inputs of run R"
+            models.Index(
+                fields=["session", "input_run", "index"],
+                condition=Q(kind="input"),
+                name="message_run_inputs",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"#{self.index} {self.role}/{self.kind}"
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        if not self._state.adding:
+            raise ImmutableMessageError("Messages are immutable; write a new message instead.")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args: Any, **kwargs: Any) -> NoReturn:
+        raise ImmutableMessageError("Messages are immutable; only the archive move removes rows.")
+
+
+class KVEntry(models.Model):
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="kv_entries")
+    key = models.CharField(max_length=200)
+    value = models.JSONField()
+    # The state revision of the transaction that last wrote this key.
+    revision = models.BigIntegerField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["session", "key"], name="kv_unique_key")]
+        verbose_name = "KV entry"
+        verbose_name_plural = "KV entries"
+
+    def __str__(self) -> str:
+        return self.key
+
+
+class FoldRecord(models.Model):
+    """Secondary index of `fold/<id>` KV entries, written in the same transaction.
+
+    Lets a turn read only the folds of W above C instead of scanning KV.
+    """
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="fold_records")
+    fold_id = models.CharField(max_length=32)
+    window_id = models.CharField(max_length=64)
+    first_index = models.BigIntegerField()
+    last_index = models.BigIntegerField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["session", "fold_id"], name="fold_unique_id")
+        ]
+        indexes = [
+            models.Index(fields=["session", "window_id", "first_index"], name="fold_window_first")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.fold_id} #{self.first_index}-#{self.last_index}"
+
+
+class WindowRecord(models.Model):
+    """Secondary index of `window/<id>` KV entries (status and order for list/search)."""
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="window_records")
+    window_id = models.CharField(max_length=64)
+    status = models.CharField(max_length=16)
+    created_at_index = models.BigIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["session", "window_id"], name="window_unique_id")
+        ]
+        indexes = [
+            models.Index(fields=["session", "created_at_index", "window_id"], name="window_order")
+        ]
+
+    def __str__(self) -> str:
+        return self.window_id
+
+
+class ProjectionSnapshot(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="snapshots")
+    run = models.ForeignKey(Run, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    revision = models.BigIntegerField()
+    upper_bound = models.BigIntegerField()
+    window_id = models.CharField(max_length=64)
+    protocol = models.CharField(max_length=64)
+    options = models.JSONField(default=dict)
+    provider = models.CharField(max_length=32)
+    messages = models.JSONField()
+    sources = models.JSONField()
+    request = models.JSONField()
+    notes = models.JSONField(default=list)
+    # Provider-reported usage of the turn that used this snapshot (input/output tokens).
+    usage = models.JSONField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["session", "created_at"], name="snapshot_session_created"),
+        ]
+
+    def __str__(self) -> str:
+        return f"snapshot r{self.revision} u{self.upper_bound}"
+
+
+class ToolReceipt(models.Model):
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="receipts")
+    tool_call_id = models.CharField(max_length=200)
+    tool_name = models.CharField(max_length=128)
+    result = models.JSONField()
+    success = models.BooleanField()
+    state_revision = models.BigIntegerField()
+    result_message = models.ForeignKey(
+        Message, on_delete=models.DO_NOTHING, related_name="+", db_constraint=False
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["session", "tool_call_id"], name="receipt_unique_tool_call"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.tool_name} {self.tool_call_id}"
+
+
+class MaintenanceJob(models.Model):
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        COMMITTED = "committed"
+        REJECTED = "rejected"
+        FAILED = "failed"
+
+    ACTIVE_STATUSES = (Status.QUEUED, Status.RUNNING)
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="maintenance_jobs")
+    window_id = models.CharField(max_length=64)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
+    external = models.BooleanField(default=False)
+    trigger = models.CharField(max_length=32, blank=True)
+    frozen_revision = models.BigIntegerField(null=True, blank=True)
+    from_index = models.BigIntegerField(null=True, blank=True)
+    through_index = models.BigIntegerField(null=True, blank=True)
+    source_hash = models.CharField(max_length=64, blank=True)
+    page_count = models.PositiveIntegerField(default=0)
+    pages_read = models.PositiveIntegerField(default=0)
+    attempts = models.PositiveIntegerField(default=0)
+    tokens_before = models.PositiveIntegerField(null=True, blank=True)
+    tokens_after = models.PositiveIntegerField(null=True, blank=True)
+    summarizer_usage = models.JSONField(null=True, blank=True)
+    reason = models.TextField(blank=True)
+    history = models.JSONField(default=list, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["session", "window_id"],
+                condition=Q(status__in=["queued", "running"]),
+                name="maintenance_one_active_per_window",
+            )
+        ]
+        indexes = [models.Index(fields=["status", "updated_at"], name="maintenance_status")]
+
+    def __str__(self) -> str:
+        return f"maintenance {self.window_id} {self.status}"
+
+
+class ArchiveChunk(models.Model):
+    """A compressed run of consecutive messages moved out of the hot table (SPEC §7)."""
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="archive_chunks")
+    first_index = models.BigIntegerField()
+    last_index = models.BigIntegerField()
+    message_count = models.PositiveIntegerField()
+    data = models.BinaryField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["session", "first_index"], name="archive_unique_first")
+        ]
+        indexes = [models.Index(fields=["session", "last_index"], name="archive_last")]
+
+    def __str__(self) -> str:
+        return f"archive #{self.first_index}-#{self.last_index}"

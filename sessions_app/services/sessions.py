@@ -1,0 +1,42 @@
+"""Session lifecycle."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import transaction
+
+from agents.models import AgentVersion, hash_key
+from agents.services import generate_key
+from contextproto.api_errors import ApplicationError
+from contextproto.protocol import state as kvkeys
+from sessions_app.models import Session
+from sessions_app.services.state import kv_apply_locked
+
+SESSION_KEY_PREFIX = "cps_"
+
+
+@transaction.atomic
+def session_create(
+    *, agent_version: AgentVersion, inputs: dict[str, Any] | None = None
+) -> tuple[Session, str]:
+    """Start a session on a published version with the initial KV; return it and its key.
+
+    The session key is returned in clear only here; it is stored hashed.
+    """
+    if agent_version.status != AgentVersion.Status.PUBLISHED:
+        raise ApplicationError(
+            "agent_version_not_published",
+            "Sessions start only on published AgentVersions; publish this version first.",
+            {"agentVersionId": str(agent_version.id), "status": agent_version.status},
+        )
+    raw_key = generate_key(SESSION_KEY_PREFIX)
+    session = Session.objects.create(
+        application_id=agent_version.agent.application_id,
+        agent_version=agent_version,
+        inputs=inputs or {},
+        session_key_hash=hash_key(raw_key),
+        active_window=kvkeys.MAIN_WINDOW,
+    )
+    kv_apply_locked(session, kvkeys.initial_kv())
+    return session, raw_key

@@ -1,0 +1,168 @@
+"""KV state writes: several keys per transaction, revision +1 exactly once, limits enforced.
+
+Locking contract: every function here that changes state runs inside a transaction and
+holds the session row lock (`SELECT ... FOR NO KEY UPDATE`), so revisions are serial.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+from uuid import UUID
+
+from django.conf import settings
+from django.db import transaction
+
+from contextproto.api_errors import ApplicationError, NotFound
+from contextproto.protocol import state as kvkeys
+from sessions_app.models import FoldRecord, KVEntry, Session, WindowRecord
+
+
+class _Delete:
+    def __repr__(self) -> str:
+        return "KV_DELETE"
+
+
+KV_DELETE: Any = _Delete()
+KV_KEY_MAX_LENGTH = 200
+
+
+def session_lock(session_id: UUID | str) -> Session:
+    """Lock and return the session row (FOR NO KEY UPDATE: child inserts are not blocked).
+
+    Must be called inside a transaction.
+    """
+    try:
+        return Session.objects.select_for_update(no_key=True).get(pk=session_id)
+    except (Session.DoesNotExist, ValueError) as exc:
+        raise NotFound("Session", {"sessionId": str(session_id)}) from exc
+
+
+def encoded_size(value: Any) -> int:
+    return len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode())
+
+
+def _check_writes(session: Session, writes: Mapping[str, Any]) -> None:
+    """Refuse the whole batch if any key or value breaks a limit; nothing is written then."""
+    max_bytes = settings.KV_MAX_VALUE_BYTES
+    for key, value in writes.items():
+        if not isinstance(key, str) or not key or len(key) > KV_KEY_MAX_LENGTH:
+            raise ApplicationError(
+                "kv_key_invalid",
+                f"KV keys are non-empty strings of at most {KV_KEY_MAX_LENGTH} characters.",
+                {"key": str(key)[:KV_KEY_MAX_LENGTH]},
+            )
+        if value is KV_DELETE:
+            continue
+        size = encoded_size(value)
+        if size > max_bytes:
+            raise ApplicationError(
+                "kv_value_too_large",
+                f"The value of {key!r} is {size} bytes; the limit is {max_bytes} bytes. "
+                "Store less (summarise) or split it.",
+                {"key": key, "size": size, "limit": max_bytes},
+            )
+    added = [k for k, v in writes.items() if v is not KV_DELETE]
+    removed = [k for k, v in writes.items() if v is KV_DELETE]
+    existing = set(
+        KVEntry.objects.filter(session=session, key__in=added + removed).values_list(
+            "key", flat=True
+        )
+    )
+    new_keys = len([k for k in added if k not in existing])
+    gone = len([k for k in removed if k in existing])
+    if new_keys:
+        count = KVEntry.objects.filter(session=session).count()
+        limit = settings.KV_MAX_KEYS_PER_SESSION
+        if count - gone + new_keys > limit:
+            raise ApplicationError(
+                "kv_key_limit_reached",
+                f"This session already holds {count} KV keys; the limit is {limit}.",
+                {"count": count, "adding": new_keys, "limit": limit},
+            )
+
+
+def _sync_secondary(session: Session, key: str, value: Any) -> None:
+    """Keep the fold and window index tables equal to their KV entries."""
+    if key.startswith(kvkeys.FOLD_PREFIX):
+        fold_id = key[len(kvkeys.FOLD_PREFIX) :]
+        if value is KV_DELETE:
+            FoldRecord.objects.filter(session=session, fold_id=fold_id).delete()
+            return
+        FoldRecord.objects.update_or_create(
+            session=session,
+            fold_id=fold_id,
+            defaults={
+                "window_id": value["windowId"],
+                "first_index": value["firstIndex"],
+                "last_index": value["lastIndex"],
+            },
+        )
+    elif key.startswith(kvkeys.WINDOW_PREFIX):
+        window_id = key[len(kvkeys.WINDOW_PREFIX) :]
+        if value is KV_DELETE:
+            WindowRecord.objects.filter(session=session, window_id=window_id).delete()
+            return
+        WindowRecord.objects.update_or_create(
+            session=session,
+            window_id=window_id,
+            defaults={
+                "status": value.get("status", kvkeys.STATUS_ACTIVE),
+                "created_at_index": value.get("createdAtIndex", 0),
+            },
+        )
+
+
+def kv_apply_locked(session: Session, writes: Mapping[str, Any]) -> int:
+    """Apply `writes` (key → JSON value or KV_DELETE) and bump the revision once.
+
+    Precondition: inside a transaction, `session` locked by `session_lock`. Returns the new
+    revision. Raises ApplicationError (kv_*) before writing anything if a limit is broken.
+    """
+    if not writes:
+        return session.state_revision
+    _check_writes(session, writes)
+    revision = session.state_revision + 1
+    for key, value in writes.items():
+        if value is KV_DELETE:
+            KVEntry.objects.filter(session=session, key=key).delete()
+        else:
+            KVEntry.objects.update_or_create(
+                session=session, key=key, defaults={"value": value, "revision": revision}
+            )
+        _sync_secondary(session, key, value)
+    session.state_revision = revision
+    update_fields = ["state_revision"]
+    active = writes.get(kvkeys.KEY_ACTIVE_WINDOW)
+    if isinstance(active, str):
+        session.active_window = active
+        update_fields.append("active_window")
+    session.save(update_fields=update_fields)
+    return revision
+
+
+def kv_commit(
+    *, session_id: UUID | str, writes: Mapping[str, Any], expected_revision: int | None = None
+) -> int:
+    """Commit several KV keys in one transaction; the revision rises by exactly one.
+
+    With `expected_revision`, refuses with `context_state_stale` (409) unless the session is
+    still at that revision (compare-and-set). Nothing is written on any refusal.
+    """
+    with transaction.atomic():
+        session = session_lock(session_id)
+        if expected_revision is not None and session.state_revision != expected_revision:
+            raise ApplicationError(
+                "context_state_stale",
+                f"The state moved to revision {session.state_revision}; "
+                f"re-read it before writing (you sent {expected_revision}).",
+                {"currentRevision": session.state_revision, "expectedRevision": expected_revision},
+                status=409,
+            )
+        return kv_apply_locked(session, writes)
+
+
+def kv_read(session: Session, keys: list[str]) -> dict[str, Any]:
+    """Return the committed values of `keys` (absent keys omitted) in one query."""
+    return dict(KVEntry.objects.filter(session=session, key__in=keys).values_list("key", "value"))

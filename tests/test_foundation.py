@@ -1,0 +1,82 @@
+"""Project-level promises: a pure engine, a usable CLI key, one error shape."""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from io import StringIO
+from pathlib import Path
+
+from django.core.management import call_command
+from django.test import override_settings
+from rest_framework.response import Response
+from rest_framework.test import APIRequestFactory
+from rest_framework.views import APIView
+
+from agents.models import ApiKey, Application, hash_key
+
+ROOT = Path(__file__).resolve().parent.parent
+FORBIDDEN = ("django", "rest_framework", "celery", "agents", "sessions_app", "redis", "psycopg")
+
+
+def test_engine_imports_nothing_from_django_or_the_apps():
+    for path in (ROOT / "contextproto" / "protocol").rglob("*.py"):
+        tree = ast.parse(path.read_text(), filename=str(path))
+        for node in ast.walk(tree):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            for name in names:
+                assert name.split(".")[0] not in FORBIDDEN, f"{path.name} imports {name}"
+
+
+def test_importing_the_engine_loads_no_django_module():
+    code = "\n".join(
+        [
+            "import importlib, pkgutil, sys",
+            "import contextproto.protocol as p",
+            "for m in pkgutil.iter_modules(p.__path__):",
+            "    importlib.import_module(p.__name__ + '.' + m.name)",
+            f"print(sorted(n for n in sys.modules if n.split('.')[0] in {FORBIDDEN!r}))",
+        ]
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip() == "[]"
+
+
+def test_create_application_prints_the_key_as_its_last_line(db):
+    out = StringIO()
+    call_command("create_application", "Globex", stdout=out)
+    key = out.getvalue().strip().splitlines()[-1]
+    application = Application.objects.get(name="Globex")
+    stored = ApiKey.objects.get(application=application)
+    assert stored.key_hash == hash_key(key)
+    assert key not in stored.key_hash and stored.key_hash != key
+
+
+class EchoApi(APIView):
+    def post(self, request):
+        return Response({"size": len(json.dumps(request.data))})
+
+
+@override_settings(DATA_UPLOAD_MAX_MEMORY_SIZE=1000)
+def test_oversized_body_is_a_413_in_the_error_shape():
+    factory = APIRequestFactory()
+    request = factory.post("/x", {"blob": "a" * 5000}, format="json")
+    response = EchoApi.as_view()(request)
+    assert response.status_code == 413
+    assert response.data["error"]["code"] == "request_too_large"
+
+
+def test_malformed_json_is_a_400_in_the_error_shape():
+    factory = APIRequestFactory()
+    request = factory.post("/x", "{not json", content_type="application/json")
+    response = EchoApi.as_view()(request)
+    assert response.status_code == 400
+    assert set(response.data["error"]) == {"code", "message", "details"}
