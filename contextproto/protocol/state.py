@@ -62,4 +62,4 @@ def initial_kv() -> dict[str, Any]:
 
 
 def is_valid_window_id(window_id: object) -> bool:
-    return isinstance(window_id, str) and bool(WINDOW_ID_RE.match(window_id))
+    return isinstance(window_id, str) and bool(WINDOW_ID_RE.fullmatch(window_id))

@@ -1,0 +1,312 @@
+"""Provider adapters (SPEC §4.5): turn a Projection into one provider's request body.
+
+An adapter may only change shape, never meaning, unless it says so: every change
+of meaning (a reorder the provider demands, a prefill, a dropped part) is written
+to `notes`, which the caller stores in the projection snapshot.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from contextproto.protocol import errors
+from contextproto.protocol.errors import ProtocolError
+from contextproto.protocol.messages import (
+    KIND_TOOL_CALL,
+    KIND_TOOL_RESULT,
+    ROLE_ASSISTANT,
+    ROLE_TOOL,
+    ROLE_USER,
+    ModelMessage,
+)
+from contextproto.protocol.projection import Projection
+
+PROVIDER_NEUTRAL = "neutral"
+PROVIDER_OPENAI_CHAT = "openai-chat"
+PROVIDER_ANTHROPIC_MESSAGES = "anthropic-messages"
+PROVIDERS = (PROVIDER_NEUTRAL, PROVIDER_OPENAI_CHAT, PROVIDER_ANTHROPIC_MESSAGES)
+
+ROLE_SYSTEM = "system"
+
+NOTE_ANTHROPIC_PREFILL = (
+    "trailing assistant message is sent as a prefill on anthropic-messages: the model "
+    "continues it instead of answering after it"
+)
+NOTE_ANTHROPIC_FIRST_ASSISTANT = (
+    "first message after the system prompt is an assistant message on anthropic-messages "
+    "(the conversation starts with an assistant turn)"
+)
+
+
+@dataclass(frozen=True)
+class AdaptedRequest:
+    """A provider request body plus the notes on what adaptation changed."""
+
+    provider: str
+    body: dict[str, Any]
+    notes: tuple[str, ...]
+
+
+def _text_of(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(
+            p["text"]
+            for p in content
+            if isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text"), str)
+        )
+    return "" if content is None else str(content)
+
+
+def _image_url(part: dict[str, Any]) -> str:
+    if part.get("url"):
+        return str(part["url"])
+    return f"data:{part.get('mediaType', 'application/octet-stream')};base64,{part.get('data', '')}"
+
+
+def _has_image(content: Any) -> bool:
+    return isinstance(content, list) and any(
+        isinstance(p, dict) and p.get("type") == "image" for p in content
+    )
+
+
+# --------------------------------------------------------------------------- openai-chat
+
+
+def _openai_content(content: Any) -> Any:
+    if not isinstance(content, list):
+        return _text_of(content)
+    parts = []
+    for part in content:
+        if not isinstance(part, dict):
+            continue
+        if part.get("type") == "image":
+            parts.append({"type": "image_url", "image_url": {"url": _image_url(part)}})
+        elif part.get("type") == "text":
+            parts.append({"type": "text", "text": part.get("text", "")})
+    return parts
+
+
+def _openai_keep_results_adjacent(out: list[dict[str, Any]], notes: list[str]) -> None:
+    """Move tool messages up to the assistant message that issued their calls.
+
+    Chat Completions refuses any message between an assistant `tool_calls` message
+    and its `tool` messages, while the log may hold one (e.g. approval feedback).
+    """
+    i = 0
+    while i < len(out):
+        message = out[i]
+        if not message.get("tool_calls"):
+            i += 1
+            continue
+        needed = {c["id"] for c in message["tool_calls"]}
+        results: list[dict[str, Any]] = []
+        others: list[dict[str, Any]] = []
+        j = i + 1
+        while needed and j < len(out):
+            candidate = out[j]
+            if candidate["role"] == ROLE_TOOL and candidate.get("tool_call_id") in needed:
+                results.append(candidate)
+                needed.discard(candidate["tool_call_id"])
+            else:
+                others.append(candidate)
+            j += 1
+        if results and others:
+            ids = ", ".join(c["id"] for c in message["tool_calls"])
+            notes.append(
+                f"openai-chat: {len(others)} message(s) between tool call(s) {ids} and their "
+                "results were moved after the results (Chat Completions requires tool messages "
+                "right after the call)"
+            )
+        out[i + 1 : j] = results + others
+        i += 1 + len(results)
+
+
+def _adapt_openai(projection: Projection, tools: Sequence[dict[str, Any]]) -> AdaptedRequest:
+    notes: list[str] = []
+    out: list[dict[str, Any]] = []
+    for message in projection.messages:
+        if message.role == ROLE_SYSTEM:
+            out.append({"role": ROLE_SYSTEM, "content": _text_of(message.content)})
+        elif message.kind == KIND_TOOL_CALL:
+            call = {
+                "id": message.tool_call_id,
+                "type": "function",
+                "function": {
+                    "name": message.tool_name,
+                    "arguments": json.dumps(message.arguments or {}, ensure_ascii=False),
+                },
+            }
+            # Consecutive calls become one assistant message: OpenAI expects the tool
+            # messages right after the single message that issued the calls.
+            if out and out[-1]["role"] == ROLE_ASSISTANT and out[-1].get("tool_calls"):
+                out[-1]["tool_calls"].append(call)
+            else:
+                out.append({"role": ROLE_ASSISTANT, "content": None, "tool_calls": [call]})
+        elif message.kind == KIND_TOOL_RESULT:
+            if _has_image(message.content):
+                notes.append(
+                    f"openai-chat: image parts of the result of {message.tool_call_id} were "
+                    "sent as text only (tool messages carry no images)"
+                )
+            out.append(
+                {
+                    "role": ROLE_TOOL,
+                    "tool_call_id": message.tool_call_id,
+                    "content": _text_of(message.content),
+                }
+            )
+        else:
+            out.append({"role": message.role, "content": _openai_content(message.content)})
+    _openai_keep_results_adjacent(out, notes)
+
+    body: dict[str, Any] = {"messages": out}
+    if tools:
+        body["tools"] = [
+            {
+                "type": "function",
+                "function": {
+                    "name": t["name"],
+                    "description": t.get("description", ""),
+                    "parameters": t.get("inputSchema") or {"type": "object"},
+                },
+            }
+            for t in tools
+        ]
+    return AdaptedRequest(provider=PROVIDER_OPENAI_CHAT, body=body, notes=tuple(notes))
+
+
+# --------------------------------------------------------------------------- anthropic
+
+
+def _anthropic_blocks(content: Any) -> list[dict[str, Any]]:
+    if not isinstance(content, list):
+        text = _text_of(content)
+        return [{"type": "text", "text": text}] if text else []
+    blocks = []
+    for part in content:
+        if not isinstance(part, dict):
+            continue
+        if part.get("type") == "image":
+            if part.get("url"):
+                source = {"type": "url", "url": part["url"]}
+            else:
+                source = {
+                    "type": "base64",
+                    "media_type": part.get("mediaType"),
+                    "data": part.get("data"),
+                }
+            blocks.append({"type": "image", "source": source})
+        elif part.get("type") == "text" and part.get("text"):
+            # Anthropic refuses empty text blocks.
+            blocks.append({"type": "text", "text": part["text"]})
+    return blocks
+
+
+def _anthropic_message(message: ModelMessage, projection: Projection) -> tuple[str, list]:
+    if message.kind == KIND_TOOL_CALL:
+        return ROLE_ASSISTANT, [
+            {
+                "type": "tool_use",
+                "id": message.tool_call_id,
+                "name": message.tool_name,
+                "input": message.arguments or {},
+            }
+        ]
+    if message.kind == KIND_TOOL_RESULT or message.role == ROLE_TOOL:
+        content: Any = message.content
+        content = _anthropic_blocks(content) if isinstance(content, list) else _text_of(content)
+        return ROLE_USER, [
+            {
+                "type": "tool_result",
+                "tool_use_id": message.tool_call_id,
+                "content": content,
+                "is_error": message.tool_call_id in projection.error_tool_call_ids,
+            }
+        ]
+    role = ROLE_ASSISTANT if message.role == ROLE_ASSISTANT else ROLE_USER
+    return role, _anthropic_blocks(message.content)
+
+
+def _adapt_anthropic(projection: Projection, tools: Sequence[dict[str, Any]]) -> AdaptedRequest:
+    notes: list[str] = []
+    system_texts: list[str] = []
+    merged: list[dict[str, Any]] = []
+    for position, message in enumerate(projection.messages):
+        if message.role == ROLE_SYSTEM:
+            system_texts.append(_text_of(message.content))
+            continue
+        role, blocks = _anthropic_message(message, projection)
+        if not blocks:
+            notes.append(
+                f"anthropic-messages: empty {message.role}/{message.kind} message at position "
+                f"{position} was not sent (empty content is refused)"
+            )
+            continue
+        if merged and merged[-1]["role"] == role:
+            merged[-1]["content"].extend(blocks)
+        else:
+            merged.append({"role": role, "content": list(blocks)})
+
+    for message in merged:
+        blocks = message["content"]
+        results = [b for b in blocks if b["type"] == "tool_result"]
+        kinds = [b["type"] == "tool_result" for b in blocks]
+        # Out of order when some other block precedes the last tool_result block.
+        if results and kinds[: len(results)] != [True] * len(results):
+            # Anthropic wants tool_result blocks first in the user turn that answers a
+            # tool_use; a merged user message may carry other user content before them.
+            message["content"] = results + [b for b in blocks if b["type"] != "tool_result"]
+            ids = ", ".join(str(b["tool_use_id"]) for b in results)
+            notes.append(
+                f"anthropic-messages: tool_result block(s) {ids} were moved before other "
+                "content of their user message (tool results must come first)"
+            )
+
+    if merged and merged[0]["role"] == ROLE_ASSISTANT:
+        notes.append(NOTE_ANTHROPIC_FIRST_ASSISTANT)
+    if merged and merged[-1]["role"] == ROLE_ASSISTANT:
+        notes.append(NOTE_ANTHROPIC_PREFILL)
+
+    body: dict[str, Any] = {}
+    if system_texts:
+        body["system"] = "\n\n".join(system_texts)
+    body["messages"] = merged
+    if tools:
+        body["tools"] = [
+            {
+                "name": t["name"],
+                "description": t.get("description", ""),
+                "input_schema": t.get("inputSchema") or {"type": "object"},
+            }
+            for t in tools
+        ]
+    return AdaptedRequest(provider=PROVIDER_ANTHROPIC_MESSAGES, body=body, notes=tuple(notes))
+
+
+# --------------------------------------------------------------------------- entry point
+
+
+def adapt(
+    projection: Projection, provider: str, tools: Sequence[dict[str, Any]] = ()
+) -> AdaptedRequest:
+    """Render `projection` (and tools `{name, description, inputSchema}`) for `provider`.
+
+    Raises ProtocolError `provider_unknown` for a provider not in PROVIDERS.
+    """
+    if provider == PROVIDER_NEUTRAL:
+        body = {"messages": [m.to_wire() for m in projection.messages], "tools": list(tools)}
+        return AdaptedRequest(provider=PROVIDER_NEUTRAL, body=body, notes=())
+    if provider == PROVIDER_OPENAI_CHAT:
+        return _adapt_openai(projection, tools)
+    if provider == PROVIDER_ANTHROPIC_MESSAGES:
+        return _adapt_anthropic(projection, tools)
+    raise ProtocolError(
+        errors.PROVIDER_UNKNOWN,
+        f"unknown provider {provider!r}; use one of {', '.join(PROVIDERS)}.",
+        {"provider": provider, "providers": list(PROVIDERS)},
+    )

@@ -1,0 +1,674 @@
+"""The model's view for one turn (SPEC §4): a pure function of frozen state and raw rows.
+
+The Django layer asks `plan_reads` which rows to load, loads exactly those (W's
+messages above C, the current run's inputs, W's folds above C, a few KV keys),
+and hands them to `project`. Nothing here scans the whole log, so the cost of a
+turn grows with what the model sees, not with the session's size.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from itertools import pairwise
+from typing import Any
+
+from contextproto.protocol import errors
+from contextproto.protocol.errors import ProtocolError
+from contextproto.protocol.groups import build_groups
+from contextproto.protocol.messages import (
+    DERIVED_FOLD,
+    DERIVED_HEADER,
+    DERIVED_RAW,
+    DERIVED_STATE,
+    DERIVED_SYSTEM,
+    KIND_INPUT,
+    KIND_TOOL_CALL,
+    KIND_TOOL_RESULT,
+    ROLE_ASSISTANT,
+    ROLE_USER,
+    Fold,
+    ModelMessage,
+    ProjectionSource,
+    RawMessage,
+)
+from contextproto.protocol.state import (
+    KEY_ACTIVE_WINDOW,
+    KEY_CURRENT_WINDOW_ENTRY,
+    KEY_TASK_MEMORY,
+    MAIN_WINDOW,
+    checkpoint_key,
+    covered_key,
+    window_key,
+)
+
+# Kept local (not imported from the catalog) so the projection depends on values only.
+PROTOCOL_PREFIX = "prefix"
+PROTOCOL_UNIFIED = "unified"
+KNOWN_VERSIONS = frozenset(
+    {(PROTOCOL_PREFIX, 2), (PROTOCOL_UNIFIED, 1), (PROTOCOL_UNIFIED, 2), (PROTOCOL_UNIFIED, 3)}
+)
+
+SYSTEM_PLACEHOLDER = "{{context_protocol}}"
+PLACEMENT_TRAILING_ASSISTANT = "trailing_assistant"
+PLACEMENT_BEFORE_HISTORY_ASSISTANT = "before_history_assistant"
+PLACEMENT_TRAILING_USER = "trailing_user"
+STATE_PLACEMENTS = (
+    PLACEMENT_TRAILING_ASSISTANT,
+    PLACEMENT_BEFORE_HISTORY_ASSISTANT,
+    PLACEMENT_TRAILING_USER,
+)
+GUI_IMAGES_KEPT = 3
+DEFAULT_TOOL_RESULT_PREVIEW_CHARS = 16000
+
+HEADER_LEAD = (
+    "Derived context state, maintained by the context protocol (not a message from the user):"
+)
+STATE_LEAD = (
+    "Context state, derived by the context protocol from the frozen session state "
+    "(information, not an instruction):"
+)
+
+# Window record keys in the order the header shows them; unknown keys follow, sorted,
+# so the rendering does not depend on how the store ordered a JSON object.
+WINDOW_RECORD_ORDER = (
+    "goal",
+    "status",
+    "input",
+    "memory",
+    "outcomes",
+    "openedFrom",
+    "createdAtIndex",
+)
+
+
+# --------------------------------------------------------------------------- reads
+
+
+@dataclass(frozen=True)
+class ReadPlan:
+    """The rows the DB layer must fetch for one view, and nothing else."""
+
+    window_id: str
+    after_index: int  # C: fetch W's messages with index > C ...
+    through_index: int  # U: ... and index <= U
+    run_id: str | None  # fetch input messages with input_run == run_id, index <= U, any window
+    folds_window: str | None  # fetch this window's folds with first_index > folds_after_index
+    folds_after_index: int
+
+
+# The only key needed before W is known; covered_key(W) follows once it is.
+KV_KEYS_FOR_PLAN = (KEY_ACTIVE_WINDOW,)
+
+
+def _base_protocol(protocol_id: str) -> str:
+    return protocol_id.split("@", 1)[0]
+
+
+def plan_reads(
+    *,
+    protocol_id: str,
+    active_window: str | None,
+    covered_through: int,
+    run_id: str | None,
+    upper_bound: int,
+) -> ReadPlan:
+    """Return the rows a view needs, given `activeWindow` and `coveredThrough/W`.
+
+    `protocol_id` is the catalog id (`prefix`, `unified`; an `id@version` form is
+    accepted). prefix@2 always reads window `main` and never reads folds.
+    """
+    prefix = _base_protocol(protocol_id) == PROTOCOL_PREFIX
+    window_id = MAIN_WINDOW if prefix or not active_window else active_window
+    return ReadPlan(
+        window_id=window_id,
+        after_index=covered_through,
+        through_index=upper_bound,
+        run_id=run_id,
+        folds_window=None if prefix else window_id,
+        folds_after_index=covered_through,
+    )
+
+
+def kv_keys_for_view(protocol_id: str, window_id: str) -> tuple[str, ...]:
+    """Return the KV keys `project` reads for window `window_id`."""
+    if _base_protocol(protocol_id) == PROTOCOL_PREFIX:
+        return (covered_key(MAIN_WINDOW), checkpoint_key(MAIN_WINDOW))
+    return (
+        KEY_ACTIVE_WINDOW,
+        KEY_TASK_MEMORY,
+        window_key(window_id),
+        checkpoint_key(window_id),
+        covered_key(window_id),
+        KEY_CURRENT_WINDOW_ENTRY,
+    )
+
+
+# --------------------------------------------------------------------------- types
+
+
+@dataclass(frozen=True)
+class ProjectionInput:
+    """Everything one view depends on; equal inputs give byte-equal projections."""
+
+    protocol_id: str  # catalog id: "prefix" | "unified"
+    version: int
+    options: Mapping[str, Any]  # normalized: every key of the version present
+    system_prompt: str
+    protocol_prompt: str
+    session_id: str
+    session_inputs: Any  # the session's inputs (a JSON value)
+    run_id: str | None
+    upper_bound: int
+    revision: int
+    kv: Mapping[str, Any]  # the keys of kv_keys_for_view; a missing key means absent
+    window_messages: Sequence[RawMessage]  # W's messages with C < index <= U
+    run_inputs: Sequence[RawMessage]  # current run's inputs, index <= U, any window
+    folds: Sequence[Fold]  # W's folds with first_index > C
+    tool_result_preview_chars: int = DEFAULT_TOOL_RESULT_PREVIEW_CHARS
+
+
+@dataclass(frozen=True)
+class Projection:
+    """The model's view: messages[i] is explained by sources[i]."""
+
+    messages: tuple[ModelMessage, ...]
+    sources: tuple[ProjectionSource, ...]
+    window_id: str
+    revision: int
+    upper_bound: int
+    run_id: str | None
+    protocol: str  # "unified@2"
+    options: dict[str, Any]
+    # Tool call ids whose visible result is an error. Not part of the wire shape:
+    # only provider adapters need it (Anthropic's `is_error`), and ModelMessage has
+    # no field for it.
+    error_tool_call_ids: frozenset[str] = field(default_factory=frozenset)
+
+    def to_wire(self) -> dict[str, Any]:
+        return {
+            "messages": [m.to_wire() for m in self.messages],
+            "sources": [s.to_wire() for s in self.sources],
+            "windowId": self.window_id,
+            "revision": self.revision,
+            "upperBound": self.upper_bound,
+            "runId": self.run_id,
+            "protocol": self.protocol,
+            "options": self.options,
+        }
+
+
+# --------------------------------------------------------------------------- history
+
+
+@dataclass(frozen=True)
+class _Unit:
+    """An atomic stretch of W's history: one interaction group or one fold."""
+
+    first_index: int
+    last_index: int
+    messages: tuple[RawMessage, ...] = ()
+    fold: Fold | None = None
+
+
+# A history item is a raw message or a fold, in view order.
+_Item = RawMessage | Fold
+
+
+def _units(window_messages: Sequence[RawMessage], folds: Sequence[Fold]) -> list[_Unit]:
+    """Cut W's visible messages into groups and folds, refusing folds that break a unit."""
+    folds = sorted(folds, key=lambda f: (f.first_index, f.last_index, f.id))
+    units = [_Unit(first_index=f.first_index, last_index=f.last_index, fold=f) for f in folds]
+    # Messages and folds are both index-sorted, so one merge pass finds the fold
+    # (if any) each message falls into.
+    loose: list[RawMessage] = []
+    pos = 0
+    for message in window_messages:
+        while pos < len(folds) and folds[pos].last_index < message.index:
+            pos += 1
+        if pos < len(folds) and folds[pos].first_index <= message.index:
+            continue
+        loose.append(message)
+    for group in build_groups(loose):
+        units.append(
+            _Unit(
+                first_index=group.first_index, last_index=group.last_index, messages=group.messages
+            )
+        )
+    units.sort(key=lambda u: (u.first_index, u.last_index))
+    for before, after in pairwise(units):
+        if after.first_index <= before.last_index:
+            # Only a corrupted state gets here (fold rules keep folds on group
+            # boundaries); showing it would duplicate or split messages.
+            raise ProtocolError(
+                errors.PROJECTION_FOLD_CONFLICT,
+                f"history units #{before.first_index}-#{before.last_index} and "
+                f"#{after.first_index}-#{after.last_index} overlap: a fold overlaps another fold "
+                "or cuts an interaction group.",
+                {
+                    "first": [before.first_index, before.last_index],
+                    "second": [after.first_index, after.last_index],
+                    "foldIds": [u.fold.id for u in (before, after) if u.fold is not None],
+                },
+            )
+    return units
+
+
+def _history(units: Sequence[_Unit], extra_inputs: Sequence[RawMessage]) -> list[_Item]:
+    """Interleave protected inputs with W's units: before the first unit starting after them.
+
+    An input whose index falls inside a unit's range (an open group, a fold) thus
+    lands right after that unit, never inside it.
+    """
+    items: list[_Item] = []
+    pos = 0
+    for unit in units:
+        while pos < len(extra_inputs) and extra_inputs[pos].index < unit.first_index:
+            items.append(extra_inputs[pos])
+            pos += 1
+        if unit.fold is not None:
+            items.append(unit.fold)
+        else:
+            items.extend(unit.messages)
+    items.extend(extra_inputs[pos:])
+    return items
+
+
+def _pairing_error(problem: str, message: str, **details: Any) -> ProtocolError:
+    return ProtocolError(errors.PAIRING_VIOLATION, message, {"problem": problem, **details})
+
+
+def _check_pairing(items: Sequence[_Item]) -> None:
+    """Refuse a history where a call lacks exactly one later result, or a result its call."""
+    pending: dict[str, int] = {}
+    answered: dict[str, tuple[int, int]] = {}
+    for item in items:
+        if isinstance(item, Fold):
+            continue
+        call_id = item.tool_call_id or ""
+        if item.kind == KIND_TOOL_CALL:
+            if call_id in pending or call_id in answered:
+                first = pending.get(call_id) or answered[call_id][0]
+                raise _pairing_error(
+                    "duplicate_call",
+                    f"tool call id {call_id!r} is used by two calls (#{first} and #{item.index}).",
+                    toolCallId=call_id,
+                    indices=[first, item.index],
+                )
+            pending[call_id] = item.index
+        elif item.kind == KIND_TOOL_RESULT:
+            if call_id in pending:
+                answered[call_id] = (pending.pop(call_id), item.index)
+            elif call_id in answered:
+                call_index, result_index = answered[call_id]
+                raise _pairing_error(
+                    "duplicate_result",
+                    f"tool call {call_id!r} (#{call_index}) has a second result #{item.index} "
+                    f"after #{result_index}; each call has exactly one result.",
+                    toolCallId=call_id,
+                    indices=[call_index, result_index, item.index],
+                )
+            else:
+                raise _pairing_error(
+                    "result_without_call",
+                    f"tool result #{item.index} answers {call_id!r}, but no call with that id "
+                    "precedes it in the view.",
+                    toolCallId=call_id,
+                    indices=[item.index],
+                )
+    if pending:
+        call_id, index = min(pending.items(), key=lambda kv: kv[1])
+        raise _pairing_error(
+            "call_without_result",
+            f"tool call {call_id!r} (#{index}) has no result in the view; a view is only built "
+            "once every call of the window is answered.",
+            toolCallId=call_id,
+            indices=[index],
+        )
+
+
+# --------------------------------------------------------------------------- rendering
+
+
+def _dumps(value: Any, *, ensure_ascii: bool) -> str:
+    return json.dumps(value, ensure_ascii=ensure_ascii)
+
+
+def _window_view(window_id: str, record: Any) -> dict[str, Any]:
+    view: dict[str, Any] = {"id": window_id}
+    if isinstance(record, Mapping):
+        for key in WINDOW_RECORD_ORDER:
+            if key in record:
+                view[key] = record[key]
+        for key in sorted(k for k in record if k not in WINDOW_RECORD_ORDER and k != "id"):
+            view[key] = record[key]
+    return view
+
+
+def _fold_text(fold: Fold) -> str:
+    count = len(fold.message_ids)
+    return (
+        f"[context_fold {fold.id}] Window '{fold.window_id}', messages "
+        f"#{fold.first_index}-#{fold.last_index} ({count} messages) are folded into this note.\n"
+        "Summary (the agent's own work note, not an instruction and not a verified fact):\n"
+        f"{fold.summary}\n"
+        f'To read the raw messages, call context_fold_read with {{"foldId": "{fold.id}"}}.'
+    )
+
+
+def _has_image(content: Any) -> bool:
+    return isinstance(content, list) and any(
+        isinstance(p, dict) and p.get("type") == "image" for p in content
+    )
+
+
+def _omit_images(content: list[dict[str, Any]], index: int) -> list[dict[str, Any]]:
+    marker = {"type": "text", "text": f"[image omitted from view: message #{index}]"}
+    return [dict(marker) if p.get("type") == "image" else p for p in content]
+
+
+def _preview_text(text: str, limit: int, index: int) -> str:
+    if limit <= 0 or len(text) <= limit:
+        return text
+    head = limit // 2
+    tail = limit - head
+    return (
+        f"{text[:head]}\n[... tool result #{index} truncated for view: {len(text)} characters "
+        f"in full; showing first {head} and last {tail} ...]\n{text[len(text) - tail :]}"
+    )
+
+
+def _preview(content: Any, limit: int, index: int) -> Any:
+    if isinstance(content, str):
+        return _preview_text(content, limit, index)
+    if isinstance(content, list):
+        return [
+            {**p, "text": _preview_text(p["text"], limit, index)}
+            if isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text"), str)
+            else p
+            for p in content
+        ]
+    return content
+
+
+def _copy_content(content: Any) -> Any:
+    # The view must never share mutable parts with the raw rows it was built from.
+    if isinstance(content, list):
+        return [dict(p) if isinstance(p, dict) else p for p in content]
+    return content
+
+
+def _raw_model_message(message: RawMessage, content: Any) -> ModelMessage:
+    paired = message.kind in (KIND_TOOL_CALL, KIND_TOOL_RESULT)
+    return ModelMessage(
+        role=message.role,
+        kind=message.kind,
+        content=content,
+        tool_call_id=message.tool_call_id if paired else None,
+        tool_name=message.tool_name if paired else None,
+        arguments=message.arguments if message.kind == KIND_TOOL_CALL else None,
+    )
+
+
+def _render_history(
+    items: Sequence[_Item], *, session_id: str, gui: bool, preview_chars: int
+) -> list[tuple[ModelMessage, ProjectionSource]]:
+    keep_images: set[int] = set()
+    if gui:
+        with_images = [
+            pos
+            for pos, item in enumerate(items)
+            if isinstance(item, RawMessage) and _has_image(item.content)
+        ]
+        keep_images = set(with_images[-GUI_IMAGES_KEPT:])
+    else:
+        keep_images = set(range(len(items)))
+
+    out: list[tuple[ModelMessage, ProjectionSource]] = []
+    for pos, item in enumerate(items):
+        if isinstance(item, Fold):
+            out.append(
+                (
+                    ModelMessage(role=ROLE_ASSISTANT, kind=DERIVED_FOLD, content=_fold_text(item)),
+                    ProjectionSource(
+                        derived_type=DERIVED_FOLD,
+                        session_id=session_id,
+                        window_id=item.window_id,
+                        fold_id=item.id,
+                        first_index=item.first_index,
+                        last_index=item.last_index,
+                        message_ids=tuple(item.message_ids),
+                    ),
+                )
+            )
+            continue
+        content = _copy_content(item.content)
+        if pos not in keep_images and _has_image(content):
+            content = _omit_images(content, item.index)
+        if item.kind == KIND_TOOL_RESULT:
+            content = _preview(content, preview_chars, item.index)
+        out.append(
+            (
+                _raw_model_message(item, content),
+                ProjectionSource(
+                    derived_type=DERIVED_RAW,
+                    session_id=session_id,
+                    window_id=item.window_id,
+                    first_index=item.index,
+                    last_index=item.index,
+                    message_ids=(item.id,),
+                ),
+            )
+        )
+    return out
+
+
+def _state_content(
+    *,
+    window_id: str,
+    kv: Mapping[str, Any],
+    revision: int,
+    covered: int,
+    items: Sequence[_Item],
+) -> str:
+    record = kv.get(window_key(window_id))
+    record = record if isinstance(record, Mapping) else {}
+    entry = kv.get(KEY_CURRENT_WINDOW_ENTRY)
+    # An entry of another window is a leftover of an earlier switch; it says nothing
+    # about how the agent arrived in W.
+    if not (isinstance(entry, Mapping) and entry.get("windowId") == window_id):
+        entry = {}
+    bound_before = entry.get("upperBoundBeforeEntry")
+    since = bound_before if isinstance(bound_before, int) else 0
+    raws = [i for i in items if isinstance(i, RawMessage)]
+    last_call = next((m for m in reversed(raws) if m.kind == KIND_TOOL_CALL), None)
+    state = {
+        "windowId": window_id,
+        "status": record.get("status"),
+        "revision": revision,
+        "enteredFrom": entry.get("fromWindowId"),
+        "upperBoundBeforeEntry": bound_before,
+        "handoffInput": entry.get("input") or record.get("input") or None,
+        "checkpointPosition": covered,
+        "visibleToolResultsSinceEntry": sum(
+            1 for m in raws if m.kind == KIND_TOOL_RESULT and m.index > since
+        ),
+        "lastToolName": last_call.tool_name if last_call is not None else None,
+    }
+    return STATE_LEAD + "\n" + _dumps(state, ensure_ascii=False)
+
+
+def _header_content(
+    *,
+    protocol_id: str,
+    version: int,
+    window_id: str,
+    kv: Mapping[str, Any],
+    session_inputs: Any,
+) -> str:
+    checkpoint = kv.get(checkpoint_key(window_id))
+    if protocol_id == PROTOCOL_PREFIX:
+        # prefix@2 is not an @1-era rendering: non-ASCII inputs stay readable (and cheap).
+        body = {"agent_inputs": session_inputs, "checkpoint": checkpoint}
+        return HEADER_LEAD + "\n" + _dumps(body, ensure_ascii=False)
+    window = _window_view(window_id, kv.get(window_key(window_id)))
+    memory = kv.get(KEY_TASK_MEMORY)
+    if version == 1:
+        body = {
+            "agent_inputs": session_inputs,
+            "task_memory": memory,
+            "active_window": window,
+            "working_checkpoint": checkpoint,
+        }
+        return HEADER_LEAD + "\n" + _dumps(body, ensure_ascii=True)
+    body = {
+        "inputs": session_inputs,
+        "task_memory": memory,
+        "current_window": window,
+        "current_window_checkpoint": checkpoint,
+    }
+    return HEADER_LEAD + "\n" + _dumps(body, ensure_ascii=False)
+
+
+def _dedupe_sorted(messages: Sequence[RawMessage], seen: set[str]) -> list[RawMessage]:
+    out = []
+    for message in sorted(messages, key=lambda m: (m.index, m.id)):
+        if message.id not in seen:
+            seen.add(message.id)
+            out.append(message)
+    return out
+
+
+def project(inp: ProjectionInput) -> Projection:
+    """Build the model's view for one turn (SPEC §4).
+
+    Pure and deterministic: equal inputs give equal projections with identical
+    JSON. Rows outside the plan (other windows, W at or below C, above U, earlier
+    runs' inputs, folds at or below C) are ignored even if passed in.
+
+    Raises ProtocolError `projection_pairing_violation` when the history has a
+    call without exactly one later result or a result without a preceding call.
+    A call that is still pending counts as a violation: the caller must not
+    project while a call of the active window awaits its result. Raises
+    `projection_fold_conflict` for folds that overlap or cut a group (corrupt
+    state) and `protocol_unknown` for a version this engine does not know.
+    """
+    protocol_id = _base_protocol(inp.protocol_id)
+    if (protocol_id, inp.version) not in KNOWN_VERSIONS:
+        raise ProtocolError(
+            errors.PROTOCOL_UNKNOWN,
+            f"the engine cannot project protocol {protocol_id}@{inp.version}.",
+            {"protocol": f"{protocol_id}@{inp.version}"},
+        )
+    prefix = protocol_id == PROTOCOL_PREFIX
+    kv = inp.kv
+    window_id = MAIN_WINDOW if prefix else (kv.get(KEY_ACTIVE_WINDOW) or MAIN_WINDOW)
+    covered = int(kv.get(covered_key(window_id)) or 0)
+    bound = inp.upper_bound
+
+    seen: set[str] = set()
+    window_messages = _dedupe_sorted(
+        [m for m in inp.window_messages if m.window_id == window_id and covered < m.index <= bound],
+        seen,
+    )
+    extra_inputs = _dedupe_sorted(
+        [
+            m
+            for m in inp.run_inputs
+            if inp.run_id is not None
+            and m.kind == KIND_INPUT
+            and m.input_run == inp.run_id
+            and m.index <= bound
+        ],
+        seen,
+    )
+    folds = (
+        []
+        if prefix
+        else [f for f in inp.folds if f.window_id == window_id and f.first_index > covered]
+    )
+
+    items = _history(_units(window_messages, folds), extra_inputs)
+    _check_pairing(items)
+
+    options = dict(inp.options)
+    sid = inp.session_id
+    system = (
+        ModelMessage(
+            role="system",
+            kind=DERIVED_SYSTEM,
+            content=inp.system_prompt.replace(SYSTEM_PLACEHOLDER, inp.protocol_prompt),
+        ),
+        ProjectionSource(derived_type=DERIVED_SYSTEM, session_id=sid),
+    )
+    header = (
+        ModelMessage(
+            role=ROLE_ASSISTANT,
+            kind=DERIVED_HEADER,
+            content=_header_content(
+                protocol_id=protocol_id,
+                version=inp.version,
+                window_id=window_id,
+                kv=kv,
+                session_inputs=inp.session_inputs,
+            ),
+        ),
+        ProjectionSource(derived_type=DERIVED_HEADER, session_id=sid, window_id=window_id),
+    )
+    history = _render_history(
+        items,
+        session_id=sid,
+        gui=bool(options.get("guiProjection", True)),
+        preview_chars=inp.tool_result_preview_chars,
+    )
+
+    ordered = [system, header]
+    if prefix or inp.version == 1:
+        ordered.extend(history)
+    else:
+        placement = PLACEMENT_TRAILING_ASSISTANT
+        if inp.version >= 3:
+            placement = options.get("stateMessagePlacement") or PLACEMENT_TRAILING_ASSISTANT
+            if placement not in STATE_PLACEMENTS:
+                # Normalized options never get here; refuse rather than guess a position.
+                raise ProtocolError(
+                    errors.OPTION_BAD_ENUM,
+                    f"stateMessagePlacement {placement!r} is not one of "
+                    f"{', '.join(STATE_PLACEMENTS)}.",
+                    {"option": "stateMessagePlacement", "value": placement},
+                )
+        text = _state_content(
+            window_id=window_id, kv=kv, revision=inp.revision, covered=covered, items=items
+        )
+        role = ROLE_USER if placement == PLACEMENT_TRAILING_USER else ROLE_ASSISTANT
+        state = (
+            ModelMessage(role=role, kind=DERIVED_STATE, content=text),
+            ProjectionSource(derived_type=DERIVED_STATE, session_id=sid, window_id=window_id),
+        )
+        if placement == PLACEMENT_BEFORE_HISTORY_ASSISTANT:
+            ordered.append(state)
+            ordered.extend(history)
+        else:
+            ordered.extend(history)
+            ordered.append(state)
+
+    errored = frozenset(
+        i.tool_call_id
+        for i in items
+        if isinstance(i, RawMessage)
+        and i.kind == KIND_TOOL_RESULT
+        and i.is_error
+        and i.tool_call_id
+    )
+    return Projection(
+        messages=tuple(m for m, _ in ordered),
+        sources=tuple(s for _, s in ordered),
+        window_id=window_id,
+        revision=inp.revision,
+        upper_bound=bound,
+        run_id=inp.run_id,
+        protocol=f"{protocol_id}@{inp.version}",
+        options=options,
+        error_tool_call_ids=errored,
+    )

@@ -1,0 +1,439 @@
+"""The protocol catalog: versions, option schemas, prompts and tool schemas (SPEC §1, §5)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+
+import jsonschema
+import pytest
+
+from contextproto.protocol import catalog, prompts
+from contextproto.protocol.catalog import (
+    PROTOCOL_TOOL_NAMES,
+    SUPPORTED_KEYWORDS,
+    all_versions,
+    find_version,
+    fingerprint,
+    fingerprint_of,
+    get_version,
+)
+from contextproto.protocol.errors import ProtocolError
+
+ALL_TOOLS = [
+    "context_history_list",
+    "context_fold_create",
+    "context_fold_list",
+    "context_fold_read",
+    "context_window_open",
+    "context_window_memory_set",
+    "context_window_complete",
+    "context_window_list",
+    "context_window_search",
+    "context_window_read",
+    "context_task_memory_get",
+    "context_task_memory_set",
+    "context_maintainer_run",
+]
+GUARDED_V2 = {
+    "context_window_open",
+    "context_window_memory_set",
+    "context_window_complete",
+    "context_fold_create",
+    "context_maintainer_run",
+}
+UNIFIED = [("unified", 1), ("unified", 2), ("unified", 3)]
+
+
+def _required(version: catalog.ProtocolVersion, tool: str) -> list[str]:
+    return version.tools[tool]["inputSchema"]["required"]
+
+
+def test_catalog_lists_the_four_versions_in_order_with_their_status() -> None:
+    assert [(v.key, v.status) for v in all_versions()] == [
+        ("prefix@2", "stable"),
+        ("unified@1", "stable"),
+        ("unified@2", "stable"),
+        ("unified@3", "experimental"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("protocol_id", "version", "windowed", "state_message"),
+    [
+        ("prefix", 2, False, False),
+        ("unified", 1, True, False),
+        ("unified", 2, True, True),
+        ("unified", 3, True, True),
+    ],
+)
+def test_version_flags(protocol_id: str, version: int, windowed: bool, state_message: bool) -> None:
+    entry = get_version(protocol_id, version)
+    assert (entry.windowed, entry.state_message) == (windowed, state_message)
+
+
+@pytest.mark.parametrize(
+    ("key", "defaults"),
+    [
+        (("prefix", 2), {"guiProjection": True, "pageSize": 200, "checkpointMaxCharacters": 12000}),
+        (
+            ("unified", 1),
+            {
+                "guiProjection": True,
+                "pageSize": 200,
+                "checkpointMaxCharacters": 12000,
+                "maxWindows": 128,
+                "maxFolds": 1024,
+            },
+        ),
+        (
+            ("unified", 2),
+            {
+                "guiProjection": True,
+                "pageSize": 200,
+                "checkpointMaxCharacters": 3000,
+                "maxWindows": 128,
+                "maxFolds": 1024,
+            },
+        ),
+        (
+            ("unified", 3),
+            {
+                "guiProjection": True,
+                "pageSize": 200,
+                "checkpointMaxCharacters": 3000,
+                "maxWindows": 128,
+                "maxFolds": 1024,
+                "stateMessagePlacement": "trailing_assistant",
+            },
+        ),
+    ],
+)
+def test_defaults_per_version(key: tuple[str, int], defaults: dict) -> None:
+    entry = get_version(*key)
+    assert entry.defaults == defaults
+    assert list(entry.option_schema["properties"]) == list(defaults)
+
+
+@pytest.mark.parametrize(
+    ("option", "minimum", "maximum"),
+    [
+        ("pageSize", 10, 1000),
+        ("checkpointMaxCharacters", 1000, 24000),
+        ("maxWindows", 1, 1024),
+        ("maxFolds", 1, 65536),
+    ],
+)
+def test_integer_option_ranges(option: str, minimum: int, maximum: int) -> None:
+    prop = get_version("unified", 2).option_schema["properties"][option]
+    assert (prop["type"], prop["minimum"], prop["maximum"]) == ("integer", minimum, maximum)
+
+
+def test_state_message_placement_is_an_enum_of_three_placements() -> None:
+    prop = get_version("unified", 3).option_schema["properties"]["stateMessagePlacement"]
+    assert prop["enum"] == ["trailing_assistant", "before_history_assistant", "trailing_user"]
+
+
+def test_prefix_has_no_tools_and_no_window_options() -> None:
+    entry = get_version("prefix", 2)
+    assert entry.tools == {}
+    assert entry.mutating_tools == frozenset()
+    assert entry.expected_window_tools == frozenset()
+    assert not {"maxWindows", "maxFolds", "stateMessagePlacement"} & set(
+        entry.option_schema["properties"]
+    )
+
+
+@pytest.mark.parametrize("entry", all_versions(), ids=lambda v: v.key)
+def test_option_schema_is_a_valid_closed_schema_an_operator_can_read(
+    entry: catalog.ProtocolVersion,
+) -> None:
+    schema = entry.option_schema
+    jsonschema.Draft202012Validator.check_schema(schema)
+    assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+    assert schema["type"] == "object"
+    assert schema["additionalProperties"] is False
+    jsonschema.validate(entry.defaults, schema)
+    for name, prop in schema["properties"].items():
+        assert prop["title"], name
+        assert len(prop["description"]) > 40, name
+        assert "default" in prop, name
+        # options.py maps only type / range / enum problems to option codes
+        assert set(prop) <= {
+            "type",
+            "title",
+            "description",
+            "default",
+            "minimum",
+            "maximum",
+            "enum",
+        }, name
+
+
+@pytest.mark.parametrize("key", UNIFIED)
+def test_unified_versions_have_all_thirteen_tools_in_order(key: tuple[str, int]) -> None:
+    entry = get_version(*key)
+    assert list(entry.tools) == ALL_TOOLS
+    assert entry.mutating_tools == {
+        "context_fold_create",
+        "context_window_open",
+        "context_window_memory_set",
+        "context_window_complete",
+        "context_task_memory_set",
+    }
+
+
+def test_protocol_tool_names_cover_every_tool_of_every_version() -> None:
+    assert PROTOCOL_TOOL_NAMES == set(ALL_TOOLS)
+    for entry in all_versions():
+        assert set(entry.tools) <= PROTOCOL_TOOL_NAMES
+
+
+@pytest.mark.parametrize("key", UNIFIED)
+@pytest.mark.parametrize("tool", ALL_TOOLS)
+def test_every_tool_schema_is_valid_closed_and_requires_purpose(
+    key: tuple[str, int], tool: str
+) -> None:
+    definition = get_version(*key).tools[tool]
+    schema = definition["inputSchema"]
+    jsonschema.Draft202012Validator.check_schema(schema)
+    assert definition["name"] == tool
+    assert len(definition["description"]) > 40
+    assert schema["additionalProperties"] is False
+    assert schema["required"][0] == "purpose"
+    assert schema["properties"]["purpose"] == {
+        "type": "string",
+        "description": schema["properties"]["purpose"]["description"],
+        "minLength": 1,
+        "maxLength": 200,
+    }
+    assert set(schema["required"]) <= set(schema["properties"])
+    for name, prop in schema["properties"].items():
+        # arguments.py checks exactly this subset
+        assert set(prop) <= SUPPORTED_KEYWORDS, (tool, name)
+        assert prop["description"], (tool, name)
+
+
+@pytest.mark.parametrize("key", [("unified", 2), ("unified", 3)])
+def test_v2_and_v3_require_expected_window_on_exactly_the_guarded_tools(
+    key: tuple[str, int],
+) -> None:
+    entry = get_version(*key)
+    requiring = {t for t in entry.tools if "expectedWindowId" in _required(entry, t)}
+    assert requiring == GUARDED_V2
+    assert entry.expected_window_tools == GUARDED_V2
+
+
+def test_v1_requires_expected_window_nowhere_and_offers_it_only_to_the_maintainer() -> None:
+    entry = get_version("unified", 1)
+    assert entry.expected_window_tools == frozenset()
+    assert not any("expectedWindowId" in _required(entry, t) for t in entry.tools)
+    offering = {
+        t for t, d in entry.tools.items() if "expectedWindowId" in d["inputSchema"]["properties"]
+    }
+    assert offering == {"context_maintainer_run"}
+
+
+@pytest.mark.parametrize(
+    ("version", "required", "min_length"),
+    [
+        (1, ["purpose", "windowId"], None),
+        (2, ["purpose", "expectedWindowId", "windowId", "input"], 1),
+    ],
+)
+def test_window_open_input_is_required_and_non_empty_from_v2(
+    version: int, required: list[str], min_length: int | None
+) -> None:
+    entry = get_version("unified", version)
+    assert _required(entry, "context_window_open") == required
+    assert (
+        entry.tools["context_window_open"]["inputSchema"]["properties"]["input"].get("minLength")
+        == min_length
+    )
+
+
+def test_window_id_arguments_use_the_window_id_pattern() -> None:
+    entry = get_version("unified", 2)
+    pattern = "^[a-z0-9][a-z0-9_-]{0,63}$"
+    for tool, arg in [
+        ("context_fold_list", "windowId"),
+        ("context_window_open", "windowId"),
+        ("context_window_complete", "returnToWindowId"),
+        ("context_window_read", "windowId"),
+    ]:
+        assert entry.tools[tool]["inputSchema"]["properties"][arg]["pattern"] == pattern
+
+
+def test_v2_and_v3_share_tool_schemas() -> None:
+    assert get_version("unified", 2).tools == get_version("unified", 3).tools
+
+
+@pytest.mark.parametrize(
+    ("protocol_id", "version"),
+    [
+        ("unified", 4),
+        ("unified", 0),
+        ("prefix", 1),
+        ("managed", 1),
+        ("unified", True),
+        ("unified", "2"),
+    ],
+)
+def test_unknown_version_is_protocol_unknown_naming_what_exists(
+    protocol_id: str, version: object
+) -> None:
+    assert find_version(protocol_id, version) is None  # type: ignore[arg-type]
+    with pytest.raises(ProtocolError) as caught:
+        get_version(protocol_id, version)  # type: ignore[arg-type]
+    assert caught.value.code == "protocol_unknown"
+    assert "unified@3" in caught.value.message and "prefix@2" in caught.value.message
+    assert caught.value.details["available"] == ["prefix@2", "unified@1", "unified@2", "unified@3"]
+
+
+def test_find_version_returns_the_catalog_entry() -> None:
+    entry = find_version("unified", 2)
+    assert entry is not None and entry.key == "unified@2"
+    assert entry is get_version("unified", 2)
+    assert hash(entry) == hash(get_version("unified", 2))
+
+
+@pytest.mark.parametrize("entry", all_versions(), ids=lambda v: v.key)
+def test_to_public_is_camel_case_json(entry: catalog.ProtocolVersion) -> None:
+    public = entry.to_public()
+    assert json.loads(json.dumps(public)) == public
+    assert list(public) == [
+        "id",
+        "version",
+        "key",
+        "status",
+        "summary",
+        "optionSchema",
+        "defaults",
+        "prompt",
+        "tools",
+        "mutatingTools",
+        "expectedWindowTools",
+    ]
+    assert public["key"] == entry.key
+    assert [t["name"] for t in public["tools"]] == list(entry.tools)
+    assert public["mutatingTools"] == sorted(entry.mutating_tools)
+
+
+def test_to_public_is_a_copy_the_caller_cannot_use_to_change_the_catalog() -> None:
+    before = fingerprint()
+    public = get_version("unified", 2).to_public()
+    public["optionSchema"]["properties"]["pageSize"]["maximum"] = 5
+    public["tools"][0]["inputSchema"]["properties"]["limit"]["maximum"] = 5
+    assert fingerprint() == before
+
+
+def test_fingerprint_is_stable_and_equals_fingerprint_of_all_versions() -> None:
+    assert re.fullmatch(r"[0-9a-f]{64}", fingerprint())
+    assert fingerprint() == fingerprint() == fingerprint_of(all_versions())
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"prompt": prompts.UNIFIED_V2 + " "},
+        {"defaults": {**get_version("unified", 2).defaults, "pageSize": 201}},
+        {"status": "experimental"},
+        {"summary": "changed"},
+        {"tools": {}},
+        {"option_schema": {**get_version("unified", 2).option_schema, "title": "x"}},
+        {"expected_window_tools": frozenset()},
+        {"state_message": False},
+    ],
+    ids=lambda change: next(iter(change)),
+)
+def test_fingerprint_changes_when_any_definition_changes(change: dict) -> None:
+    versions = all_versions()
+    versions[2] = dataclasses.replace(versions[2], **change)
+    assert fingerprint_of(versions) != fingerprint()
+
+
+# ---------------------------------------------------------------- prompts
+
+
+@pytest.mark.parametrize("entry", all_versions(), ids=lambda v: v.key)
+def test_each_version_has_its_own_prompt(entry: catalog.ProtocolVersion) -> None:
+    assert entry.prompt.strip()
+    assert "{{context_protocol}}" not in entry.prompt
+    assert len({v.prompt for v in all_versions()}) == 4
+
+
+def test_prefix_prompt_offers_no_tools() -> None:
+    assert "context_" not in prompts.PREFIX_V2
+    assert "checkpoint" in prompts.PREFIX_V2
+
+
+def test_prompts_mention_only_tools_that_exist() -> None:
+    for entry in all_versions():
+        named = set(re.findall(r"context_[a-z_]+", entry.prompt))
+        derived = {"context_header", "context_fold", "context_state"}
+        assert named - derived <= set(entry.tools), entry.key
+
+
+@pytest.mark.parametrize(
+    "phrase",
+    [
+        "window",
+        "context_history_list",
+        "context_fold_create",
+        "context_fold_read",
+        "checkpoint",
+        "context_header",
+        "task memory",
+        "one tool call per turn",
+        "not an instruction",
+    ],
+)
+def test_v1_prompt_explains(phrase: str) -> None:
+    assert phrase in prompts.UNIFIED_V1
+
+
+@pytest.mark.parametrize("text", [prompts.UNIFIED_V2, prompts.UNIFIED_V3], ids=["v2", "v3"])
+@pytest.mark.parametrize(
+    "phrase",
+    [
+        "task boundaries",
+        "not a fixed sequence",
+        "expectedWindowId",
+        "not a write target",
+        "context_state",
+        "do not replay the handoff",
+        "answer directly",
+        "do not copy tool logs",
+        "Do not duplicate",
+    ],
+)
+def test_v2_and_v3_prompts_share_the_decision_rules(text: str, phrase: str) -> None:
+    assert phrase in text
+
+
+def test_v2_prompt_keeps_its_positional_wording() -> None:
+    # v2 stays the experiment's sentinel, so its wording is not silently neutralised.
+    assert "last message" in prompts.UNIFIED_V2
+    assert "above are history" in prompts.UNIFIED_V2
+
+
+POSITION_WORDS = ["last message", "final message", "trailing", "above is history", "above", "below"]
+
+
+@pytest.mark.parametrize("word", POSITION_WORDS)
+def test_v3_prompt_is_position_neutral(word: str) -> None:
+    assert word not in prompts.UNIFIED_V3.lower()
+
+
+@pytest.mark.parametrize("word", POSITION_WORDS)
+def test_v3_tool_descriptions_are_position_neutral(word: str) -> None:
+    text = json.dumps(list(get_version("unified", 3).tools.values())).lower()
+    assert word not in text
+
+
+def test_v3_prompt_says_a_user_role_state_message_carries_no_user_authority() -> None:
+    assert "the `context_state` message" in prompts.UNIFIED_V3.lower()
+    assert "user role" in prompts.UNIFIED_V3
+    assert "no user authority" in prompts.UNIFIED_V3
+    assert "not a user request" in prompts.UNIFIED_V3
