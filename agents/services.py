@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import secrets
+from typing import Any
 
 from django.db import transaction
+from django.db.models import Max
+from django.utils import timezone
 
-from agents.models import ApiKey, Application, hash_key
+from agents.models import Agent, AgentVersion, ApiKey, Application, Tool, hash_key
+from contextproto.errors import ApplicationError
+from contextproto.protocol import catalog
+from contextproto.protocol.options import validate_options
 
 APPLICATION_KEY_PREFIX = "cpa_"
 
@@ -28,3 +34,296 @@ def application_create(*, name: str) -> tuple[Application, str]:
     """Create an Application and its first API key; return both (the key in clear, once)."""
     application = Application.objects.create(name=name)
     return application, application_key_issue(application=application)
+
+
+# ---------------------------------------------------------------- agents and versions
+
+VERSION_FIELDS = (
+    "system_prompt",
+    "context_protocol_id",
+    "context_protocol_version",
+    "options",
+    "model_provider",
+    "model_name",
+    "max_input_tokens",
+    "maintenance_trigger_ratio",
+    "model_config",
+    "max_turns_per_run",
+)
+PROTOCOL_PLACEHOLDER = "{{context_protocol}}"
+
+
+@transaction.atomic
+def agent_create(*, application: Application, name: str) -> Agent:
+    """Create an Agent; names are unique within an Application."""
+    name = name.strip()
+    if not name:
+        raise ApplicationError("invalid_request", "name must not be empty.")
+    if Agent.objects.filter(application=application, name=name).exists():
+        raise ApplicationError(
+            "agent_name_taken",
+            f"An agent named {name!r} already exists in this application.",
+            {"field": "name"},
+            status=409,
+        )
+    return Agent.objects.create(application=application, name=name)
+
+
+def _resolve_binding(
+    application: Application, tool_ids: list[Any] | None, maintainer_agent_id: Any
+) -> tuple[list[Tool] | None, Agent | None, list[dict[str, str]]]:
+    """Look up bound tools and maintainer; cross-application references become errors."""
+    errors: list[dict[str, str]] = []
+    tools: list[Tool] | None = None
+    if tool_ids is not None:
+        found = {str(t.id): t for t in Tool.objects.filter(id__in=tool_ids)}
+        tools = []
+        for raw in tool_ids:
+            tool = found.get(str(raw))
+            if tool is None:
+                errors.append(
+                    {"field": "tools", "code": "tool_not_found", "message": f"No tool {raw}."}
+                )
+            elif tool.application_id != application.id:
+                errors.append(
+                    {
+                        "field": "tools",
+                        "code": "cross_application_tool_forbidden",
+                        "message": f"Tool {raw} belongs to another application.",
+                    }
+                )
+            else:
+                tools.append(tool)
+    maintainer = None
+    if maintainer_agent_id is not None:
+        maintainer = Agent.objects.filter(id=maintainer_agent_id).first()
+        if maintainer is None:
+            errors.append(
+                {
+                    "field": "maintainerAgentId",
+                    "code": "maintainer_not_found",
+                    "message": f"No agent {maintainer_agent_id}.",
+                }
+            )
+        elif maintainer.application_id != application.id:
+            errors.append(
+                {
+                    "field": "maintainerAgentId",
+                    "code": "cross_application_tool_forbidden",
+                    "message": "The maintainer agent belongs to another application.",
+                }
+            )
+            maintainer = None
+    return tools, maintainer, errors
+
+
+def _binding_errors_raise(errors: list[dict[str, str]]) -> None:
+    if errors:
+        raise ApplicationError(
+            errors[0]["code"], errors[0]["message"], {"errors": errors}, status=400
+        )
+
+
+@transaction.atomic
+def agent_version_create(
+    *,
+    agent: Agent,
+    fields: dict[str, Any],
+    tool_ids: list[Any] | None = None,
+    maintainer_agent_id: Any = None,
+) -> AgentVersion:
+    """Create a draft version with the next number (the agent row is locked for numbering)."""
+    Agent.objects.select_for_update().get(pk=agent.pk)
+    tools, maintainer, errors = _resolve_binding(agent.application, tool_ids, maintainer_agent_id)
+    _binding_errors_raise(errors)
+    number = (agent.versions.aggregate(m=Max("number"))["m"] or 0) + 1
+    version = AgentVersion.objects.create(
+        agent=agent,
+        number=number,
+        maintainer_agent=maintainer,
+        **{k: v for k, v in fields.items() if k in VERSION_FIELDS},
+    )
+    if tools:
+        version.tools.set(tools)
+    return version
+
+
+def _lock_draft(version: AgentVersion) -> AgentVersion:
+    locked = AgentVersion.objects.select_for_update().select_related("agent").get(pk=version.pk)
+    if locked.status != AgentVersion.Status.DRAFT:
+        raise ApplicationError(
+            "agent_version_immutable",
+            f"Version {locked.number} is {locked.status} and cannot change; "
+            "duplicate it as a new draft and edit that.",
+            {"status": locked.status},
+            status=409,
+        )
+    return locked
+
+
+@transaction.atomic
+def agent_version_update_draft(
+    *,
+    version: AgentVersion,
+    fields: dict[str, Any],
+    tool_ids: list[Any] | None = None,
+    maintainer_agent_id: Any = ...,
+) -> AgentVersion:
+    """Change fields of a draft; published and archived versions refuse (409)."""
+    locked = _lock_draft(version)
+    tools, maintainer, errors = _resolve_binding(
+        locked.agent.application,
+        tool_ids,
+        None if maintainer_agent_id is ... else maintainer_agent_id,
+    )
+    _binding_errors_raise(errors)
+    for key, value in fields.items():
+        if key in VERSION_FIELDS:
+            setattr(locked, key, value)
+    if maintainer_agent_id is not ...:
+        locked.maintainer_agent = maintainer
+    locked.save()
+    if tools is not None:
+        locked.tools.set(tools)
+    return locked
+
+
+def agent_version_problems(version: AgentVersion) -> list[dict[str, str]]:
+    """Every reason `version` cannot be published, as `{field, code, message}` (SPEC §2)."""
+    problems: list[dict[str, str]] = []
+    protocol = catalog.find_version(version.context_protocol_id, version.context_protocol_version)
+    if protocol is None:
+        known = ", ".join(v.key for v in catalog.all_versions())
+        problems.append(
+            {
+                "field": "contextProtocolId",
+                "code": "protocol_unknown",
+                "message": f"{version.protocol_key} is not in the catalog; choose one of {known}.",
+            }
+        )
+    else:
+        checked = validate_options(protocol.protocol_id, protocol.version, version.options)
+        for error in checked.errors:
+            field = f"options.{error['option']}" if error.get("option") else "options"
+            problems.append({"field": field, "code": error["code"], "message": error["message"]})
+        if protocol.windowed:
+            count = version.system_prompt.count(PROTOCOL_PLACEHOLDER)
+            if count != 1:
+                problems.append(
+                    {
+                        "field": "systemPrompt",
+                        "code": "protocol_placeholder_missing"
+                        if count == 0
+                        else "protocol_placeholder_repeated",
+                        "message": f"A {protocol.key} system prompt must contain "
+                        f"{PROTOCOL_PLACEHOLDER} exactly once (found {count}).",
+                    }
+                )
+    application_id = version.agent.application_id
+    for tool in version.tools.all():
+        if tool.application_id != application_id:
+            problems.append(
+                {
+                    "field": "tools",
+                    "code": "cross_application_tool_forbidden",
+                    "message": f"Tool {tool.name} belongs to another application.",
+                }
+            )
+    if version.maintainer_agent is not None:
+        if version.maintainer_agent.application_id != application_id:
+            problems.append(
+                {
+                    "field": "maintainerAgentId",
+                    "code": "cross_application_tool_forbidden",
+                    "message": "The maintainer agent belongs to another application.",
+                }
+            )
+        elif version.maintainer_agent_id == version.agent_id:
+            problems.append(
+                {
+                    "field": "maintainerAgentId",
+                    "code": "maintainer_is_self",
+                    "message": "An agent cannot be its own maintainer; bind a separate agent.",
+                }
+            )
+    problems.extend(_model_problems(version))
+    if not 1 <= version.max_turns_per_run <= 1000:
+        problems.append(
+            {
+                "field": "maxTurnsPerRun",
+                "code": "out_of_range",
+                "message": "maxTurnsPerRun must be between 1 and 1000.",
+            }
+        )
+    return problems
+
+
+def _model_problems(version: AgentVersion) -> list[dict[str, str]]:
+    problems = []
+    providers = ", ".join(AgentVersion.Provider.values)
+    if version.model_provider not in AgentVersion.Provider.values:
+        problems.append(
+            {
+                "field": "model.provider",
+                "code": "model_provider_invalid",
+                "message": f"model.provider must be one of {providers}.",
+            }
+        )
+    if not version.model_name:
+        problems.append(
+            {"field": "model.name", "code": "required", "message": "model.name is required."}
+        )
+    if version.max_input_tokens is None or version.max_input_tokens < 1000:
+        problems.append(
+            {
+                "field": "model.maxInputTokens",
+                "code": "out_of_range" if version.max_input_tokens is not None else "required",
+                "message": "model.maxInputTokens must be an integer of at least 1000.",
+            }
+        )
+    ratio = version.maintenance_trigger_ratio
+    if ratio is None or not 0 < ratio < 1:
+        problems.append(
+            {
+                "field": "model.maintenanceTriggerRatio",
+                "code": "out_of_range",
+                "message": "model.maintenanceTriggerRatio must be strictly between 0 and 1.",
+            }
+        )
+    return problems
+
+
+@transaction.atomic
+def agent_version_publish(*, version: AgentVersion) -> AgentVersion:
+    """Validate and publish a draft, or refuse with every problem at once (400).
+
+    The options are stored normalized (defaults filled in), so a later catalog default
+    change never alters a published version's behaviour.
+    """
+    locked = _lock_draft(version)
+    problems = agent_version_problems(locked)
+    if problems:
+        raise ApplicationError(
+            "agent_version_invalid",
+            f"The version has {len(problems)} problem(s); fix them and publish again.",
+            {"errors": problems},
+        )
+    checked = validate_options(
+        locked.context_protocol_id, locked.context_protocol_version, locked.options
+    )
+    locked.options = checked.normalized
+    locked.status = AgentVersion.Status.PUBLISHED
+    locked.published_at = timezone.now()
+    locked.save()
+    return locked
+
+
+@transaction.atomic
+def agent_version_duplicate(*, version: AgentVersion) -> AgentVersion:
+    """Copy a version (any status) into a new draft of the same agent."""
+    return agent_version_create(
+        agent=version.agent,
+        fields={name: getattr(version, name) for name in VERSION_FIELDS},
+        tool_ids=[t.id for t in version.tools.all()],
+        maintainer_agent_id=version.maintainer_agent_id,
+    )

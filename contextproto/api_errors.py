@@ -15,33 +15,10 @@ from rest_framework import status as http_status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
+from contextproto.errors import ApplicationError, NotFound
 from contextproto.protocol.errors import ProtocolError
 
-
-class ApplicationError(Exception):
-    """A refusal by a service: stable `code`, a message saying what to fix, an HTTP status."""
-
-    def __init__(
-        self,
-        code: str,
-        message: str,
-        details: dict[str, Any] | None = None,
-        status: int = http_status.HTTP_400_BAD_REQUEST,
-    ) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.details = details or {}
-        self.status = status
-
-    @classmethod
-    def from_protocol(cls, exc: ProtocolError, status: int = 400) -> ApplicationError:
-        return cls(exc.code, exc.message, exc.details, status)
-
-
-class NotFound(ApplicationError):
-    def __init__(self, what: str, details: dict[str, Any] | None = None) -> None:
-        super().__init__("not_found", f"{what} not found.", details, http_status.HTTP_404_NOT_FOUND)
+__all__ = ["ApplicationError", "NotFound", "api_exception_handler", "error_response"]
 
 
 def error_response(

@@ -1,6 +1,6 @@
 """Routes of the JSON API (SPEC §9)."""
 
-from django.urls import path
+from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView
 
 from sessions_app import apis as session_apis
@@ -8,4 +8,6 @@ from sessions_app import apis as session_apis
 urlpatterns = [
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("health/", session_apis.HealthApi.as_view(), name="api-health"),
+    path("", include("agents.urls")),
+    path("", include("sessions_app.urls")),
 ]

@@ -1,18 +1,326 @@
-"""Thin API views of the sessions app."""
+"""Session endpoints (SPEC §9): thin views; the session comes from the credential and path."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from django.conf import settings
 from django.core.cache import cache
 from django.db import connection
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from agents.models import AgentVersion
+from contextproto.api import (
+    AnyJSONField,
+    StrictSerializer,
+    application_of,
+    credential_of,
+    decode_cursor,
+    encode_cursor,
+    page_limit,
+    parse_uuid,
+)
+from contextproto.errors import ApplicationError, NotFound
+from contextproto.protocol import adapters, catalog
+from contextproto.protocol.state import checkpoint_key, covered_key, window_key
+from sessions_app import selectors
+from sessions_app.models import FoldRecord, KVEntry, ProjectionSnapshot, Session, WindowRecord
+from sessions_app.selectors import to_raw
+from sessions_app.services import dispatch, maintenance, messages, projection, runs, sessions
+
+
+def session_for(request: Request, session_id: str) -> Session:
+    """The session named in the path, if this credential may reach it; else 404."""
+    credential = credential_of(request)
+    wanted = parse_uuid(session_id, "Session")
+    if credential.is_session_key and credential.session_id != wanted:
+        raise NotFound("Session")
+    return selectors.session_get(session_id=wanted, application_id=credential.application.id)
+
+
+def session_to_wire(session: Session) -> dict[str, Any]:
+    return {
+        "id": str(session.id),
+        "agentVersionId": str(session.agent_version_id),
+        "inputs": session.inputs,
+        "stateRevision": session.state_revision,
+        "activeWindow": session.active_window,
+        "currentRunId": session.current_run_id.hex if session.current_run_id else None,
+        "lastIndex": session.last_index,
+        "createdAt": session.created_at.isoformat(),
+    }
+
+
+class SessionCreateApi(APIView):
+    class Input(StrictSerializer):
+        agentVersionId = serializers.UUIDField()
+        inputs = serializers.DictField(required=False)
+
+    @extend_schema(request=Input, responses={201: dict})
+    def post(self, request: Request) -> Response:
+        application = application_of(request)
+        data = self.Input.parse(request.data)
+        version = AgentVersion.objects.filter(
+            id=data["agentVersionId"], agent__application=application
+        ).first()
+        if version is None:
+            raise NotFound("AgentVersion", {"field": "agentVersionId"})
+        session, key = sessions.session_create(agent_version=version, inputs=data.get("inputs"))
+        body = session_to_wire(session)
+        body["sessionKey"] = key
+        return Response(body, status=status.HTTP_201_CREATED)
+
+
+class SessionDetailApi(APIView):
+    @extend_schema(responses={200: dict})
+    def get(self, request: Request, session_id: str) -> Response:
+        return Response(session_to_wire(session_for(request, session_id)))
+
+
+class SessionInputApi(APIView):
+    class Input(StrictSerializer):
+        content = AnyJSONField()
+
+    @extend_schema(request=Input, responses={201: dict})
+    def post(self, request: Request, session_id: str) -> Response:
+        session = session_for(request, session_id)
+        data = self.Input.parse(request.data)
+        messages._check_content(data["content"])
+        run, message = runs.run_start(session_id=session.id, content=data["content"])
+        return Response(
+            {"runId": run.id.hex, "index": message.index, "message": to_raw(message).to_wire()},
+            status=status.HTTP_201_CREATED,
+        )
+
+
+class SessionMessagesApi(APIView):
+    class Input(StrictSerializer):
+        role = serializers.ChoiceField(choices=["user", "assistant", "tool"])
+        kind = serializers.CharField(max_length=32)
+        content = AnyJSONField()
+        toolCallId = serializers.CharField(max_length=200, required=False, allow_null=True)
+        toolName = serializers.CharField(max_length=128, required=False, allow_null=True)
+        arguments = AnyJSONField(required=False, allow_null=True)
+        isError = serializers.BooleanField(required=False, allow_null=True)
+        snapshotId = serializers.CharField(max_length=64, required=False, allow_null=True)
+
+    @extend_schema(request=Input, responses={201: dict})
+    def post(self, request: Request, session_id: str) -> Response:
+        session = session_for(request, session_id)
+        data = self.Input.parse(request.data)
+        message = messages.message_write(
+            session_id=session.id,
+            role=data["role"],
+            kind=data["kind"],
+            content=data["content"],
+            tool_call_id=data.get("toolCallId"),
+            tool_name=data.get("toolName"),
+            arguments=data.get("arguments"),
+            is_error=data.get("isError"),
+            snapshot_id=data.get("snapshotId"),
+        )
+        return Response(to_raw(message).to_wire(), status=status.HTTP_201_CREATED)
+
+    @extend_schema(responses={200: dict})
+    def get(self, request: Request, session_id: str) -> Response:
+        session = session_for(request, session_id)
+        limit = page_limit(request.query_params.get("limit"))
+        after = _int_param(request, "afterIndex", 0)
+        window = request.query_params.get("window") or None
+        page = selectors.log_page(session.id, window_id=window, after_index=after, limit=limit + 1)
+        more = len(page) > limit
+        page = page[:limit]
+        return Response(
+            {
+                "messages": [m.to_wire() for m in page],
+                "nextAfterIndex": page[-1].index if more else None,
+            }
+        )
+
+
+def _int_param(request: Request, name: str, default: int) -> int:
+    raw = request.query_params.get(name)
+    if raw in (None, ""):
+        return default
+    try:
+        return int(raw)
+    except ValueError as exc:
+        raise ApplicationError("invalid_request", f"{name} must be an integer.") from exc
+
+
+class ProjectionApi(APIView):
+    class Input(StrictSerializer):
+        runId = serializers.CharField(max_length=64, required=False, allow_null=True)
+        provider = serializers.ChoiceField(choices=adapters.PROVIDERS, default="neutral")
+
+    @extend_schema(request=Input, responses={201: dict})
+    def post(self, request: Request, session_id: str) -> Response:
+        session = session_for(request, session_id)
+        data = self.Input.parse(request.data)
+        snapshot = projection.projection_build(
+            session_id=session.id, provider=data["provider"], run_id=data.get("runId")
+        )
+        return Response(projection.snapshot_to_wire(snapshot), status=status.HTTP_201_CREATED)
+
+
+class SessionToolsApi(APIView):
+    @extend_schema(responses={200: dict})
+    def get(self, request: Request, session_id: str) -> Response:
+        session = session_for(request, session_id)
+        version = session.agent_version
+        protocol = catalog.get_version(
+            version.context_protocol_id, version.context_protocol_version
+        )
+        return Response(
+            {
+                "protocol": protocol.key,
+                "tools": projection.tools_for(version, protocol),
+                "protocolTools": sorted(protocol.tools),
+            }
+        )
+
+
+class ToolDispatchApi(APIView):
+    @extend_schema(request=None, responses={200: dict})
+    def post(self, request: Request, session_id: str, tool_call_id: str) -> Response:
+        session = session_for(request, session_id)
+        if request.data not in ({}, None):
+            StrictSerializer.parse(request.data)
+        receipt = dispatch.tool_dispatch(session_id=session.id, tool_call_id=tool_call_id)
+        return Response(receipt.to_wire())
+
+
+def _keyset_page(request: Request) -> tuple[dict[str, Any] | None, int]:
+    return decode_cursor(request.query_params.get("cursor")), page_limit(
+        request.query_params.get("limit")
+    )
+
+
+class WindowsApi(APIView):
+    @extend_schema(responses={200: dict})
+    def get(self, request: Request, session_id: str) -> Response:
+        session = session_for(request, session_id)
+        cursor, limit = _keyset_page(request)
+        rows = WindowRecord.objects.filter(session=session).order_by(
+            "created_at_index", "window_id"
+        )
+        if cursor:
+            rows = rows.filter(created_at_index__gte=cursor.get("c", 0)).exclude(
+                created_at_index=cursor.get("c", 0), window_id__lte=cursor.get("w", "")
+            )
+        page = list(rows[: limit + 1])
+        more = len(page) > limit
+        page = page[:limit]
+        keys = []
+        for row in page:
+            keys += [window_key(row.window_id), checkpoint_key(row.window_id)]
+            keys.append(covered_key(row.window_id))
+        values = selectors.kv_values(session.id, keys)
+        windows = [
+            {
+                "windowId": row.window_id,
+                "active": row.window_id == session.active_window,
+                "record": values.get(window_key(row.window_id)),
+                "checkpoint": values.get(checkpoint_key(row.window_id)),
+                "coveredThrough": values.get(covered_key(row.window_id), 0),
+            }
+            for row in page
+        ]
+        next_cursor = (
+            encode_cursor({"c": page[-1].created_at_index, "w": page[-1].window_id})
+            if more
+            else None
+        )
+        return Response({"windows": windows, "nextCursor": next_cursor})
+
+
+class FoldsApi(APIView):
+    @extend_schema(responses={200: dict})
+    def get(self, request: Request, session_id: str) -> Response:
+        session = session_for(request, session_id)
+        cursor, limit = _keyset_page(request)
+        rows = FoldRecord.objects.filter(session=session).order_by("id")
+        if cursor:
+            rows = rows.filter(id__gt=cursor.get("id", 0))
+        page = list(rows[: limit + 1])
+        more = len(page) > limit
+        page = page[:limit]
+        folds = selectors.folds_from_records(session.id, page)
+        windows = {f.window_id for f in folds}
+        covered = selectors.kv_values(session.id, [covered_key(w) for w in windows])
+        body = [
+            {
+                "foldId": f.id,
+                "windowId": f.window_id,
+                "firstIndex": f.first_index,
+                "lastIndex": f.last_index,
+                "messageIds": list(f.message_ids),
+                "summary": f.summary,
+                "compressed": f.last_index <= int(covered.get(covered_key(f.window_id), 0)),
+            }
+            for f in folds
+        ]
+        next_cursor = encode_cursor({"id": page[-1].id}) if more else None
+        return Response({"folds": body, "nextCursor": next_cursor})
+
+
+class SnapshotsApi(APIView):
+    @extend_schema(responses={200: dict})
+    def get(self, request: Request, session_id: str) -> Response:
+        session = session_for(request, session_id)
+        cursor, limit = _keyset_page(request)
+        rows = ProjectionSnapshot.objects.filter(session=session).order_by("-created_at", "-id")
+        if cursor:
+            rows = rows.filter(created_at__lte=cursor["t"]).exclude(
+                created_at=cursor["t"], id__gte=cursor["id"]
+            )
+        page = list(rows[: limit + 1])
+        more = len(page) > limit
+        page = page[:limit]
+        next_cursor = (
+            encode_cursor({"t": page[-1].created_at.isoformat(), "id": str(page[-1].id)})
+            if more
+            else None
+        )
+        return Response(
+            {
+                "snapshots": [projection.snapshot_to_wire(s) for s in page],
+                "nextCursor": next_cursor,
+            }
+        )
+
+
+class KvApi(APIView):
+    @extend_schema(responses={200: dict})
+    def get(self, request: Request, session_id: str) -> Response:
+        session = session_for(request, session_id)
+        cursor, limit = _keyset_page(request)
+        rows = KVEntry.objects.filter(session=session).order_by("key")
+        prefix = request.query_params.get("prefix")
+        if prefix:
+            rows = rows.filter(key__startswith=prefix)
+        if cursor:
+            rows = rows.filter(key__gt=cursor.get("k", ""))
+        page = list(rows[: limit + 1])
+        more = len(page) > limit
+        page = page[:limit]
+        return Response(
+            {
+                "stateRevision": session.state_revision,
+                "entries": [{"key": e.key, "value": e.value, "revision": e.revision} for e in page],
+                "nextCursor": encode_cursor({"k": page[-1].key}) if more else None,
+            }
+        )
+
 
 class HealthApi(APIView):
-    """Node role and reachability of the database and the cache/broker."""
+    """Node role, catalog fingerprint and reachability of the database and the cache/broker."""
 
+    @extend_schema(responses={200: dict})
     def get(self, request: Request) -> Response:
         checks: dict[str, str] = {}
         try:
@@ -31,8 +339,126 @@ class HealthApi(APIView):
             {
                 "status": "ok" if healthy else "degraded",
                 "role": settings.NODE_ROLE,
+                "catalogFingerprint": catalog.fingerprint(),
                 "redis": bool(settings.REDIS_URL),
                 "checks": checks,
             },
             status=200 if healthy else 503,
         )
+
+
+def _window_of(session: Session, window_id: str) -> str:
+    if not WindowRecord.objects.filter(session=session, window_id=window_id).exists():
+        raise NotFound("Window", {"windowId": window_id})
+    return window_id
+
+
+def job_to_wire(job) -> dict[str, Any]:
+    return {
+        "jobId": str(job.id),
+        "status": job.status,
+        "windowId": job.window_id,
+        "trigger": job.trigger,
+        "external": job.external,
+        "frozenRevision": job.frozen_revision,
+        "fromIndex": job.from_index,
+        "throughIndex": job.through_index,
+        "sourceHash": job.source_hash or None,
+        "pageCount": job.page_count,
+        "pagesRead": job.pages_read,
+        "attempts": job.attempts,
+        "reason": job.reason or None,
+        "tokensBefore": job.tokens_before,
+        "tokensAfter": job.tokens_after,
+    }
+
+
+class MaintenanceRequestApi(APIView):
+    """Queue maintenance of a window by the bound maintainer Agent."""
+
+    @extend_schema(request=None, responses={202: dict})
+    def post(self, request: Request, session_id: str, window_id: str) -> Response:
+        session = session_for(request, session_id)
+        _window_of(session, window_id)
+        if request.data not in ({}, None):
+            StrictSerializer.parse(request.data)
+        if session.agent_version.maintainer_agent_id is None:
+            raise ApplicationError(
+                "maintainer_not_bound",
+                "No maintainer Agent is bound to this AgentVersion; bind one, or use the "
+                "external maintainer endpoints (maintenance/plan/).",
+            )
+        job, _created = maintenance.maintenance_request(
+            session_id=session.id, window_id=window_id, trigger="api"
+        )
+        return Response(
+            {"jobId": str(job.id), "status": job.status}, status=status.HTTP_202_ACCEPTED
+        )
+
+
+class MaintenancePlanApi(APIView):
+    class Input(StrictSerializer):
+        throughIndex = serializers.IntegerField(required=False, allow_null=True, min_value=1)
+
+    @extend_schema(request=Input, responses={201: dict})
+    def post(self, request: Request, session_id: str, window_id: str) -> Response:
+        session = session_for(request, session_id)
+        _window_of(session, window_id)
+        data = self.Input.parse(request.data)
+        job, created = maintenance.maintenance_request(
+            session_id=session.id, window_id=window_id, trigger="external", external=True
+        )
+        if not created and not job.external:
+            raise ApplicationError(
+                "maintenance_busy",
+                "The built-in maintainer is working on this window; try again later.",
+                {"jobId": str(job.id)},
+                status=409,
+            )
+        plan = maintenance.maintenance_plan(job=job, through_index=data.get("throughIndex"))
+        return Response(
+            {
+                "jobId": str(job.id),
+                "frozenRevision": plan.frozen_revision,
+                "windowId": window_id,
+                "fromIndex": plan.covered_through + 1,
+                "throughIndex": plan.through_index,
+                "sourceHash": plan.source_hash,
+                "pageCount": plan.page_count,
+                "previousCheckpoint": plan.previous_checkpoint,
+                "blockedBy": list(plan.blocked_by),
+            },
+            status=status.HTTP_201_CREATED,
+        )
+
+
+class MaintenancePageApi(APIView):
+    @extend_schema(responses={200: dict})
+    def get(self, request: Request, session_id: str, window_id: str, job_id: str, page: int):
+        session = session_for(request, session_id)
+        job = maintenance.job_for(session, window_id, job_id)
+        rows, page_count = maintenance.maintenance_page(job=job, page=page)
+        return Response(
+            {"page": page, "pageCount": page_count, "messages": [m.to_wire() for m in rows]}
+        )
+
+
+class MaintenanceCommitApi(APIView):
+    class Input(StrictSerializer):
+        checkpoint = AnyJSONField()
+
+    @extend_schema(request=Input, responses={200: dict})
+    def post(self, request: Request, session_id: str, window_id: str, job_id: str) -> Response:
+        session = session_for(request, session_id)
+        job = maintenance.job_for(session, window_id, job_id)
+        data = self.Input.parse(request.data)
+        revision, covered = maintenance.maintenance_commit(job=job, checkpoint=data["checkpoint"])
+        return Response({"stateRevision": revision, "coveredThrough": covered})
+
+
+class MaintenanceJobsApi(APIView):
+    @extend_schema(responses={200: dict})
+    def get(self, request: Request, session_id: str) -> Response:
+        session = session_for(request, session_id)
+        jobs = session.maintenance_jobs.order_by("-created_at")[: page_limit(None)]
+        return Response({"jobs": [job_to_wire(j) for j in jobs]})

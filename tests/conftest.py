@@ -86,3 +86,123 @@ def session(application, make_version):
 @pytest.fixture
 def on_postgres() -> bool:
     return connection.vendor == "postgresql"
+
+
+class KeyClient:
+    """An API client that sends `Authorization: Bearer <key>` and JSON bodies."""
+
+    def __init__(self, key: str) -> None:
+        from rest_framework.test import APIClient
+
+        self.key = key
+        self.client = APIClient()
+        self.client.credentials(HTTP_AUTHORIZATION=f"Bearer {key}")
+
+    def get(self, path: str, **params):
+        return self.client.get("/api/v1/" + path, params)
+
+    def post(self, path: str, body=None):
+        return self.client.post("/api/v1/" + path, body if body is not None else {}, format="json")
+
+    def patch(self, path: str, body):
+        return self.client.patch("/api/v1/" + path, body, format="json")
+
+
+@pytest.fixture
+def tenant(db):
+    """An Application with its key and a client speaking with that key."""
+    from agents.services import application_create
+
+    def build(name: str = "Acme"):
+        app, key = application_create(name=name)
+        return app, KeyClient(key)
+
+    return build
+
+
+@pytest.fixture
+def api_session(tenant, make_version):
+    """A unified session started through the API; returns a small bundle of handles."""
+
+    def build(protocol: str = "unified", version: int = 2, options: dict | None = None, **fields):
+        app, client = tenant(f"tenant-{protocol}-{version}")
+        agent_version = make_version(
+            app, protocol=protocol, version=version, options=options, **fields
+        )
+        created = client.post("sessions/", {"agentVersionId": str(agent_version.id), "inputs": {}})
+        assert created.status_code == 201, created.content
+        body = created.json()
+        return SessionHandle(app, client, KeyClient(body["sessionKey"]), body["id"], agent_version)
+
+    return build
+
+
+class SessionHandle:
+    def __init__(self, app, app_client, session_client, session_id, agent_version):
+        self.app = app
+        self.app_client = app_client
+        self.client = session_client
+        self.id = session_id
+        self.agent_version = agent_version
+        self.calls = 0
+
+    def path(self, tail: str = "") -> str:
+        return f"sessions/{self.id}/{tail}"
+
+    def input(self, content: str) -> dict:
+        response = self.client.post(self.path("inputs/"), {"content": content})
+        assert response.status_code == 201, response.content
+        return response.json()
+
+    def write(self, **message) -> dict:
+        response = self.client.post(self.path("messages/"), message)
+        assert response.status_code == 201, response.content
+        return response.json()
+
+    def project(self, provider: str = "neutral") -> dict:
+        response = self.client.post(self.path("projection/"), {"provider": provider})
+        assert response.status_code == 201, response.content
+        return response.json()
+
+    def call(self, tool: str, snapshot: dict | None = None, **arguments) -> str:
+        """Record a tool_call generated from `snapshot` (a fresh projection by default)."""
+        snapshot = snapshot or self.project()
+        self.calls += 1
+        call_id = f"call_{self.calls}_{tool}"
+        arguments.setdefault("purpose", "test")
+        self.write(
+            role="assistant",
+            kind="tool_call",
+            content="",
+            toolCallId=call_id,
+            toolName=tool,
+            arguments=arguments,
+            snapshotId=snapshot["snapshotId"],
+        )
+        return call_id
+
+    def dispatch(self, call_id: str) -> dict:
+        response = self.client.post(self.path(f"tool-calls/{call_id}/dispatch/"))
+        assert response.status_code == 200, response.content
+        return response.json()
+
+    def tool(self, tool: str, snapshot: dict | None = None, **arguments) -> dict:
+        """Call and dispatch; return the tool result."""
+        return self.dispatch(self.call(tool, snapshot, **arguments))["result"]
+
+    def host_tool_work(self, name: str = "lookup", result: str = "42") -> tuple[int, int]:
+        """A finished host tool call + result; returns their indices."""
+        snapshot = self.project()
+        self.calls += 1
+        call_id = f"host_{self.calls}"
+        call = self.write(
+            role="assistant",
+            kind="tool_call",
+            content="",
+            toolCallId=call_id,
+            toolName=name,
+            arguments={"q": "x"},
+            snapshotId=snapshot["snapshotId"],
+        )
+        res = self.write(role="tool", kind="tool_result", content=result, toolCallId=call_id)
+        return call["index"], res["index"]

@@ -8,7 +8,6 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
@@ -17,86 +16,192 @@ class Migration(migrations.Migration):
 
     operations = [
         migrations.CreateModel(
-            name='Application',
+            name="Application",
             fields=[
-                ('id', models.UUIDField(default=uuid.uuid4, editable=False, primary_key=True, serialize=False)),
-                ('name', models.CharField(max_length=200, unique=True)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('members', models.ManyToManyField(blank=True, related_name='applications', to=settings.AUTH_USER_MODEL)),
+                (
+                    "id",
+                    models.UUIDField(
+                        default=uuid.uuid4, editable=False, primary_key=True, serialize=False
+                    ),
+                ),
+                ("name", models.CharField(max_length=200, unique=True)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "members",
+                    models.ManyToManyField(
+                        blank=True, related_name="applications", to=settings.AUTH_USER_MODEL
+                    ),
+                ),
             ],
             options={
-                'ordering': ['name'],
+                "ordering": ["name"],
             },
         ),
         migrations.CreateModel(
-            name='ApiKey',
+            name="ApiKey",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('key_hash', models.CharField(max_length=64, unique=True)),
-                ('prefix', models.CharField(help_text='First characters, to recognise a key.', max_length=16)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('revoked_at', models.DateTimeField(blank=True, null=True)),
-                ('application', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='api_keys', to='agents.application')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("key_hash", models.CharField(max_length=64, unique=True)),
+                (
+                    "prefix",
+                    models.CharField(
+                        help_text="First characters, to recognise a key.", max_length=16
+                    ),
+                ),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("revoked_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "application",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="api_keys",
+                        to="agents.application",
+                    ),
+                ),
             ],
         ),
         migrations.CreateModel(
-            name='Agent',
+            name="Agent",
             fields=[
-                ('id', models.UUIDField(default=uuid.uuid4, editable=False, primary_key=True, serialize=False)),
-                ('name', models.CharField(max_length=200)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('application', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='agents', to='agents.application')),
+                (
+                    "id",
+                    models.UUIDField(
+                        default=uuid.uuid4, editable=False, primary_key=True, serialize=False
+                    ),
+                ),
+                ("name", models.CharField(max_length=200)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "application",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="agents",
+                        to="agents.application",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['application', 'name'],
+                "ordering": ["application", "name"],
             },
         ),
         migrations.CreateModel(
-            name='Tool',
+            name="Tool",
             fields=[
-                ('id', models.UUIDField(default=uuid.uuid4, editable=False, primary_key=True, serialize=False)),
-                ('name', models.CharField(max_length=64)),
-                ('description', models.TextField(blank=True)),
-                ('input_schema', models.JSONField(default=dict)),
-                ('application', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='tools', to='agents.application')),
+                (
+                    "id",
+                    models.UUIDField(
+                        default=uuid.uuid4, editable=False, primary_key=True, serialize=False
+                    ),
+                ),
+                ("name", models.CharField(max_length=64)),
+                ("description", models.TextField(blank=True)),
+                ("input_schema", models.JSONField(default=dict)),
+                (
+                    "application",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="tools",
+                        to="agents.application",
+                    ),
+                ),
             ],
         ),
         migrations.CreateModel(
-            name='AgentVersion',
+            name="AgentVersion",
             fields=[
-                ('id', models.UUIDField(default=uuid.uuid4, editable=False, primary_key=True, serialize=False)),
-                ('number', models.PositiveIntegerField()),
-                ('status', models.CharField(choices=[('draft', 'Draft'), ('published', 'Published'), ('archived', 'Archived')], default='draft', max_length=16)),
-                ('system_prompt', models.TextField(blank=True)),
-                ('context_protocol_id', models.CharField(max_length=64)),
-                ('context_protocol_version', models.PositiveIntegerField()),
-                ('options', models.JSONField(blank=True, default=dict)),
-                ('model_provider', models.CharField(blank=True, choices=[('scripted', 'Scripted'), ('openai', 'Openai'), ('anthropic', 'Anthropic'), ('external', 'External')], max_length=16)),
-                ('model_name', models.CharField(blank=True, max_length=200)),
-                ('max_input_tokens', models.PositiveIntegerField(blank=True, null=True)),
-                ('maintenance_trigger_ratio', models.FloatField(default=0.75)),
-                ('model_config', models.JSONField(blank=True, default=dict)),
-                ('max_turns_per_run', models.PositiveIntegerField(default=50)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('published_at', models.DateTimeField(blank=True, null=True)),
-                ('agent', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='versions', to='agents.agent')),
-                ('maintainer_agent', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='maintained_versions', to='agents.agent')),
-                ('tools', models.ManyToManyField(blank=True, related_name='agent_versions', to='agents.tool')),
+                (
+                    "id",
+                    models.UUIDField(
+                        default=uuid.uuid4, editable=False, primary_key=True, serialize=False
+                    ),
+                ),
+                ("number", models.PositiveIntegerField()),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("draft", "Draft"),
+                            ("published", "Published"),
+                            ("archived", "Archived"),
+                        ],
+                        default="draft",
+                        max_length=16,
+                    ),
+                ),
+                ("system_prompt", models.TextField(blank=True)),
+                ("context_protocol_id", models.CharField(max_length=64)),
+                ("context_protocol_version", models.PositiveIntegerField()),
+                ("options", models.JSONField(blank=True, default=dict)),
+                (
+                    "model_provider",
+                    models.CharField(
+                        blank=True,
+                        choices=[
+                            ("scripted", "Scripted"),
+                            ("openai", "Openai"),
+                            ("anthropic", "Anthropic"),
+                            ("external", "External"),
+                        ],
+                        max_length=16,
+                    ),
+                ),
+                ("model_name", models.CharField(blank=True, max_length=200)),
+                ("max_input_tokens", models.PositiveIntegerField(blank=True, null=True)),
+                ("maintenance_trigger_ratio", models.FloatField(default=0.75)),
+                ("model_config", models.JSONField(blank=True, default=dict)),
+                ("max_turns_per_run", models.PositiveIntegerField(default=50)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("published_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "agent",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="versions",
+                        to="agents.agent",
+                    ),
+                ),
+                (
+                    "maintainer_agent",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="maintained_versions",
+                        to="agents.agent",
+                    ),
+                ),
+                (
+                    "tools",
+                    models.ManyToManyField(
+                        blank=True, related_name="agent_versions", to="agents.tool"
+                    ),
+                ),
             ],
             options={
-                'ordering': ['agent', '-number'],
+                "ordering": ["agent", "-number"],
             },
         ),
         migrations.AddConstraint(
-            model_name='agent',
-            constraint=models.UniqueConstraint(fields=('application', 'name'), name='agent_unique_name'),
+            model_name="agent",
+            constraint=models.UniqueConstraint(
+                fields=("application", "name"), name="agent_unique_name"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='tool',
-            constraint=models.UniqueConstraint(fields=('application', 'name'), name='tool_unique_name'),
+            model_name="tool",
+            constraint=models.UniqueConstraint(
+                fields=("application", "name"), name="tool_unique_name"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='agentversion',
-            constraint=models.UniqueConstraint(fields=('agent', 'number'), name='agentversion_unique_number'),
+            model_name="agentversion",
+            constraint=models.UniqueConstraint(
+                fields=("agent", "number"), name="agentversion_unique_number"
+            ),
         ),
     ]

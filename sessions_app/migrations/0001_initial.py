@@ -7,242 +7,479 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
-        ('agents', '0001_initial'),
+        ("agents", "0001_initial"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='Run',
+            name="Run",
             fields=[
-                ('id', models.UUIDField(default=uuid.uuid4, editable=False, primary_key=True, serialize=False)),
-                ('status', models.CharField(choices=[('queued', 'Queued'), ('running', 'Running'), ('waiting_for_host_tool', 'Waiting For Host Tool'), ('completed', 'Completed'), ('failed', 'Failed'), ('max_turns_reached', 'Max Turns'), ('external', 'External')], default='queued', max_length=32)),
-                ('turns', models.PositiveIntegerField(default=0)),
-                ('error', models.JSONField(blank=True, null=True)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('finished_at', models.DateTimeField(blank=True, null=True)),
+                (
+                    "id",
+                    models.UUIDField(
+                        default=uuid.uuid4, editable=False, primary_key=True, serialize=False
+                    ),
+                ),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("queued", "Queued"),
+                            ("running", "Running"),
+                            ("waiting_for_host_tool", "Waiting For Host Tool"),
+                            ("completed", "Completed"),
+                            ("failed", "Failed"),
+                            ("max_turns_reached", "Max Turns"),
+                            ("external", "External"),
+                        ],
+                        default="queued",
+                        max_length=32,
+                    ),
+                ),
+                ("turns", models.PositiveIntegerField(default=0)),
+                ("error", models.JSONField(blank=True, null=True)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("finished_at", models.DateTimeField(blank=True, null=True)),
             ],
         ),
         migrations.CreateModel(
-            name='Session',
+            name="Session",
             fields=[
-                ('id', models.UUIDField(default=uuid.uuid4, editable=False, primary_key=True, serialize=False)),
-                ('inputs', models.JSONField(blank=True, default=dict)),
-                ('state_revision', models.BigIntegerField(default=0)),
-                ('next_message_index', models.BigIntegerField(default=1)),
-                ('active_window', models.CharField(default='main', max_length=64)),
-                ('session_key_hash', models.CharField(max_length=64, unique=True)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('agent_version', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='sessions', to='agents.agentversion')),
-                ('application', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='sessions', to='agents.application')),
-                ('current_run', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='sessions_app.run')),
+                (
+                    "id",
+                    models.UUIDField(
+                        default=uuid.uuid4, editable=False, primary_key=True, serialize=False
+                    ),
+                ),
+                ("inputs", models.JSONField(blank=True, default=dict)),
+                ("state_revision", models.BigIntegerField(default=0)),
+                ("next_message_index", models.BigIntegerField(default=1)),
+                ("active_window", models.CharField(default="main", max_length=64)),
+                ("session_key_hash", models.CharField(max_length=64, unique=True)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "agent_version",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="sessions",
+                        to="agents.agentversion",
+                    ),
+                ),
+                (
+                    "application",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="sessions",
+                        to="agents.application",
+                    ),
+                ),
+                (
+                    "current_run",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="sessions_app.run",
+                    ),
+                ),
             ],
         ),
         migrations.AddField(
-            model_name='run',
-            name='session',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='runs', to='sessions_app.session'),
+            model_name="run",
+            name="session",
+            field=models.ForeignKey(
+                on_delete=django.db.models.deletion.CASCADE,
+                related_name="runs",
+                to="sessions_app.session",
+            ),
         ),
         migrations.CreateModel(
-            name='ProjectionSnapshot',
+            name="ProjectionSnapshot",
             fields=[
-                ('id', models.UUIDField(default=uuid.uuid4, editable=False, primary_key=True, serialize=False)),
-                ('revision', models.BigIntegerField()),
-                ('upper_bound', models.BigIntegerField()),
-                ('window_id', models.CharField(max_length=64)),
-                ('protocol', models.CharField(max_length=64)),
-                ('options', models.JSONField(default=dict)),
-                ('provider', models.CharField(max_length=32)),
-                ('messages', models.JSONField()),
-                ('sources', models.JSONField()),
-                ('request', models.JSONField()),
-                ('notes', models.JSONField(default=list)),
-                ('usage', models.JSONField(blank=True, null=True)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('run', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='sessions_app.run')),
-                ('session', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='snapshots', to='sessions_app.session')),
+                (
+                    "id",
+                    models.UUIDField(
+                        default=uuid.uuid4, editable=False, primary_key=True, serialize=False
+                    ),
+                ),
+                ("revision", models.BigIntegerField()),
+                ("upper_bound", models.BigIntegerField()),
+                ("window_id", models.CharField(max_length=64)),
+                ("protocol", models.CharField(max_length=64)),
+                ("options", models.JSONField(default=dict)),
+                ("provider", models.CharField(max_length=32)),
+                ("messages", models.JSONField()),
+                ("sources", models.JSONField()),
+                ("request", models.JSONField()),
+                ("notes", models.JSONField(default=list)),
+                ("usage", models.JSONField(blank=True, null=True)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "run",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="sessions_app.run",
+                    ),
+                ),
+                (
+                    "session",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="snapshots",
+                        to="sessions_app.session",
+                    ),
+                ),
             ],
         ),
         migrations.CreateModel(
-            name='Message',
+            name="Message",
             fields=[
-                ('id', models.UUIDField(default=uuid.uuid4, editable=False, primary_key=True, serialize=False)),
-                ('index', models.BigIntegerField()),
-                ('window_id', models.CharField(max_length=64)),
-                ('role', models.CharField(choices=[('user', 'User'), ('assistant', 'Assistant'), ('tool', 'Tool')], max_length=16)),
-                ('kind', models.CharField(choices=[('input', 'Input'), ('approval_feedback', 'Approval Feedback'), ('runtime_instruction', 'Runtime Instruction'), ('text', 'Text'), ('tool_call', 'Tool Call'), ('tool_result', 'Tool Result')], max_length=32)),
-                ('content', models.JSONField()),
-                ('input_run', models.CharField(blank=True, max_length=32, null=True)),
-                ('tool_call_id', models.CharField(blank=True, max_length=200, null=True)),
-                ('tool_name', models.CharField(blank=True, max_length=128, null=True)),
-                ('arguments', models.JSONField(blank=True, null=True)),
-                ('is_error', models.BooleanField(blank=True, null=True)),
-                ('snapshot_id', models.UUIDField(blank=True, null=True)),
-                ('created_at', models.DateTimeField()),
-                ('run', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.DO_NOTHING, related_name='+', to='sessions_app.run')),
-                ('session', models.ForeignKey(on_delete=django.db.models.deletion.DO_NOTHING, related_name='messages', to='sessions_app.session')),
+                (
+                    "id",
+                    models.UUIDField(
+                        default=uuid.uuid4, editable=False, primary_key=True, serialize=False
+                    ),
+                ),
+                ("index", models.BigIntegerField()),
+                ("window_id", models.CharField(max_length=64)),
+                (
+                    "role",
+                    models.CharField(
+                        choices=[("user", "User"), ("assistant", "Assistant"), ("tool", "Tool")],
+                        max_length=16,
+                    ),
+                ),
+                (
+                    "kind",
+                    models.CharField(
+                        choices=[
+                            ("input", "Input"),
+                            ("approval_feedback", "Approval Feedback"),
+                            ("runtime_instruction", "Runtime Instruction"),
+                            ("text", "Text"),
+                            ("tool_call", "Tool Call"),
+                            ("tool_result", "Tool Result"),
+                        ],
+                        max_length=32,
+                    ),
+                ),
+                ("content", models.JSONField()),
+                ("input_run", models.CharField(blank=True, max_length=32, null=True)),
+                ("tool_call_id", models.CharField(blank=True, max_length=200, null=True)),
+                ("tool_name", models.CharField(blank=True, max_length=128, null=True)),
+                ("arguments", models.JSONField(blank=True, null=True)),
+                ("is_error", models.BooleanField(blank=True, null=True)),
+                ("snapshot_id", models.UUIDField(blank=True, null=True)),
+                ("created_at", models.DateTimeField()),
+                (
+                    "run",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.DO_NOTHING,
+                        related_name="+",
+                        to="sessions_app.run",
+                    ),
+                ),
+                (
+                    "session",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.DO_NOTHING,
+                        related_name="messages",
+                        to="sessions_app.session",
+                    ),
+                ),
             ],
         ),
         migrations.CreateModel(
-            name='MaintenanceJob',
+            name="MaintenanceJob",
             fields=[
-                ('id', models.UUIDField(default=uuid.uuid4, editable=False, primary_key=True, serialize=False)),
-                ('window_id', models.CharField(max_length=64)),
-                ('status', models.CharField(choices=[('queued', 'Queued'), ('running', 'Running'), ('committed', 'Committed'), ('rejected', 'Rejected'), ('failed', 'Failed')], default='queued', max_length=16)),
-                ('external', models.BooleanField(default=False)),
-                ('trigger', models.CharField(blank=True, max_length=32)),
-                ('frozen_revision', models.BigIntegerField(blank=True, null=True)),
-                ('from_index', models.BigIntegerField(blank=True, null=True)),
-                ('through_index', models.BigIntegerField(blank=True, null=True)),
-                ('source_hash', models.CharField(blank=True, max_length=64)),
-                ('page_count', models.PositiveIntegerField(default=0)),
-                ('pages_read', models.PositiveIntegerField(default=0)),
-                ('attempts', models.PositiveIntegerField(default=0)),
-                ('tokens_before', models.PositiveIntegerField(blank=True, null=True)),
-                ('tokens_after', models.PositiveIntegerField(blank=True, null=True)),
-                ('summarizer_usage', models.JSONField(blank=True, null=True)),
-                ('reason', models.TextField(blank=True)),
-                ('history', models.JSONField(blank=True, default=list)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('finished_at', models.DateTimeField(blank=True, null=True)),
-                ('session', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='maintenance_jobs', to='sessions_app.session')),
+                (
+                    "id",
+                    models.UUIDField(
+                        default=uuid.uuid4, editable=False, primary_key=True, serialize=False
+                    ),
+                ),
+                ("window_id", models.CharField(max_length=64)),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("queued", "Queued"),
+                            ("running", "Running"),
+                            ("committed", "Committed"),
+                            ("rejected", "Rejected"),
+                            ("failed", "Failed"),
+                        ],
+                        default="queued",
+                        max_length=16,
+                    ),
+                ),
+                ("external", models.BooleanField(default=False)),
+                ("trigger", models.CharField(blank=True, max_length=32)),
+                ("frozen_revision", models.BigIntegerField(blank=True, null=True)),
+                ("from_index", models.BigIntegerField(blank=True, null=True)),
+                ("through_index", models.BigIntegerField(blank=True, null=True)),
+                ("source_hash", models.CharField(blank=True, max_length=64)),
+                ("page_count", models.PositiveIntegerField(default=0)),
+                ("pages_read", models.PositiveIntegerField(default=0)),
+                ("attempts", models.PositiveIntegerField(default=0)),
+                ("tokens_before", models.PositiveIntegerField(blank=True, null=True)),
+                ("tokens_after", models.PositiveIntegerField(blank=True, null=True)),
+                ("summarizer_usage", models.JSONField(blank=True, null=True)),
+                ("reason", models.TextField(blank=True)),
+                ("history", models.JSONField(blank=True, default=list)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                ("finished_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "session",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="maintenance_jobs",
+                        to="sessions_app.session",
+                    ),
+                ),
             ],
         ),
         migrations.CreateModel(
-            name='KVEntry',
+            name="KVEntry",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('key', models.CharField(max_length=200)),
-                ('value', models.JSONField()),
-                ('revision', models.BigIntegerField()),
-                ('session', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='kv_entries', to='sessions_app.session')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("key", models.CharField(max_length=200)),
+                ("value", models.JSONField()),
+                ("revision", models.BigIntegerField()),
+                (
+                    "session",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="kv_entries",
+                        to="sessions_app.session",
+                    ),
+                ),
             ],
             options={
-                'verbose_name': 'KV entry',
-                'verbose_name_plural': 'KV entries',
+                "verbose_name": "KV entry",
+                "verbose_name_plural": "KV entries",
             },
         ),
         migrations.CreateModel(
-            name='FoldRecord',
+            name="FoldRecord",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('fold_id', models.CharField(max_length=32)),
-                ('window_id', models.CharField(max_length=64)),
-                ('first_index', models.BigIntegerField()),
-                ('last_index', models.BigIntegerField()),
-                ('session', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='fold_records', to='sessions_app.session')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("fold_id", models.CharField(max_length=32)),
+                ("window_id", models.CharField(max_length=64)),
+                ("first_index", models.BigIntegerField()),
+                ("last_index", models.BigIntegerField()),
+                (
+                    "session",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="fold_records",
+                        to="sessions_app.session",
+                    ),
+                ),
             ],
         ),
         migrations.CreateModel(
-            name='ArchiveChunk',
+            name="ArchiveChunk",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('first_index', models.BigIntegerField()),
-                ('last_index', models.BigIntegerField()),
-                ('message_count', models.PositiveIntegerField()),
-                ('data', models.BinaryField()),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('session', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='archive_chunks', to='sessions_app.session')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("first_index", models.BigIntegerField()),
+                ("last_index", models.BigIntegerField()),
+                ("message_count", models.PositiveIntegerField()),
+                ("data", models.BinaryField()),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "session",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="archive_chunks",
+                        to="sessions_app.session",
+                    ),
+                ),
             ],
         ),
         migrations.CreateModel(
-            name='ToolReceipt',
+            name="ToolReceipt",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('tool_call_id', models.CharField(max_length=200)),
-                ('tool_name', models.CharField(max_length=128)),
-                ('result', models.JSONField()),
-                ('success', models.BooleanField()),
-                ('state_revision', models.BigIntegerField()),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('result_message', models.ForeignKey(db_constraint=False, on_delete=django.db.models.deletion.DO_NOTHING, related_name='+', to='sessions_app.message')),
-                ('session', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='receipts', to='sessions_app.session')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("tool_call_id", models.CharField(max_length=200)),
+                ("tool_name", models.CharField(max_length=128)),
+                ("result", models.JSONField()),
+                ("success", models.BooleanField()),
+                ("state_revision", models.BigIntegerField()),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "result_message",
+                    models.ForeignKey(
+                        db_constraint=False,
+                        on_delete=django.db.models.deletion.DO_NOTHING,
+                        related_name="+",
+                        to="sessions_app.message",
+                    ),
+                ),
+                (
+                    "session",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="receipts",
+                        to="sessions_app.session",
+                    ),
+                ),
             ],
         ),
         migrations.CreateModel(
-            name='WindowRecord',
+            name="WindowRecord",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('window_id', models.CharField(max_length=64)),
-                ('status', models.CharField(max_length=16)),
-                ('created_at_index', models.BigIntegerField(default=0)),
-                ('session', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='window_records', to='sessions_app.session')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("window_id", models.CharField(max_length=64)),
+                ("status", models.CharField(max_length=16)),
+                ("created_at_index", models.BigIntegerField(default=0)),
+                (
+                    "session",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="window_records",
+                        to="sessions_app.session",
+                    ),
+                ),
             ],
         ),
         migrations.AddIndex(
-            model_name='session',
-            index=models.Index(fields=['application', '-created_at'], name='session_app_recent'),
+            model_name="session",
+            index=models.Index(fields=["application", "-created_at"], name="session_app_recent"),
         ),
         migrations.AddIndex(
-            model_name='run',
-            index=models.Index(fields=['session', 'created_at'], name='run_session_created'),
+            model_name="run",
+            index=models.Index(fields=["session", "created_at"], name="run_session_created"),
         ),
         migrations.AddIndex(
-            model_name='projectionsnapshot',
-            index=models.Index(fields=['session', 'created_at'], name='snapshot_session_created'),
+            model_name="projectionsnapshot",
+            index=models.Index(fields=["session", "created_at"], name="snapshot_session_created"),
         ),
         migrations.AddIndex(
-            model_name='message',
-            index=models.Index(fields=['session', 'window_id', 'index'], name='message_window_index'),
+            model_name="message",
+            index=models.Index(
+                fields=["session", "window_id", "index"], name="message_window_index"
+            ),
         ),
         migrations.AddIndex(
-            model_name='message',
-            index=models.Index(condition=models.Q(('kind', 'input')), fields=['session', 'input_run', 'index'], name='message_run_inputs'),
+            model_name="message",
+            index=models.Index(
+                condition=models.Q(("kind", "input")),
+                fields=["session", "input_run", "index"],
+                name="message_run_inputs",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='message',
-            constraint=models.UniqueConstraint(fields=('session', 'index'), name='message_unique_index'),
+            model_name="message",
+            constraint=models.UniqueConstraint(
+                fields=("session", "index"), name="message_unique_index"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='message',
-            constraint=models.UniqueConstraint(condition=models.Q(('kind', 'tool_call')), fields=('session', 'tool_call_id'), name='message_unique_tool_call'),
+            model_name="message",
+            constraint=models.UniqueConstraint(
+                condition=models.Q(("kind", "tool_call")),
+                fields=("session", "tool_call_id"),
+                name="message_unique_tool_call",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='message',
-            constraint=models.UniqueConstraint(condition=models.Q(('kind', 'tool_result')), fields=('session', 'tool_call_id'), name='message_unique_tool_result'),
+            model_name="message",
+            constraint=models.UniqueConstraint(
+                condition=models.Q(("kind", "tool_result")),
+                fields=("session", "tool_call_id"),
+                name="message_unique_tool_result",
+            ),
         ),
         migrations.AddIndex(
-            model_name='maintenancejob',
-            index=models.Index(fields=['status', 'updated_at'], name='maintenance_status'),
+            model_name="maintenancejob",
+            index=models.Index(fields=["status", "updated_at"], name="maintenance_status"),
         ),
         migrations.AddConstraint(
-            model_name='maintenancejob',
-            constraint=models.UniqueConstraint(condition=models.Q(('status__in', ['queued', 'running'])), fields=('session', 'window_id'), name='maintenance_one_active_per_window'),
+            model_name="maintenancejob",
+            constraint=models.UniqueConstraint(
+                condition=models.Q(("status__in", ["queued", "running"])),
+                fields=("session", "window_id"),
+                name="maintenance_one_active_per_window",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='kventry',
-            constraint=models.UniqueConstraint(fields=('session', 'key'), name='kv_unique_key'),
+            model_name="kventry",
+            constraint=models.UniqueConstraint(fields=("session", "key"), name="kv_unique_key"),
         ),
         migrations.AddIndex(
-            model_name='foldrecord',
-            index=models.Index(fields=['session', 'window_id', 'first_index'], name='fold_window_first'),
+            model_name="foldrecord",
+            index=models.Index(
+                fields=["session", "window_id", "first_index"], name="fold_window_first"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='foldrecord',
-            constraint=models.UniqueConstraint(fields=('session', 'fold_id'), name='fold_unique_id'),
+            model_name="foldrecord",
+            constraint=models.UniqueConstraint(
+                fields=("session", "fold_id"), name="fold_unique_id"
+            ),
         ),
         migrations.AddIndex(
-            model_name='archivechunk',
-            index=models.Index(fields=['session', 'last_index'], name='archive_last'),
+            model_name="archivechunk",
+            index=models.Index(fields=["session", "last_index"], name="archive_last"),
         ),
         migrations.AddConstraint(
-            model_name='archivechunk',
-            constraint=models.UniqueConstraint(fields=('session', 'first_index'), name='archive_unique_first'),
+            model_name="archivechunk",
+            constraint=models.UniqueConstraint(
+                fields=("session", "first_index"), name="archive_unique_first"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='toolreceipt',
-            constraint=models.UniqueConstraint(fields=('session', 'tool_call_id'), name='receipt_unique_tool_call'),
+            model_name="toolreceipt",
+            constraint=models.UniqueConstraint(
+                fields=("session", "tool_call_id"), name="receipt_unique_tool_call"
+            ),
         ),
         migrations.AddIndex(
-            model_name='windowrecord',
-            index=models.Index(fields=['session', 'created_at_index', 'window_id'], name='window_order'),
+            model_name="windowrecord",
+            index=models.Index(
+                fields=["session", "created_at_index", "window_id"], name="window_order"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='windowrecord',
-            constraint=models.UniqueConstraint(fields=('session', 'window_id'), name='window_unique_id'),
+            model_name="windowrecord",
+            constraint=models.UniqueConstraint(
+                fields=("session", "window_id"), name="window_unique_id"
+            ),
         ),
     ]

@@ -8,6 +8,7 @@ from uuid import UUID
 from django.db import transaction
 from django.utils import timezone
 
+from contextproto.errors import ApplicationError
 from contextproto.protocol.messages import ROLE_OF_KIND
 from sessions_app.models import Message, Run, Session
 from sessions_app.services.state import session_lock
@@ -65,3 +66,187 @@ def message_append(
     with transaction.atomic():
         session = session_lock(session_id)
         return message_append_locked(session, role=role, kind=kind, content=content, **fields)
+
+
+HOST_WRITABLE_KINDS = {
+    "text": "assistant",
+    "tool_call": "assistant",
+    "tool_result": "tool",
+    "approval_feedback": "user",
+    "runtime_instruction": "user",
+}
+
+
+def message_write(
+    *,
+    session_id: UUID | str,
+    role: str,
+    kind: str,
+    content: Any,
+    tool_call_id: str | None = None,
+    tool_name: str | None = None,
+    arguments: dict[str, Any] | None = None,
+    is_error: bool | None = None,
+    snapshot_id: str | None = None,
+) -> Message:
+    """Write a host message with the checks of SPEC §9.1; every refusal is a 400.
+
+    A tool_call needs a snapshot of this session; a tool_result answers an unanswered call of
+    a host tool (protocol tools are answered by dispatch only) and joins its call's window.
+    """
+    if kind == "input":
+        raise ApplicationError(
+            "message_kind_not_writable",
+            "User input starts a run: POST it to sessions/{id}/inputs/.",
+            {"field": "kind"},
+        )
+    if kind not in HOST_WRITABLE_KINDS:
+        raise ApplicationError(
+            "message_kind_invalid",
+            f"kind must be one of {', '.join(HOST_WRITABLE_KINDS)}.",
+            {"field": "kind"},
+        )
+    if HOST_WRITABLE_KINDS[kind] != role:
+        raise ApplicationError(
+            "message_role_mismatch",
+            f"kind {kind} is written with role {HOST_WRITABLE_KINDS[kind]}, not {role}.",
+            {"field": "role"},
+        )
+    _check_content(content)
+    with transaction.atomic():
+        session = session_lock(session_id)
+        fields: dict[str, Any] = {}
+        if kind == "tool_call":
+            fields = _tool_call_fields(session, tool_call_id, tool_name, arguments, snapshot_id)
+        elif kind == "tool_result":
+            fields = _tool_result_fields(session, tool_call_id, is_error)
+        elif kind == "approval_feedback":
+            if (
+                not tool_call_id
+                or not Message.objects.filter(
+                    session=session, kind="tool_call", tool_call_id=tool_call_id
+                ).exists()
+            ):
+                raise ApplicationError(
+                    "tool_call_not_found",
+                    "approval_feedback needs the toolCallId of a tool_call in this session.",
+                    {"field": "toolCallId"},
+                )
+            fields = {"tool_call_id": tool_call_id}
+        return message_append_locked(session, role=role, kind=kind, content=content, **fields)
+
+
+def _check_content(content: Any) -> None:
+    if isinstance(content, str):
+        return
+    if not isinstance(content, list) or not content:
+        raise ApplicationError(
+            "content_invalid",
+            "content is a string or a non-empty list of parts ({type: text|image, ...}).",
+            {"field": "content"},
+        )
+    for position, part in enumerate(content):
+        ok = isinstance(part, dict) and (
+            (part.get("type") == "text" and isinstance(part.get("text"), str))
+            or (
+                part.get("type") == "image"
+                and isinstance(part.get("mediaType"), str)
+                and (isinstance(part.get("data"), str) or isinstance(part.get("url"), str))
+            )
+        )
+        if not ok:
+            raise ApplicationError(
+                "content_invalid",
+                f"content[{position}] must be {{type: text, text}} or "
+                "{type: image, mediaType, data|url}.",
+                {"field": f"content[{position}]"},
+            )
+
+
+def _tool_call_fields(
+    session: Session,
+    tool_call_id: str | None,
+    tool_name: str | None,
+    arguments: Any,
+    snapshot_id: str | None,
+) -> dict[str, Any]:
+    from sessions_app.models import ProjectionSnapshot
+
+    if not tool_call_id or not tool_name:
+        raise ApplicationError(
+            "tool_call_incomplete",
+            "A tool_call needs toolCallId and toolName.",
+            {"field": "toolCallId" if not tool_call_id else "toolName"},
+        )
+    if arguments is not None and not isinstance(arguments, dict):
+        raise ApplicationError(
+            "arguments_invalid", "arguments must be a JSON object.", {"field": "arguments"}
+        )
+    snapshot = None
+    if snapshot_id:
+        try:
+            snapshot = (
+                ProjectionSnapshot.objects.filter(session=session, id=UUID(str(snapshot_id)))
+                .only("id")
+                .first()
+            )
+        except ValueError:
+            snapshot = None
+    if snapshot is None:
+        raise ApplicationError(
+            "snapshot_required",
+            "A tool_call needs the snapshotId of the projection of this session it was "
+            "generated from (POST sessions/{id}/projection/ first).",
+            {"field": "snapshotId"},
+        )
+    if Message.objects.filter(
+        session=session, kind="tool_call", tool_call_id=tool_call_id
+    ).exists():
+        raise ApplicationError(
+            "tool_call_duplicate",
+            f"toolCallId {tool_call_id} is already recorded in this session.",
+            {"field": "toolCallId"},
+            status=409,
+        )
+    return {
+        "tool_call_id": tool_call_id,
+        "tool_name": tool_name,
+        "arguments": arguments if arguments is not None else {},
+        "snapshot_id": snapshot.id,
+    }
+
+
+def _tool_result_fields(
+    session: Session, tool_call_id: str | None, is_error: bool | None
+) -> dict[str, Any]:
+    from contextproto.protocol.catalog import PROTOCOL_TOOL_NAMES
+
+    call = (
+        Message.objects.filter(session=session, kind="tool_call", tool_call_id=tool_call_id)
+        .only("window_id", "tool_name")
+        .first()
+        if tool_call_id
+        else None
+    )
+    if call is None:
+        raise ApplicationError(
+            "tool_call_not_found",
+            "A tool_result needs the toolCallId of a tool_call recorded in this session.",
+            {"field": "toolCallId"},
+        )
+    if call.tool_name in PROTOCOL_TOOL_NAMES:
+        raise ApplicationError(
+            "protocol_tool_result_forbidden",
+            f"{call.tool_name} is a protocol tool: its result comes only from "
+            f"POST sessions/{{id}}/tool-calls/{tool_call_id}/dispatch/.",
+            {"field": "toolCallId"},
+        )
+    if Message.objects.filter(
+        session=session, kind="tool_result", tool_call_id=tool_call_id
+    ).exists():
+        raise ApplicationError(
+            "tool_call_already_answered",
+            f"toolCallId {tool_call_id} already has its result.",
+            {"field": "toolCallId"},
+        )
+    return {"tool_call_id": tool_call_id, "is_error": bool(is_error), "window_id": call.window_id}

@@ -8,7 +8,7 @@ from django.db import transaction
 
 from agents.models import AgentVersion, hash_key
 from agents.services import generate_key
-from contextproto.api_errors import ApplicationError
+from contextproto.errors import ApplicationError
 from contextproto.protocol import state as kvkeys
 from sessions_app.models import Session
 from sessions_app.services.state import kv_apply_locked

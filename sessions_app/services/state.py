@@ -14,7 +14,7 @@ from uuid import UUID
 from django.conf import settings
 from django.db import transaction
 
-from contextproto.api_errors import ApplicationError, NotFound
+from contextproto.errors import ApplicationError, NotFound
 from contextproto.protocol import state as kvkeys
 from sessions_app.models import FoldRecord, KVEntry, Session, WindowRecord
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from django.test import override_settings
 
-from contextproto.api_errors import ApplicationError
+from contextproto.errors import ApplicationError
 from sessions_app.models import FoldRecord, KVEntry, WindowRecord
 from sessions_app.services.state import KV_DELETE, kv_commit
 

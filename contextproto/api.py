@@ -1,0 +1,161 @@
+"""Shared API plumbing: bearer-key authentication, strict input serializers, keyset paging.
+
+Two credentials exist (SPEC §9): an application key sees its Application's agents and
+sessions; a session key sees only `sessions/{id}/…` of its own session. Anything outside a
+credential's reach answers 404, as if it did not exist.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import dataclass
+from typing import Any
+from uuid import UUID
+
+from rest_framework import serializers
+from rest_framework.authentication import BaseAuthentication
+from rest_framework.request import Request
+
+from agents.models import ApiKey, Application, hash_key
+from contextproto.errors import ApplicationError, NotFound
+
+PAGE_LIMIT_DEFAULT = 50
+PAGE_LIMIT_MAX = 200
+
+
+@dataclass(frozen=True)
+class Credential:
+    application: Application
+    session_id: UUID | None = None  # set for a session key
+
+    @property
+    def is_session_key(self) -> bool:
+        return self.session_id is not None
+
+
+class BearerKeyAuthentication(BaseAuthentication):
+    """`Authorization: Bearer <key>` with an application key or a session key."""
+
+    def authenticate(self, request: Request) -> tuple[None, Credential] | None:
+        header = request.META.get("HTTP_AUTHORIZATION", "")
+        if not header:
+            return None
+        scheme, _, raw = header.partition(" ")
+        raw = raw.strip()
+        if scheme.lower() != "bearer" or not raw:
+            raise ApplicationError(
+                "not_authenticated", "Use 'Authorization: Bearer <key>'.", status=401
+            )
+        digest = hash_key(raw)
+        key = (
+            ApiKey.objects.select_related("application")
+            .filter(key_hash=digest, revoked_at__isnull=True)
+            .first()
+        )
+        if key is not None:
+            return None, Credential(application=key.application)
+        from sessions_app.models import Session
+
+        session = (
+            Session.objects.select_related("application")
+            .filter(session_key_hash=digest)
+            .only("id", "application")
+            .first()
+        )
+        if session is not None:
+            return None, Credential(application=session.application, session_id=session.id)
+        raise ApplicationError("not_authenticated", "Unknown or revoked key.", status=401)
+
+    def authenticate_header(self, request: Request) -> str:
+        return 'Bearer realm="api"'
+
+
+def credential_of(request: Request) -> Credential:
+    credential = request.auth
+    if not isinstance(credential, Credential):
+        raise ApplicationError(
+            "not_authenticated",
+            "Send 'Authorization: Bearer <key>' with an application key or a session key.",
+            status=401,
+        )
+    return credential
+
+
+def application_of(request: Request, what: str = "Resource") -> Application:
+    """The Application of an application key; a session key reaches nothing here (404)."""
+    credential = credential_of(request)
+    if credential.is_session_key:
+        raise NotFound(what)
+    return credential.application
+
+
+def parse_uuid(raw: object, what: str) -> UUID:
+    try:
+        return UUID(str(raw))
+    except (ValueError, TypeError) as exc:
+        raise NotFound(what) from exc
+
+
+class StrictSerializer(serializers.Serializer):
+    """Refuse unknown keys instead of dropping them silently (DRF's default)."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        if not isinstance(data, dict):
+            raise serializers.ValidationError(
+                {"body": [f"Expected a JSON object, got {type(data).__name__}."]}
+            )
+        unknown = sorted(set(data) - set(self.fields))
+        if unknown:
+            raise serializers.ValidationError(
+                {
+                    name: [
+                        serializers.ErrorDetail(
+                            f"Unknown field; allowed: {', '.join(sorted(self.fields))}.",
+                            code="unknown_field",
+                        )
+                    ]
+                    for name in unknown
+                }
+            )
+        return super().to_internal_value(data)
+
+    @classmethod
+    def parse(cls, data: Any, **kwargs: Any) -> dict[str, Any]:
+        serializer = cls(data=data, **kwargs)
+        serializer.is_valid(raise_exception=True)
+        return serializer.validated_data
+
+
+class AnyJSONField(serializers.JSONField):
+    """A JSON value of any type (DRF's JSONField, named for the schema)."""
+
+
+def page_limit(raw: object, default: int = PAGE_LIMIT_DEFAULT) -> int:
+    if raw in (None, ""):
+        return default
+    try:
+        value = int(str(raw))
+    except ValueError as exc:
+        raise ApplicationError(
+            "invalid_request", f"limit must be an integer 1..{PAGE_LIMIT_MAX}."
+        ) from exc
+    if not 1 <= value <= PAGE_LIMIT_MAX:
+        raise ApplicationError("invalid_request", f"limit must be between 1 and {PAGE_LIMIT_MAX}.")
+    return value
+
+
+def encode_cursor(position: dict[str, Any]) -> str:
+    return base64.urlsafe_b64encode(json.dumps(position, separators=(",", ":")).encode()).decode()
+
+
+def decode_cursor(raw: str | None) -> dict[str, Any] | None:
+    if not raw:
+        return None
+    try:
+        value = json.loads(base64.urlsafe_b64decode(raw.encode()))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ApplicationError("invalid_cursor", "The cursor is not one this API issued.") from exc
+    if not isinstance(value, dict):
+        raise ApplicationError("invalid_cursor", "The cursor is not one this API issued.")
+    return value

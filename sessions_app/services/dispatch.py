@@ -1,0 +1,220 @@
+"""The one dispatcher of protocol tools (SPEC §5.1): HTTP, the runtime and MCP call this.
+
+Contract: for each toolCallId exactly one receipt and one tool_result message exist. The
+session row lock serialises dispatches of a session, so a concurrent duplicate waits, then
+finds the receipt and replays it. KV writes, the result message and the receipt commit in
+one transaction or not at all; errors are receipts too.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+from uuid import UUID
+
+from django.db import transaction
+
+from contextproto.errors import ApplicationError, NotFound
+from contextproto.protocol import catalog, tools
+from sessions_app.models import Message, ProjectionSnapshot, Session, ToolReceipt
+from sessions_app.selectors import to_raw
+from sessions_app.services.messages import message_append_locked
+from sessions_app.services.reader import DbSessionReader
+from sessions_app.services.state import kv_apply_locked, session_lock
+
+SINGLE_TOOL_CALL_PER_TURN = "single_tool_call_per_turn"
+
+
+@dataclass(frozen=True)
+class Receipt:
+    tool_call_id: str
+    replayed: bool
+    state_revision: int
+    result: dict[str, Any]
+    result_message: Message
+    effects: tuple[tuple[str, dict], ...] = ()
+
+    def to_wire(self) -> dict[str, Any]:
+        return {
+            "toolCallId": self.tool_call_id,
+            "replayed": self.replayed,
+            "stateRevision": self.state_revision,
+            "result": self.result,
+            "resultMessage": to_raw(self.result_message).to_wire(),
+        }
+
+
+def _error_result(code: str, message: str, **context: Any) -> dict[str, Any]:
+    return {
+        "success": False,
+        "error": {"code": code, "message": message, "correctable": True, **context},
+    }
+
+
+def tool_dispatch(*, session_id: UUID | str, tool_call_id: str) -> Receipt:
+    """Execute the protocol tool call `tool_call_id` once; replay its receipt afterwards.
+
+    Raises NotFound for a call that is not in this session, and `not_a_protocol_tool` (400)
+    for a host tool. Everything the model got wrong is an error result, not an exception.
+    """
+    with transaction.atomic():
+        session = session_lock(session_id)
+        existing = (
+            ToolReceipt.objects.select_related("result_message")
+            .filter(session=session, tool_call_id=tool_call_id)
+            .first()
+        )
+        if existing is not None:
+            return Receipt(
+                tool_call_id=tool_call_id,
+                replayed=True,
+                state_revision=existing.state_revision,
+                result=existing.result,
+                result_message=existing.result_message,
+            )
+        call = Message.objects.filter(
+            session=session, kind="tool_call", tool_call_id=tool_call_id
+        ).first()
+        if call is None:
+            raise NotFound("Tool call", {"toolCallId": tool_call_id})
+        if call.tool_name not in catalog.PROTOCOL_TOOL_NAMES:
+            raise ApplicationError(
+                "not_a_protocol_tool",
+                f"{call.tool_name} is a host tool: execute it yourself and write its result "
+                "with POST sessions/{id}/messages/.",
+                {"toolCallId": tool_call_id, "toolName": call.tool_name},
+            )
+        if Message.objects.filter(
+            session=session, kind="tool_result", tool_call_id=tool_call_id
+        ).exists():
+            raise ApplicationError(
+                "tool_call_already_answered",
+                f"toolCallId {tool_call_id} already has a result.",
+                {"toolCallId": tool_call_id},
+                status=409,
+            )
+        outcome = _execute(session, call)
+        revision = session.state_revision
+        if outcome.kv_writes:
+            revision = kv_apply_locked(session, outcome.kv_writes)
+        result_message = message_append_locked(
+            session,
+            role="tool",
+            kind="tool_result",
+            content=json.dumps(outcome.result, ensure_ascii=False, sort_keys=True),
+            window_id=call.window_id,
+            run=call.run,
+            tool_call_id=tool_call_id,
+            tool_name=call.tool_name,
+            is_error=not outcome.result.get("success", False),
+        )
+        ToolReceipt.objects.create(
+            session=session,
+            tool_call_id=tool_call_id,
+            tool_name=call.tool_name,
+            result=outcome.result,
+            success=bool(outcome.result.get("success")),
+            state_revision=revision,
+            result_message=result_message,
+        )
+        effects = tuple(outcome.effects)
+        if effects:
+            transaction.on_commit(lambda: _perform_effects(session.id, effects))
+        return Receipt(
+            tool_call_id=tool_call_id,
+            replayed=False,
+            state_revision=revision,
+            result=outcome.result,
+            result_message=result_message,
+            effects=effects,
+        )
+
+
+def _execute(session: Session, call: Message) -> tools.ToolOutcome:
+    """Run the engine handler for `call` against the frozen snapshot and current revision."""
+    version = session.agent_version
+    protocol = catalog.get_version(version.context_protocol_id, version.context_protocol_version)
+    snapshot = (
+        ProjectionSnapshot.objects.filter(session=session, id=call.snapshot_id)
+        .only("id", "revision", "upper_bound")
+        .first()
+        if call.snapshot_id
+        else None
+    )
+    if snapshot is None:
+        return tools.ToolOutcome(
+            result=_error_result(
+                "snapshot_missing",
+                "This call has no projection snapshot, so its frozen state is unknown.",
+            ),
+            kv_writes={},
+            new_fold=None,
+            effects=(),
+        )
+    earlier = _earlier_call_of_same_answer(session, call)
+    stale = (
+        call.tool_name in protocol.mutating_tools and session.state_revision != snapshot.revision
+    )
+    if earlier is not None and not stale:
+        return tools.ToolOutcome(
+            result=_error_result(
+                SINGLE_TOOL_CALL_PER_TURN,
+                "Only one tool call per turn is executed; this answer's first call was "
+                f"{earlier}. Call this tool again in a later turn if it is still needed.",
+                executedToolCallId=earlier,
+            ),
+            kv_writes={},
+            new_fold=None,
+            effects=(),
+        )
+    tool_call = tools.ToolCall(
+        tool_call_id=call.tool_call_id,
+        tool_name=call.tool_name,
+        arguments=call.arguments,
+        call_index=call.index,
+        call_window_id=call.window_id,
+        frozen_revision=snapshot.revision,
+        frozen_upper_bound=snapshot.upper_bound,
+    )
+    context = tools.ToolContext(
+        version=protocol,
+        options={**protocol.defaults, **(version.options or {})},
+        current_revision=session.state_revision,
+        maintainer_bound=version.maintainer_agent_id is not None,
+    )
+    return tools.dispatch(tool_call, context, DbSessionReader(session.id))
+
+
+def _earlier_call_of_same_answer(session: Session, call: Message) -> str | None:
+    """The first call of the answer `call` belongs to, when `call` is not that first call.
+
+    Calls of one model answer are written back to back from one snapshot; a call whose
+    predecessor is a tool_call of the same snapshot is a second call of that answer. (A
+    stale mutating call is answered `context_state_stale` instead, by the engine.)
+    """
+    first = None
+    index = call.index - 1
+    while index > 0:
+        previous = (
+            Message.objects.filter(session=session, index=index)
+            .only("kind", "snapshot_id", "tool_call_id")
+            .first()
+        )
+        if previous is None or previous.kind != "tool_call":
+            break
+        if previous.snapshot_id != call.snapshot_id:
+            break
+        first = previous.tool_call_id
+        index -= 1
+    return first
+
+
+def _perform_effects(session_id: UUID, effects: tuple[tuple[str, dict], ...]) -> None:
+    for name, payload in effects:
+        if name == "queue_maintenance":
+            from sessions_app.services.maintenance import maintenance_request
+
+            maintenance_request(
+                session_id=session_id, window_id=payload["windowId"], trigger="tool"
+            )

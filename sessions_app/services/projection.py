@@ -1,0 +1,171 @@
+"""Build, adapt and store the model's view of one turn (SPEC §4).
+
+The state (revision R, upper bound U, KV, folds) is frozen under the session row lock, so it
+is one consistent snapshot; messages with index <= U are immutable, so they are read after.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import UUID
+
+from django.conf import settings
+from django.db import transaction
+
+from agents.models import AgentVersion
+from contextproto.errors import ApplicationError
+from contextproto.protocol import adapters, catalog
+from contextproto.protocol import projection as engine
+from contextproto.protocol.errors import ProtocolError
+from contextproto.protocol.state import MAIN_WINDOW, covered_key
+from sessions_app import selectors
+from sessions_app.models import ProjectionSnapshot, Run, Session
+from sessions_app.services.state import session_lock
+
+
+def tools_for(version: AgentVersion, protocol: catalog.ProtocolVersion) -> list[dict[str, Any]]:
+    """Protocol tool schemas of the version's protocol, then the version's host tools."""
+    host = [
+        {"name": t.name, "description": t.description, "inputSchema": t.input_schema}
+        for t in version.tools.all()
+    ]
+    return list(protocol.tools.values()) + host
+
+
+def projection_build(
+    *,
+    session_id: UUID | str,
+    provider: str = "neutral",
+    run_id: str | None = None,
+    use_cache: bool = True,
+) -> ProjectionSnapshot:
+    """Freeze the turn, project, adapt for `provider` and store the snapshot.
+
+    Refuses with `provider_unknown`, `run_not_found` or the engine's pairing error (400).
+    Query count does not depend on the session's size.
+    """
+    if provider not in adapters.PROVIDERS:
+        raise ApplicationError(
+            "provider_unknown",
+            f"provider must be one of {', '.join(adapters.PROVIDERS)}.",
+            {"provider": provider},
+        )
+    with transaction.atomic():
+        session = session_lock(session_id)
+        version = session.agent_version
+        protocol = catalog.get_version(
+            version.context_protocol_id, version.context_protocol_version
+        )
+        run = _run_for(session, run_id)
+        run_hex = run.id.hex if run else None
+        upper_bound = session.last_index
+        window_id = session.active_window if protocol.windowed else MAIN_WINDOW
+        if use_cache:
+            cached = ProjectionSnapshot.objects.filter(
+                session=session,
+                revision=session.state_revision,
+                upper_bound=upper_bound,
+                run=run,
+                provider=provider,
+                protocol=protocol.key,
+            ).first()
+            if cached is not None:
+                return cached
+        keys = list(engine.kv_keys_for_view(protocol.protocol_id, window_id))
+        if covered_key(window_id) not in keys:
+            keys.append(covered_key(window_id))
+        kv = selectors.kv_values(session.id, keys)
+        covered = int(kv.get(covered_key(window_id), 0) or 0)
+        plan = engine.plan_reads(
+            protocol_id=protocol.protocol_id,
+            active_window=window_id,
+            covered_through=covered,
+            run_id=run_hex,
+            upper_bound=upper_bound,
+        )
+        folds = (
+            selectors.folds_of_window_above(session.id, plan.folds_window, plan.folds_after_index)
+            if plan.folds_window
+            else []
+        )
+        revision = session.state_revision
+    window_messages = selectors.log_window(
+        session.id, plan.window_id, plan.after_index, plan.through_index
+    )
+    run_inputs = (
+        selectors.log_run_inputs(session.id, plan.run_id, plan.through_index) if plan.run_id else []
+    )
+    try:
+        projection = engine.project(
+            engine.ProjectionInput(
+                protocol_id=protocol.protocol_id,
+                version=protocol.version,
+                options=_options(version, protocol),
+                system_prompt=version.system_prompt,
+                protocol_prompt=protocol.prompt,
+                session_id=str(session.id),
+                session_inputs=session.inputs,
+                run_id=run_hex,
+                upper_bound=upper_bound,
+                revision=revision,
+                kv=kv,
+                window_messages=window_messages,
+                run_inputs=run_inputs,
+                folds=folds,
+                tool_result_preview_chars=settings.TOOL_RESULT_PREVIEW_CHARS,
+            )
+        )
+        adapted = adapters.adapt(projection, provider, tools_for(version, protocol))
+    except ProtocolError as exc:
+        raise ApplicationError.from_protocol(exc) from exc
+    wire = projection.to_wire()
+    return ProjectionSnapshot.objects.create(
+        session=session,
+        run=run,
+        revision=revision,
+        upper_bound=upper_bound,
+        window_id=projection.window_id,
+        protocol=protocol.key,
+        options=projection.options,
+        provider=provider,
+        messages=wire["messages"],
+        sources=wire["sources"],
+        request=adapted.body,
+        notes=list(adapted.notes),
+    )
+
+
+def _options(version: AgentVersion, protocol: catalog.ProtocolVersion) -> dict[str, Any]:
+    # Published options are stored normalized; defaults fill any gap of older rows.
+    return {**protocol.defaults, **(version.options or {})}
+
+
+def _run_for(session: Session, run_id: str | None) -> Run | None:
+    if run_id is None:
+        return session.current_run
+    try:
+        run_uuid = UUID(str(run_id))
+    except ValueError as exc:
+        raise ApplicationError("run_not_found", "runId is not a RunId of this session.") from exc
+    run = Run.objects.filter(session=session, id=run_uuid).first()
+    if run is None:
+        raise ApplicationError("run_not_found", "runId is not a RunId of this session.")
+    return run
+
+
+def snapshot_to_wire(snapshot: ProjectionSnapshot) -> dict[str, Any]:
+    return {
+        "snapshotId": str(snapshot.id),
+        "revision": snapshot.revision,
+        "upperBound": snapshot.upper_bound,
+        "runId": snapshot.run_id.hex if snapshot.run_id else None,
+        "windowId": snapshot.window_id,
+        "protocol": snapshot.protocol,
+        "provider": snapshot.provider,
+        "messages": snapshot.messages,
+        "sources": snapshot.sources,
+        "request": snapshot.request,
+        "notes": snapshot.notes,
+        "usage": snapshot.usage,
+        "createdAt": snapshot.created_at.isoformat(),
+    }

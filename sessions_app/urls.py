@@ -1,0 +1,44 @@
+from django.urls import path
+
+from sessions_app import apis
+
+S = "sessions/<str:session_id>/"
+
+urlpatterns = [
+    path("sessions/", apis.SessionCreateApi.as_view(), name="session-create"),
+    path(S, apis.SessionDetailApi.as_view(), name="session-detail"),
+    path(S + "inputs/", apis.SessionInputApi.as_view(), name="session-inputs"),
+    path(S + "messages/", apis.SessionMessagesApi.as_view(), name="session-messages"),
+    path(S + "projection/", apis.ProjectionApi.as_view(), name="session-projection"),
+    path(S + "tools/", apis.SessionToolsApi.as_view(), name="session-tools"),
+    path(
+        S + "tool-calls/<str:tool_call_id>/dispatch/",
+        apis.ToolDispatchApi.as_view(),
+        name="session-dispatch",
+    ),
+    path(S + "windows/", apis.WindowsApi.as_view(), name="session-windows"),
+    path(S + "folds/", apis.FoldsApi.as_view(), name="session-folds"),
+    path(S + "snapshots/", apis.SnapshotsApi.as_view(), name="session-snapshots"),
+    path(S + "kv/", apis.KvApi.as_view(), name="session-kv"),
+    path(S + "maintenance/", apis.MaintenanceJobsApi.as_view(), name="session-maintenance-jobs"),
+    path(
+        S + "windows/<str:window_id>/maintenance/",
+        apis.MaintenanceRequestApi.as_view(),
+        name="maintenance-request",
+    ),
+    path(
+        S + "windows/<str:window_id>/maintenance/plan/",
+        apis.MaintenancePlanApi.as_view(),
+        name="maintenance-plan",
+    ),
+    path(
+        S + "windows/<str:window_id>/maintenance/<str:job_id>/pages/<int:page>/",
+        apis.MaintenancePageApi.as_view(),
+        name="maintenance-page",
+    ),
+    path(
+        S + "windows/<str:window_id>/maintenance/<str:job_id>/commit/",
+        apis.MaintenanceCommitApi.as_view(),
+        name="maintenance-commit",
+    ),
+]
