@@ -14,22 +14,14 @@ schema = schemathesis.openapi.from_wsgi("/api/v1/schema/", application)
 
 @pytest.fixture
 def fuzz_key(api_session):
-    # The WSGI handler closes DB connections at request end; inside a test transaction that
-    # would drop the test's connection (Django's test client disconnects it the same way).
-    from django.core.signals import request_finished, request_started
-    from django.db import close_old_connections
-
-    request_started.disconnect(close_old_connections)
-    request_finished.disconnect(close_old_connections)
-    """A session key of a live unified@2 session, so session paths reach real handlers."""
     handle = api_session(version=2)
     handle.input("hello")
-    yield handle.client.key
-    request_started.connect(close_old_connections)
-    request_finished.connect(close_old_connections)
+    return handle.client.key
 
 
-@pytest.mark.django_db
+# transaction=True: the WSGI handler closes DB connections after each request, which a test
+# wrapped in one transaction would not survive.
+@pytest.mark.django_db(transaction=True)
 @schema.parametrize()
 @settings(
     max_examples=15,
