@@ -145,7 +145,7 @@ KV_MAX_VALUE_BYTES = env_int("KV_MAX_VALUE_BYTES", 64 * 1024)
 TOOL_RESULT_PREVIEW_CHARS = env_int("TOOL_RESULT_PREVIEW_CHARS", 16000)
 
 # Celery: reliability settings from FIELD_NOTES (late acks, re-queue on worker loss).
-CELERY_BROKER_URL = REDIS_URL or "memory://"
+CELERY_BROKER_URL = REDIS_URL or "memory://localhost/"
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_ALWAYS_EAGER = not REDIS_URL
 CELERY_TASK_EAGER_PROPAGATES = True
@@ -158,8 +158,32 @@ CELERY_TASK_SOFT_TIME_LIMIT = env_int("CELERY_TASK_SOFT_TIME_LIMIT", 540)
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 3600)}
 CELERY_TASK_DEFAULT_QUEUE = "contextproto"
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+CELERY_BEAT_SCHEDULE = {
+    "maintenance-sweep": {
+        "task": "sessions_app.tasks.maintenance_sweep",
+        "schedule": float(env_int("MAINTENANCE_SWEEP_SECONDS", 60)),
+    },
+}
 
 NODE_ROLE = env_str("NODE_ROLE", "api")
+
+# Maintenance (SPEC §6): attempts per job, backoff between them, the lease a worker holds.
+MAINTENANCE_MAX_ATTEMPTS = env_int("MAINTENANCE_MAX_ATTEMPTS", 5)
+MAINTENANCE_RETRY_BASE_SECONDS = env_int("MAINTENANCE_RETRY_BASE_SECONDS", 5)
+MAINTENANCE_LEASE_SECONDS = env_int("MAINTENANCE_LEASE_SECONDS", 900)
+MAINTENANCE_SWEEP_SECONDS = env_int("MAINTENANCE_SWEEP_SECONDS", 60)
+
+# Runtime: queue a Celery task for each runnable run (off: the caller advances runs itself).
+RUNTIME_AUTOSTART = env_bool("RUNTIME_AUTOSTART", True)
+RUN_LEASE_SECONDS = env_int("RUN_LEASE_SECONDS", 300)
+# Share of maxInputTokens that maintenance leaves uncompressed at the recent end (SPEC §6).
+MAINTENANCE_TAIL_SHARE = float(env_str("MAINTENANCE_TAIL_SHARE", "0.25"))
+
+# Model providers (SPEC §8): OpenAI-compatible and Anthropic endpoints and keys.
+OPENAI_BASE_URL = env_str("OPENAI_BASE_URL") or None
+OPENAI_API_KEY = env_str("OPENAI_API_KEY") or None
+ANTHROPIC_BASE_URL = env_str("ANTHROPIC_BASE_URL") or None
+ANTHROPIC_API_KEY = env_str("ANTHROPIC_API_KEY") or None
 
 LOGGING = {
     "version": 1,

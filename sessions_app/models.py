@@ -61,6 +61,8 @@ class Run(models.Model):
     status = models.CharField(max_length=32, choices=Status.choices, default=Status.QUEUED)
     turns = models.PositiveIntegerField(default=0)
     error = models.JSONField(null=True, blank=True)
+    # The worker advancing this run owns it until then (one worker per session at a time).
+    lease_until = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 
@@ -285,9 +287,15 @@ class MaintenanceJob(models.Model):
     page_count = models.PositiveIntegerField(default=0)
     pages_read = models.PositiveIntegerField(default=0)
     attempts = models.PositiveIntegerField(default=0)
+    # A worker owns a running job until this time; after it, a sweeper or a redelivery may
+    # take the job over (the commit is fenced by the frozen revision either way).
+    lease_until = models.DateTimeField(null=True, blank=True)
+    not_before = models.DateTimeField(null=True, blank=True)
     tokens_before = models.PositiveIntegerField(null=True, blank=True)
     tokens_after = models.PositiveIntegerField(null=True, blank=True)
     summarizer_usage = models.JSONField(null=True, blank=True)
+    # Model calls made for this job; a scripted maintainer's step index is their session sum.
+    summary_calls = models.PositiveIntegerField(default=0)
     reason = models.TextField(blank=True)
     history = models.JSONField(default=list, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)

@@ -13,11 +13,14 @@ from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
+from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.db.models import F, Q, Sum
 from django.utils import timezone
 
 from contextproto.errors import ApplicationError, NotFound
 from contextproto.protocol import catalog
+from contextproto.protocol import errors as planning_codes
 from contextproto.protocol import maintenance as planning
 from contextproto.protocol.errors import ProtocolError
 from contextproto.protocol.messages import RawMessage
@@ -26,8 +29,6 @@ from sessions_app import selectors
 from sessions_app.models import MaintenanceJob, Session
 from sessions_app.services.state import kv_apply_locked, session_lock
 
-# Share of maxInputTokens left uncompressed at the recent end of the window (SPEC §6).
-TAIL_SHARE = 0.25
 STATE_CHANGED = "maintenance_state_changed"
 
 
@@ -116,7 +117,7 @@ def maintenance_plan(
             previous_checkpoint=frozen.checkpoint,
             folds=folds,
             page_size=options["pageSize"],
-            keep_tail_tokens=math.ceil(max_tokens * TAIL_SHARE),
+            keep_tail_tokens=math.ceil(max_tokens * settings.MAINTENANCE_TAIL_SHARE),
             requested_through=through_index,
         )
     except ProtocolError as exc:
@@ -247,3 +248,224 @@ def job_for(session: Session, window_id: str, job_id: Any) -> MaintenanceJob:
     if job is None:
         raise NotFound("Maintenance job")
     return job
+
+
+# ---------------------------------------------------------------- the built-in worker
+
+
+@dataclass(frozen=True)
+class ExecuteOutcome:
+    status: str
+    retry_in: int | None = None
+    reason: str = ""
+
+
+class JobFailed(Exception):
+    """The job cannot succeed (bad maintainer answer, no maintainer, provider refusal)."""
+
+
+def _claim(job_id: UUID | str) -> MaintenanceJob | None:
+    """Take the job if it is queued, or running with an expired lease; count the attempt."""
+    from django.conf import settings
+
+    now = timezone.now()
+    with transaction.atomic():
+        job = MaintenanceJob.objects.select_for_update().filter(pk=job_id).first()
+        if job is None or job.status not in MaintenanceJob.ACTIVE_STATUSES:
+            return None
+        if (
+            job.status == MaintenanceJob.Status.RUNNING
+            and job.lease_until
+            and job.lease_until > now
+        ):
+            return None  # another worker holds it; a duplicate delivery does nothing
+        if job.attempts >= settings.MAINTENANCE_MAX_ATTEMPTS:
+            job.status = MaintenanceJob.Status.FAILED
+            job.finished_at = now
+            job.reason = f"gave up after {job.attempts} attempts; last: {job.reason}"
+            _record(job, "failed", reason="attempts exhausted")
+            job.save()
+            return None
+        job.attempts += 1
+        job.status = MaintenanceJob.Status.RUNNING
+        job.lease_until = now + timezone.timedelta(seconds=settings.MAINTENANCE_LEASE_SECONDS)
+        _record(job, "claimed", attempt=job.attempts)
+        job.save()
+        return job
+
+
+def _requeue(job: MaintenanceJob, reason: str) -> ExecuteOutcome:
+    from django.conf import settings
+
+    delay = min(settings.MAINTENANCE_RETRY_BASE_SECONDS * 2 ** (job.attempts - 1), 300)
+    job.status = MaintenanceJob.Status.QUEUED
+    job.lease_until = None
+    job.not_before = timezone.now() + timezone.timedelta(seconds=delay)
+    job.reason = reason
+    _record(job, "requeued", reason=reason, retryIn=delay)
+    job.save()
+    return ExecuteOutcome(status="queued", retry_in=delay, reason=reason)
+
+
+def _finish(job: MaintenanceJob, status: str, reason: str) -> ExecuteOutcome:
+    job.status = status
+    job.finished_at = timezone.now()
+    job.lease_until = None
+    job.reason = reason
+    _record(job, status, reason=reason)
+    job.save()
+    return ExecuteOutcome(status=status, reason=reason)
+
+
+def maintenance_execute(*, job_id: UUID | str) -> ExecuteOutcome:
+    """Run one attempt of a built-in job: plan, read pages, summarise, commit.
+
+    Safe to call again after a crash at any point: only the fenced commit writes state, and
+    a job that is already finished (or leased by a live worker) is left alone.
+    """
+    from sessions_app.providers import ProviderError
+
+    job = _claim(job_id)
+    if job is None:
+        return ExecuteOutcome(status="skipped")
+    try:
+        plan = maintenance_plan(job=job)
+    except ApplicationError as exc:
+        if exc.code == planning_codes.MAINTENANCE_NOTHING_TO_COMPRESS:
+            return _finish(job, MaintenanceJob.Status.REJECTED, exc.message)
+        return _requeue(job, f"{exc.code}: {exc.message}")
+    try:
+        pages = [maintenance_page(job=job, page=n)[0] for n in range(plan.page_count)]
+        text = _summarise(job, plan, pages)
+        maintenance_commit(job=job, checkpoint=text)
+    except ApplicationError as exc:
+        job.refresh_from_db()
+        if exc.code == STATE_CHANGED:
+            return _requeue(job, exc.message)
+        return _finish(job, MaintenanceJob.Status.FAILED, f"{exc.code}: {exc.message}")
+    except JobFailed as exc:
+        job.refresh_from_db()
+        return _finish(job, MaintenanceJob.Status.FAILED, str(exc))
+    except ProviderError as exc:
+        job.refresh_from_db()
+        if exc.retryable:
+            return _requeue(job, f"{exc.code}: {exc}")
+        return _finish(job, MaintenanceJob.Status.FAILED, f"{exc.code}: {exc}")
+    return ExecuteOutcome(status="committed")
+
+
+def _maintainer_version(session: Session):
+    from agents.models import AgentVersion
+
+    agent_id = session.agent_version.maintainer_agent_id
+    if agent_id is None:
+        raise JobFailed("no maintainer Agent is bound to this AgentVersion")
+    version = (
+        AgentVersion.objects.filter(agent_id=agent_id, status=AgentVersion.Status.PUBLISHED)
+        .order_by("-number")
+        .first()
+    )
+    if version is None:
+        raise JobFailed("the bound maintainer Agent has no published version")
+    return version
+
+
+def _summary_request(wire_format: str, prompt: list[dict[str, str]]) -> dict[str, Any]:
+    if wire_format == "anthropic-messages":
+        system = "\n\n".join(m["content"] for m in prompt if m["role"] == "system")
+        rest = [m for m in prompt if m["role"] != "system"]
+        return {"system": system, "messages": rest}
+    return {"messages": prompt}
+
+
+def _summarise(
+    job: MaintenanceJob, plan: planning.MaintenancePlan, pages: list[list[RawMessage]]
+) -> str:
+    """Ask the maintainer model for the checkpoint; one shorter retry if it is too long."""
+    from sessions_app.providers import provider_for
+
+    session = Session.objects.select_related("agent_version").get(pk=job.session_id)
+    maintainer = _maintainer_version(session)
+    try:
+        protocol = catalog.get_version(
+            session.agent_version.context_protocol_id,
+            session.agent_version.context_protocol_version,
+        )
+    except ProtocolError as exc:
+        raise JobFailed(f"protocol_unknown_on_worker: {exc.message}") from exc
+    limit = {**protocol.defaults, **(session.agent_version.options or {})}[
+        "checkpointMaxCharacters"
+    ]
+    goal = selectors.kv_values(session.id, [f"window/{job.window_id}"]).get(
+        f"window/{job.window_id}", {}
+    )
+    provider = provider_for(maintainer.model_provider, maintainer.model_config or {})
+    prompt = planning.summariser_prompt(
+        previous_checkpoint=plan.previous_checkpoint,
+        pages_text=[planning.render_page_text(page) for page in pages],
+        max_characters=limit,
+        window_goal=str(goal.get("goal", "")) if isinstance(goal, dict) else "",
+    )
+    usage_total = {"inputTokens": 0, "outputTokens": 0, "calls": 0}
+    for attempt in range(2):
+        step = (
+            MaintenanceJob.objects.filter(session_id=job.session_id).aggregate(
+                n=Sum("summary_calls")
+            )["n"]
+            or 0
+        )
+        reply = provider.complete(
+            _summary_request(provider.wire_format, prompt), model=maintainer.model_name, step=step
+        )
+        MaintenanceJob.objects.filter(pk=job.pk).update(summary_calls=F("summary_calls") + 1)
+        job.summary_calls += 1
+        for key in ("inputTokens", "outputTokens"):
+            usage_total[key] += int(reply.usage.get(key, 0) or 0)
+        usage_total["calls"] += 1
+        job.summarizer_usage = usage_total
+        job.save(update_fields=["summarizer_usage", "updated_at"])
+        answer = (reply.text or "").strip()
+        if reply.tool_calls and not answer:
+            raise JobFailed("the maintainer answered with a tool call instead of a checkpoint")
+        try:
+            return planning.validate_checkpoint(answer, limit)
+        except ProtocolError as exc:
+            if exc.code != "checkpoint_too_long" or attempt == 1:
+                raise JobFailed(f"{exc.code}: {exc.message}") from exc
+            prompt = planning.shorter_retry_prompt(prompt, answer, limit)
+    raise JobFailed("unreachable")  # pragma: no cover
+
+
+def maintenance_sweep() -> list[str]:
+    """Re-enqueue jobs stuck between commit and publish, or held by a dead worker."""
+    from django.conf import settings
+
+    from sessions_app.tasks import maintenance_job_run
+
+    now = timezone.now()
+    stale_queued = now - timezone.timedelta(seconds=settings.MAINTENANCE_SWEEP_SECONDS)
+    jobs = MaintenanceJob.objects.filter(external=False).filter(
+        Q(status=MaintenanceJob.Status.QUEUED, updated_at__lt=stale_queued)
+        | Q(status=MaintenanceJob.Status.QUEUED, not_before__lte=now)
+        | Q(status=MaintenanceJob.Status.RUNNING, lease_until__lt=now)
+    )[:500]
+    ids = [str(job.id) for job in jobs]
+    for job_id in ids:
+        maintenance_job_run.delay(job_id)
+    return ids
+
+
+def maintenance_trigger_after_turn(
+    *, session: Session, input_tokens: int | None
+) -> MaintenanceJob | None:
+    """Queue maintenance of the active window when a turn's real input tokens reach the
+    version's `maintenanceTriggerRatio * maxInputTokens` (SPEC §6); None otherwise."""
+    version = session.agent_version
+    if input_tokens is None or not version.max_input_tokens or version.maintainer_agent_id is None:
+        return None
+    if input_tokens < version.maintenance_trigger_ratio * version.max_input_tokens:
+        return None
+    job, created = maintenance_request(
+        session_id=session.id, window_id=session.active_window, trigger="input_tokens"
+    )
+    return job if created else None

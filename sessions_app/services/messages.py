@@ -133,7 +133,12 @@ def message_write(
                     {"field": "toolCallId"},
                 )
             fields = {"tool_call_id": tool_call_id}
-        return message_append_locked(session, role=role, kind=kind, content=content, **fields)
+        message = message_append_locked(session, role=role, kind=kind, content=content, **fields)
+        if kind == "tool_result":
+            from sessions_app.services.runtime import run_resume_if_ready
+
+            run_resume_if_ready(session_id=session.id)
+        return message
 
 
 def _check_content(content: Any) -> None:

@@ -1,0 +1,177 @@
+"""Anthropic Messages through the `anthropic` SDK.
+
+Consumes the `anthropic-messages` adapter body `{"system"?, "messages", "tools"?}`. The
+base URL is the host only (`https://api.anthropic.com`); the SDK appends `/v1/messages`
+and sends `anthropic-version`. The SDK (2.x) sends the key as `Authorization: Bearer`;
+we also send the documented `x-api-key` header, so gateways that only know that one work.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import anthropic
+
+from sessions_app.providers.base import (
+    PROVIDER_NOT_CONFIGURED,
+    PROVIDER_RESPONSE_INVALID,
+    PROVIDER_UNAVAILABLE,
+    WIRE_ANTHROPIC_MESSAGES,
+    ModelReply,
+    ProviderError,
+    ToolCallRequest,
+    connection_from,
+    estimated_usage,
+    parse_arguments,
+    retry_after_seconds,
+    status_error,
+)
+
+LABEL = "anthropic"
+DEFAULT_BASE_URL = "https://api.anthropic.com"
+DEFAULT_MAX_OUTPUT_TOKENS = 4096
+
+
+def map_error(exc: anthropic.AnthropicError) -> ProviderError:
+    """Translate an SDK exception into our codes (never lets an SDK type escape)."""
+    if isinstance(exc, anthropic.APIConnectionError):  # includes APITimeoutError
+        timed_out = isinstance(exc, anthropic.APITimeoutError)
+        return ProviderError(
+            PROVIDER_UNAVAILABLE,
+            f"{LABEL}: {'timed out' if timed_out else 'could not connect'} ({exc.message})",
+            retryable=True,
+            details={"reason": "timeout" if timed_out else "connection"},
+        )
+    if isinstance(exc, anthropic.APIStatusError):
+        provider_message = exc.api_message
+        if provider_message is None and isinstance(exc.body, str) and exc.body:
+            provider_message = exc.body[:500]
+        details = {
+            "providerType": exc.type,
+            "providerCode": exc.error_code,
+            "requestId": exc.request_id,
+            "retryAfterSeconds": retry_after_seconds(exc.response.headers),
+        }
+        return status_error(LABEL, exc.status_code, provider_message, details=details)
+    if isinstance(exc, anthropic.APIResponseValidationError):
+        return ProviderError(PROVIDER_RESPONSE_INVALID, f"{LABEL}: {exc.message}")
+    return ProviderError(PROVIDER_NOT_CONFIGURED, f"{LABEL}: {exc}")
+
+
+def _count(usage: Mapping[str, Any], key: str) -> int | None:
+    value = usage.get(key)
+    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def parse_message(raw: dict[str, Any], request: dict) -> ModelReply:
+    """Read the content blocks and usage of a Messages response body."""
+    blocks = raw.get("content")
+    if not isinstance(blocks, list):
+        raise ProviderError(
+            PROVIDER_RESPONSE_INVALID,
+            f"{LABEL}: the response has no content list",
+            details={"response": raw},
+        )
+    notes: list[str] = []
+    texts: list[str] = []
+    calls: list[ToolCallRequest] = []
+    for n, block in enumerate(blocks):
+        kind = block.get("type") if isinstance(block, Mapping) else None
+        if kind == "text":
+            texts.append(block.get("text") or "")
+        elif kind == "tool_use":
+            call_id = block.get("id") or f"toolu_missing_id_{n}"
+            arguments = parse_arguments(call_id, block.get("input"), notes)
+            calls.append(
+                ToolCallRequest(id=call_id, name=block.get("name") or "", arguments=arguments)
+            )
+        elif kind not in ("thinking", "redacted_thinking"):
+            # Thinking stays in `raw` only; anything else is worth a note.
+            notes.append(f"{LABEL}: content block {n} of type {kind!r} was not used")
+    # Text blocks split by citations belong together: join without a separator.
+    text = "".join(texts) or None
+    tool_calls = tuple(calls)
+
+    usage_raw = raw.get("usage")
+    if isinstance(usage_raw, Mapping) and _count(usage_raw, "input_tokens") is not None:
+        cache_write = _count(usage_raw, "cache_creation_input_tokens")
+        cache_read = _count(usage_raw, "cache_read_input_tokens")
+        # `input_tokens` excludes cached parts; inputTokens is the whole prompt, as on OpenAI.
+        usage: dict[str, Any] = {
+            "inputTokens": _count(usage_raw, "input_tokens")
+            + (cache_write or 0)
+            + (cache_read or 0),
+            "outputTokens": _count(usage_raw, "output_tokens") or 0,
+            "uncachedInputTokens": _count(usage_raw, "input_tokens"),
+        }
+        if cache_write is not None:
+            usage["cacheCreationInputTokens"] = cache_write
+        if cache_read is not None:
+            usage["cacheReadInputTokens"] = cache_read
+    else:
+        usage = estimated_usage(request, text, tool_calls)
+        notes.append(f"{LABEL}: the response reported no usage; token counts are estimates")
+    return ModelReply(
+        text=text,
+        tool_calls=tool_calls,
+        usage=usage,
+        stop_reason=raw.get("stop_reason"),
+        raw=raw,
+        notes=tuple(notes),
+    )
+
+
+class AnthropicMessagesProvider:
+    """Messages via `anthropic.Anthropic(...).messages.create`.
+
+    Config: `baseUrl`, `apiKeyEnv`, `timeoutSeconds` (60), `maxOutputTokens` (4096;
+    Anthropic requires `max_tokens`, a caller's `max_output_tokens` wins).
+    """
+
+    wire_format = WIRE_ANTHROPIC_MESSAGES
+
+    def __init__(self, config: Mapping[str, Any]) -> None:
+        self.config = dict(config)
+        self.connection = connection_from(
+            self.config,
+            label=LABEL,
+            base_url_setting="ANTHROPIC_BASE_URL",
+            api_key_setting="ANTHROPIC_API_KEY",
+            default_base_url=DEFAULT_BASE_URL,
+        )
+
+    def complete(
+        self,
+        request: dict,
+        *,
+        model: str,
+        max_output_tokens: int | None = None,
+        step: int | None = None,
+    ) -> ModelReply:
+        """Send one Messages request; raise ProviderError on any failure."""
+        kwargs: dict[str, Any] = {
+            "model": model,
+            "messages": request["messages"],
+            "max_tokens": int(
+                max_output_tokens or self.config.get("maxOutputTokens") or DEFAULT_MAX_OUTPUT_TOKENS
+            ),
+        }
+        if request.get("system"):
+            kwargs["system"] = request["system"]
+        if request.get("tools"):
+            kwargs["tools"] = request["tools"]
+        try:
+            # One client per call: nothing to leak in a long-lived worker. An explicit
+            # api_key keeps the SDK from looking for other credentials (profiles, env).
+            with anthropic.Anthropic(
+                base_url=self.connection.base_url,
+                api_key=self.connection.api_key,
+                timeout=self.connection.timeout,
+                max_retries=0,  # the job layer owns retries
+                default_headers={"x-api-key": self.connection.api_key},
+            ) as client:
+                message = client.messages.create(**kwargs)
+        except anthropic.AnthropicError as exc:
+            raise map_error(exc) from exc
+        return parse_message(message.to_dict(mode="json"), request)

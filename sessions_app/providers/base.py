@@ -1,0 +1,296 @@
+"""The model provider contract (SPEC §8): one request in, one `ModelReply` out.
+
+A provider consumes the body one engine adapter produced (`wire_format` names which)
+and answers with text and/or tool calls plus token usage. Providers never retry: the
+job layer owns retries and reads `ProviderError.retryable` to decide.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+# Stable error codes, listed in one place.
+PROVIDER_UNKNOWN = "provider_unknown"
+PROVIDER_NOT_RUNNABLE = "provider_not_runnable"
+PROVIDER_NOT_CONFIGURED = "provider_not_configured"
+PROVIDER_UNAVAILABLE = "provider_unavailable"  # connection, timeout, 5xx: retryable
+PROVIDER_RATE_LIMITED = "provider_rate_limited"  # 429: retryable
+PROVIDER_REQUEST_REJECTED = "provider_request_rejected"  # other 4xx: not retryable
+PROVIDER_RESPONSE_INVALID = "provider_response_invalid"  # an answer we cannot read
+SCRIPT_INVALID = "script_invalid"
+SCRIPT_STEP_REQUIRED = "script_step_required"
+SCRIPT_EXHAUSTED = "script_exhausted"
+SCRIPT_EXPECTATION_FAILED = "script_expectation_failed"
+
+WIRE_NEUTRAL = "neutral"
+WIRE_OPENAI_CHAT = "openai-chat"
+WIRE_ANTHROPIC_MESSAGES = "anthropic-messages"
+WIRE_FORMATS = (WIRE_NEUTRAL, WIRE_OPENAI_CHAT, WIRE_ANTHROPIC_MESSAGES)
+
+RUNNABLE_PROVIDERS = ("scripted", "openai", "anthropic")
+DEFAULT_TIMEOUT_SECONDS = 60.0
+
+
+@dataclass(frozen=True)
+class ToolCallRequest:
+    """One tool call the model asked for."""
+
+    id: str
+    name: str
+    arguments: dict
+
+
+@dataclass(frozen=True)
+class ModelReply:
+    """What the model answered for one turn.
+
+    `usage` always has int `inputTokens` and `outputTokens`; `"estimated": True` marks
+    counts we computed instead of the provider. `raw` is the provider's response as
+    JSON-compatible data for the snapshot. `notes` lists what parsing had to change
+    (e.g. tool arguments that were not a JSON object).
+    """
+
+    text: str | None
+    tool_calls: tuple[ToolCallRequest, ...]
+    usage: dict
+    stop_reason: str | None
+    raw: dict | None = None
+    notes: tuple[str, ...] = ()
+
+
+class ProviderError(Exception):
+    """A model call that failed: a stable snake_case `code` and whether a retry may help."""
+
+    def __init__(
+        self,
+        code: str,
+        message: str,
+        *,
+        retryable: bool = False,
+        details: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.retryable = retryable
+        self.details = details or {}
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "code": self.code,
+            "message": self.message,
+            "retryable": self.retryable,
+            "details": self.details,
+        }
+
+
+@runtime_checkable
+class ModelProvider(Protocol):
+    """A model the runtime can drive."""
+
+    wire_format: str  # "neutral" | "openai-chat" | "anthropic-messages"
+
+    def complete(
+        self,
+        request: dict,
+        *,
+        model: str,
+        max_output_tokens: int | None = None,
+        step: int | None = None,
+    ) -> ModelReply:
+        """Answer `request` (an adapter body in `wire_format`).
+
+        `step` is the 0-based number of model calls this model already answered in the
+        session (the caller's durable counter). Only the scripted model uses it; real
+        providers ignore it.
+        """
+        ...
+
+
+def provider_for(provider: str, config: Mapping[str, Any] | None) -> ModelProvider:
+    """Build the provider an AgentVersion names (`model.provider` plus its config).
+
+    Raises ProviderError `provider_not_runnable` for `external` (a host drives the
+    session), `provider_unknown` for any other unknown name, and `script_invalid` for a
+    malformed script.
+    """
+    config = dict(config or {})
+    if provider == "scripted":
+        from sessions_app.providers.scripted import ScriptedProvider
+
+        return ScriptedProvider(config)
+    if provider == "openai":
+        from sessions_app.providers.openai_chat import OpenAIChatProvider
+
+        return OpenAIChatProvider(config)
+    if provider == "anthropic":
+        from sessions_app.providers.anthropic_messages import AnthropicMessagesProvider
+
+        return AnthropicMessagesProvider(config)
+    if provider == "external":
+        raise ProviderError(
+            PROVIDER_NOT_RUNNABLE,
+            "provider 'external' is driven by a host through the API; the service cannot call it.",
+            details={"provider": provider},
+        )
+    raise ProviderError(
+        PROVIDER_UNKNOWN,
+        f"unknown model provider {provider!r}; use one of {', '.join(RUNNABLE_PROVIDERS)} "
+        "(or 'external').",
+        details={"provider": provider, "providers": [*RUNNABLE_PROVIDERS, "external"]},
+    )
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def estimate_tokens(text: str) -> int:
+    """Deterministic token estimate: one token per four characters, rounded up."""
+    return math.ceil(len(text) / 4)
+
+
+def canonical_json(value: Any) -> str:
+    """The JSON text estimates and script expectations are computed on."""
+    return json.dumps(value, sort_keys=True, ensure_ascii=False)
+
+
+def tool_calls_json(calls: tuple[ToolCallRequest, ...]) -> str:
+    if not calls:
+        return ""
+    return canonical_json([{"id": c.id, "name": c.name, "arguments": c.arguments} for c in calls])
+
+
+def estimated_usage(request: Any, text: str | None, calls: tuple[ToolCallRequest, ...]) -> dict:
+    """Usage when nobody reported one: estimated from the request and the answer."""
+    return {
+        "inputTokens": estimate_tokens(canonical_json(request)),
+        "outputTokens": estimate_tokens((text or "") + tool_calls_json(calls)),
+        "estimated": True,
+    }
+
+
+def parse_arguments(call_id: str, raw: Any, notes: list[str]) -> dict:
+    """Decode a tool call's JSON arguments; keep undecodable ones as `{"_raw": text}`."""
+    if isinstance(raw, dict):
+        return raw
+    if raw is None or raw == "":
+        return {}
+    try:
+        value = json.loads(raw) if isinstance(raw, str) else raw
+    except ValueError:
+        value = None
+    if isinstance(value, dict):
+        return value
+    notes.append(
+        f"tool call {call_id}: arguments are not a JSON object; kept as {{'_raw': <text>}}"
+    )
+    return {"_raw": raw if isinstance(raw, str) else json.dumps(raw)}
+
+
+@dataclass(frozen=True)
+class Connection:
+    """Where and how a real provider is reached."""
+
+    base_url: str
+    api_key: str
+    timeout: float
+
+
+def connection_from(
+    config: Mapping[str, Any],
+    *,
+    label: str,
+    base_url_setting: str,
+    api_key_setting: str,
+    default_base_url: str,
+) -> Connection:
+    """Resolve base URL, key and timeout: AgentVersion config first, then Django settings.
+
+    `config.baseUrl` overrides the setting; `config.apiKeyEnv` names an environment
+    variable holding the key. Read at call time, never at import. Raises
+    `provider_not_configured` when no key can be found, so an SDK never falls back to
+    credentials we did not choose.
+    """
+    from django.conf import settings
+
+    base_url = config.get("baseUrl") or getattr(settings, base_url_setting, None)
+    key_env = config.get("apiKeyEnv")
+    if key_env:
+        api_key = os.environ.get(str(key_env))
+        if not api_key:
+            raise ProviderError(
+                PROVIDER_NOT_CONFIGURED,
+                f"{label}: model config names apiKeyEnv={key_env!r} but that environment "
+                "variable is empty or not set.",
+                details={"apiKeyEnv": key_env},
+            )
+    else:
+        api_key = getattr(settings, api_key_setting, None)
+    if not api_key:
+        raise ProviderError(
+            PROVIDER_NOT_CONFIGURED,
+            f"{label}: no API key; set {api_key_setting} or the version's model config apiKeyEnv.",
+            details={"setting": api_key_setting},
+        )
+    timeout = config.get("timeoutSeconds", DEFAULT_TIMEOUT_SECONDS)
+    if not isinstance(timeout, int | float) or isinstance(timeout, bool) or timeout <= 0:
+        raise ProviderError(
+            PROVIDER_NOT_CONFIGURED,
+            f"{label}: timeoutSeconds must be a positive number, got {timeout!r}.",
+            details={"timeoutSeconds": timeout},
+        )
+    return Connection(
+        base_url=str(base_url or default_base_url), api_key=str(api_key), timeout=float(timeout)
+    )
+
+
+def status_error(
+    label: str,
+    status: int,
+    provider_message: str | None,
+    *,
+    details: dict[str, Any] | None = None,
+) -> ProviderError:
+    """Map an HTTP error status to our codes (429 and 408/409/5xx retryable; other 4xx not)."""
+    details = {"status": status, "providerMessage": provider_message, **(details or {})}
+    said = f": {provider_message}" if provider_message else ""
+    if status == 429:
+        return ProviderError(
+            PROVIDER_RATE_LIMITED,
+            f"{label} rate-limited the request (HTTP 429){said}",
+            retryable=True,
+            details=details,
+        )
+    # 408 and 409 are transient on both APIs (their SDKs retry them too).
+    if status >= 500 or status in (408, 409):
+        return ProviderError(
+            PROVIDER_UNAVAILABLE,
+            f"{label} failed to answer (HTTP {status}){said}",
+            retryable=True,
+            details=details,
+        )
+    return ProviderError(
+        PROVIDER_REQUEST_REJECTED,
+        f"{label} rejected the request (HTTP {status}){said}",
+        details=details,
+    )
+
+
+def retry_after_seconds(headers: Mapping[str, str] | None) -> float | None:
+    """The server's requested wait, from `retry-after-ms` or `retry-after` (seconds)."""
+    if not headers:
+        return None
+    for name, scale in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
+        value = headers.get(name)
+        if value is None:
+            continue
+        try:
+            return float(value) / scale
+        except ValueError:
+            continue
+    return None

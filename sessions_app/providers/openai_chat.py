@@ -1,0 +1,185 @@
+"""OpenAI Chat Completions (and any OpenAI-compatible endpoint) through the `openai` SDK.
+
+Consumes the `openai-chat` adapter body `{"messages", "tools"?}`. The base URL includes
+the API version prefix (`https://api.openai.com/v1`); the SDK appends
+`/chat/completions`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import openai
+
+from sessions_app.providers.base import (
+    PROVIDER_NOT_CONFIGURED,
+    PROVIDER_RESPONSE_INVALID,
+    PROVIDER_UNAVAILABLE,
+    WIRE_OPENAI_CHAT,
+    ModelReply,
+    ProviderError,
+    ToolCallRequest,
+    connection_from,
+    estimated_usage,
+    parse_arguments,
+    retry_after_seconds,
+    status_error,
+)
+
+LABEL = "openai"
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+# `max_tokens` is deprecated on OpenAI and refused by its reasoning models; some older
+# compatible servers only know `max_tokens` (config `maxTokensParam`).
+MAX_TOKENS_PARAMS = ("max_completion_tokens", "max_tokens")
+
+
+def _provider_message(body: Any) -> str | None:
+    # The SDK hands over the body's `error` object when there is one.
+    if isinstance(body, Mapping):
+        message = body.get("message")
+        if isinstance(message, str):
+            return message
+        error = body.get("error")
+        if isinstance(error, Mapping) and isinstance(error.get("message"), str):
+            return error["message"]
+    if isinstance(body, str) and body:
+        return body[:500]
+    return None
+
+
+def map_error(exc: openai.OpenAIError) -> ProviderError:
+    """Translate an SDK exception into our codes (never lets an SDK type escape)."""
+    if isinstance(exc, openai.APIConnectionError):  # includes APITimeoutError
+        timed_out = isinstance(exc, openai.APITimeoutError)
+        return ProviderError(
+            PROVIDER_UNAVAILABLE,
+            f"{LABEL}: {'timed out' if timed_out else 'could not connect'} ({exc.message})",
+            retryable=True,
+            details={"reason": "timeout" if timed_out else "connection"},
+        )
+    if isinstance(exc, openai.APIStatusError):
+        body = exc.body if isinstance(exc.body, Mapping) else {}
+        details = {
+            "providerCode": body.get("code"),
+            "providerType": body.get("type"),
+            "requestId": exc.request_id,
+            "retryAfterSeconds": retry_after_seconds(exc.response.headers),
+        }
+        return status_error(LABEL, exc.status_code, _provider_message(exc.body), details=details)
+    if isinstance(exc, openai.APIResponseValidationError):
+        return ProviderError(PROVIDER_RESPONSE_INVALID, f"{LABEL}: {exc.message}")
+    return ProviderError(PROVIDER_NOT_CONFIGURED, f"{LABEL}: {exc}")
+
+
+def parse_completion(raw: dict[str, Any], request: dict) -> ModelReply:
+    """Read `choices[0].message` and `usage` of a chat.completion body."""
+    choices = raw.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], Mapping):
+        raise ProviderError(
+            PROVIDER_RESPONSE_INVALID,
+            f"{LABEL}: the response has no choices",
+            details={"response": raw},
+        )
+    choice = choices[0]
+    message = choice.get("message") or {}
+    notes: list[str] = []
+    calls = []
+    for n, call in enumerate(message.get("tool_calls") or (), start=1):
+        call_id = call.get("id") or f"call_missing_id_{n}"
+        if call.get("type", "function") == "function":
+            function = call.get("function") or {}
+            name = function.get("name") or ""
+            arguments = parse_arguments(call_id, function.get("arguments"), notes)
+        else:  # e.g. a `custom` tool: free-form input, no JSON arguments
+            name = (call.get(call["type"]) or {}).get("name") or ""
+            raw_input = (call.get(call["type"]) or {}).get("input")
+            arguments = {"_raw": raw_input}
+            notes.append(f"tool call {call_id}: type {call['type']!r} kept as {{'_raw': input}}")
+        calls.append(ToolCallRequest(id=call_id, name=name, arguments=arguments))
+    content = message.get("content")
+    if isinstance(content, list):  # some compatible servers answer with parts
+        content = "".join(p.get("text", "") for p in content if isinstance(p, Mapping))
+    text = content or None
+    if message.get("refusal"):
+        notes.append(f"{LABEL}: the model refused: {message['refusal']}")
+    tool_calls = tuple(calls)
+
+    usage_raw = raw.get("usage")
+    if isinstance(usage_raw, Mapping) and "prompt_tokens" in usage_raw:
+        usage: dict[str, Any] = {
+            "inputTokens": int(usage_raw.get("prompt_tokens") or 0),
+            "outputTokens": int(usage_raw.get("completion_tokens") or 0),
+        }
+        cached = (usage_raw.get("prompt_tokens_details") or {}).get("cached_tokens")
+        if cached is not None:
+            usage["cachedInputTokens"] = cached
+        reasoning = (usage_raw.get("completion_tokens_details") or {}).get("reasoning_tokens")
+        if reasoning is not None:
+            usage["reasoningTokens"] = reasoning
+    else:
+        usage = estimated_usage(request, text, tool_calls)
+        notes.append(f"{LABEL}: the response reported no usage; token counts are estimates")
+    return ModelReply(
+        text=text,
+        tool_calls=tool_calls,
+        usage=usage,
+        stop_reason=choice.get("finish_reason"),
+        raw=raw,
+        notes=tuple(notes),
+    )
+
+
+class OpenAIChatProvider:
+    """Chat Completions via `openai.OpenAI(...).chat.completions.create`.
+
+    Config: `baseUrl`, `apiKeyEnv`, `timeoutSeconds` (60), `maxOutputTokens` (used
+    when the caller gives none; omitted if neither), `maxTokensParam`
+    (`max_completion_tokens`, or `max_tokens` for older compatible servers).
+    """
+
+    wire_format = WIRE_OPENAI_CHAT
+
+    def __init__(self, config: Mapping[str, Any]) -> None:
+        self.config = dict(config)
+        self.connection = connection_from(
+            self.config,
+            label=LABEL,
+            base_url_setting="OPENAI_BASE_URL",
+            api_key_setting="OPENAI_API_KEY",
+            default_base_url=DEFAULT_BASE_URL,
+        )
+        self.max_tokens_param = self.config.get("maxTokensParam", MAX_TOKENS_PARAMS[0])
+        if self.max_tokens_param not in MAX_TOKENS_PARAMS:
+            raise ProviderError(
+                PROVIDER_NOT_CONFIGURED,
+                f"{LABEL}: maxTokensParam must be one of {', '.join(MAX_TOKENS_PARAMS)}.",
+            )
+
+    def complete(
+        self,
+        request: dict,
+        *,
+        model: str,
+        max_output_tokens: int | None = None,
+        step: int | None = None,
+    ) -> ModelReply:
+        """Send one Chat Completions request; raise ProviderError on any failure."""
+        kwargs: dict[str, Any] = {"model": model, "messages": request["messages"]}
+        if request.get("tools"):
+            kwargs["tools"] = request["tools"]
+        limit = max_output_tokens or self.config.get("maxOutputTokens")
+        if limit:
+            kwargs[self.max_tokens_param] = int(limit)
+        try:
+            # One client per call: nothing to leak in a long-lived worker.
+            with openai.OpenAI(
+                base_url=self.connection.base_url,
+                api_key=self.connection.api_key,
+                timeout=self.connection.timeout,
+                max_retries=0,  # the job layer owns retries
+            ) as client:
+                completion = client.chat.completions.create(**kwargs)
+        except openai.OpenAIError as exc:
+            raise map_error(exc) from exc
+        return parse_completion(completion.to_dict(mode="json"), request)

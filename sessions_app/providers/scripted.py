@@ -1,0 +1,328 @@
+"""The scripted model (SPEC §8): a JSON list of steps, played in order, for tests and demos.
+
+The script keeps no cursor of its own: turns of one session run in different Celery
+worker processes, so the caller passes `step`, the 0-based number of model calls this
+model has already answered in the session (a durable counter it stores), and a retried
+turn asks for the same step again. See docs/scripted-model.md.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from sessions_app.providers.base import (
+    SCRIPT_EXHAUSTED,
+    SCRIPT_EXPECTATION_FAILED,
+    SCRIPT_INVALID,
+    SCRIPT_STEP_REQUIRED,
+    WIRE_FORMATS,
+    WIRE_NEUTRAL,
+    ModelReply,
+    ProviderError,
+    ToolCallRequest,
+    canonical_json,
+    estimate_tokens,
+    tool_calls_json,
+)
+
+SCRIPT_KEYS = frozenset({"steps", "wireFormat", "tokens", "description"})
+STEP_KEYS = frozenset({"expect", "text", "toolCalls", "usage", "comment", "delaySeconds"})
+EXPECT_KEYS = frozenset({"contains", "notContains", "lastMessageKind", "lastRole", "messageCount"})
+TOKENS_KEYS = frozenset({"mode", "inputPerTurn", "outputPerTurn"})
+TOOL_CALL_KEYS = frozenset({"id", "name", "arguments"})
+USAGE_KEYS = frozenset({"inputTokens", "outputTokens"})
+TOKEN_MODES = ("estimate", "fixed")
+
+STOP_TOOL_CALLS = "tool_calls"
+STOP_END_TURN = "end_turn"
+PREVIEW_CHARS = 300
+
+
+def _strings(value: Any) -> list[str]:
+    """Every string inside a JSON value (keys excluded), depth first."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _strings(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings(v)]
+    return []
+
+
+def _describe(message: Any) -> str:
+    """A short view of one message for error texts: `role/kind: content…`."""
+    if not isinstance(message, dict):
+        return "none"
+    label = "/".join(str(message[k]) for k in ("role", "kind") if message.get(k) is not None)
+    content = message.get("content")
+    text = content if isinstance(content, str) else canonical_json(content)
+    if len(text) > PREVIEW_CHARS:
+        text = text[:PREVIEW_CHARS] + "…"
+    return f"{label}: {text}"
+
+
+def _invalid(where: str, problem: str) -> ProviderError:
+    return ProviderError(
+        SCRIPT_INVALID, f"scripted model: {where}: {problem}", details={"where": where}
+    )
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _check_keys(where: str, value: Any, allowed: frozenset[str]) -> None:
+    if not isinstance(value, dict):
+        raise _invalid(where, f"must be an object, got {type(value).__name__}")
+    unknown = sorted(set(value) - allowed)
+    if unknown:
+        raise _invalid(
+            where, f"unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(allowed))}"
+        )
+
+
+def _check_strings(where: str, value: Any) -> None:
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        raise _invalid(where, "must be a list of non-empty strings")
+
+
+def _check_expect(where: str, expect: Any) -> None:
+    _check_keys(where, expect, EXPECT_KEYS)
+    for key in ("contains", "notContains"):
+        if key in expect:
+            _check_strings(f"{where}.{key}", expect[key])
+    for key in ("lastMessageKind", "lastRole"):
+        if key in expect and not (isinstance(expect[key], str) and expect[key]):
+            raise _invalid(f"{where}.{key}", "must be a non-empty string")
+    if "messageCount" in expect:
+        bounds = expect["messageCount"]
+        _check_keys(f"{where}.messageCount", bounds, frozenset({"min", "max"}))
+        if not bounds or not all(_is_count(v) for v in bounds.values()):
+            raise _invalid(f"{where}.messageCount", "needs min and/or max, non-negative ints")
+
+
+def _check_step(n: int, step: Any) -> None:
+    where = f"steps[{n}]"
+    _check_keys(where, step, STEP_KEYS)
+    if "text" in step and not isinstance(step["text"], str):
+        raise _invalid(f"{where}.text", "must be a string")
+    delay = step.get("delaySeconds", 0)
+    if isinstance(delay, bool) or not isinstance(delay, int | float) or not 0 <= delay <= 300:
+        raise _invalid(f"{where}.delaySeconds", "must be a number of seconds, 0..300")
+    calls = step.get("toolCalls")
+    if calls is not None:
+        if not isinstance(calls, list) or not calls:
+            raise _invalid(f"{where}.toolCalls", "must be a non-empty list")
+        for i, call in enumerate(calls):
+            _check_keys(f"{where}.toolCalls[{i}]", call, TOOL_CALL_KEYS)
+            if not isinstance(call.get("name"), str) or not call["name"]:
+                raise _invalid(f"{where}.toolCalls[{i}].name", "is required (a tool name)")
+            if "id" in call and not (isinstance(call["id"], str) and call["id"]):
+                raise _invalid(f"{where}.toolCalls[{i}].id", "must be a non-empty string")
+            if not isinstance(call.get("arguments", {}), dict):
+                raise _invalid(f"{where}.toolCalls[{i}].arguments", "must be an object")
+    if not step.get("text") and not calls:
+        raise _invalid(where, "needs text, toolCalls or both (an empty answer is not a step)")
+    if "usage" in step:
+        usage = step["usage"]
+        _check_keys(f"{where}.usage", usage, USAGE_KEYS)
+        if not usage or not all(_is_count(v) for v in usage.values()):
+            raise _invalid(f"{where}.usage", "needs inputTokens and/or outputTokens, ints >= 0")
+    if "expect" in step:
+        _check_expect(f"{where}.expect", step["expect"])
+
+
+def validate_script(script: Any) -> None:
+    """Check a script's shape; raise ProviderError `script_invalid` naming the bad part."""
+    _check_keys("script", script, SCRIPT_KEYS)
+    steps = script.get("steps")
+    if not isinstance(steps, list) or not steps:
+        raise _invalid("script.steps", "must be a non-empty list of steps")
+    wire = script.get("wireFormat", WIRE_NEUTRAL)
+    if wire not in WIRE_FORMATS:
+        raise _invalid("script.wireFormat", f"must be one of {', '.join(WIRE_FORMATS)}")
+    if "tokens" in script:
+        tokens = script["tokens"]
+        _check_keys("script.tokens", tokens, TOKENS_KEYS)
+        mode = tokens.get("mode", "estimate")
+        if mode not in TOKEN_MODES:
+            raise _invalid("script.tokens.mode", f"must be one of {', '.join(TOKEN_MODES)}")
+        for key in ("inputPerTurn", "outputPerTurn"):
+            if key in tokens and not _is_count(tokens[key]):
+                raise _invalid(f"script.tokens.{key}", "must be an int >= 0")
+        if mode == "fixed" and "inputPerTurn" not in tokens:
+            raise _invalid("script.tokens", "mode 'fixed' needs inputPerTurn")
+    for n, step in enumerate(steps):
+        _check_step(n, step)
+
+
+class ScriptedProvider:
+    """Plays `script["steps"][step]` for each call; see the module docstring for `step`."""
+
+    def __init__(self, script: Mapping[str, Any]) -> None:
+        script = dict(script)
+        validate_script(script)
+        self.script = script
+        self.steps: list[dict[str, Any]] = script["steps"]
+        self.wire_format: str = script.get("wireFormat", WIRE_NEUTRAL)
+        self.tokens: dict[str, Any] = script.get("tokens", {"mode": "estimate"})
+
+    def complete(
+        self,
+        request: dict,
+        *,
+        model: str,
+        max_output_tokens: int | None = None,
+        step: int | None = None,
+    ) -> ModelReply:
+        """Answer with step `step` (0-based) after checking its expectations.
+
+        Raises `script_step_required` without a step, `script_exhausted` past the last
+        step and `script_expectation_failed` when the request does not match. Never
+        answers silently. `max_output_tokens` is ignored: the script says what to answer.
+        """
+        if step is None or not _is_count(step):
+            raise ProviderError(
+                SCRIPT_STEP_REQUIRED,
+                "scripted model: pass step=<0-based count of this model's earlier calls in "
+                f"the session>; got {step!r}. The script keeps no cursor because turns run "
+                "in different worker processes.",
+                details={"step": step},
+            )
+        number = step + 1
+        total = len(self.steps)
+        if step >= total:
+            raise ProviderError(
+                SCRIPT_EXHAUSTED,
+                f"the script has {total} steps; step {number} was requested",
+                details={"steps": total, "requestedStep": number},
+            )
+        spec = self.steps[step]
+        self._check(number, spec.get("expect") or {}, request)
+        if spec.get("delaySeconds"):
+            # A slow model, for tests that kill a worker while it waits for an answer.
+            time.sleep(spec["delaySeconds"])
+
+        text = spec.get("text") or None
+        calls = tuple(
+            ToolCallRequest(
+                id=call.get("id") or f"script_{number}_{i}",
+                name=call["name"],
+                arguments=dict(call.get("arguments") or {}),
+            )
+            for i, call in enumerate(spec.get("toolCalls") or (), start=1)
+        )
+        return ModelReply(
+            text=text,
+            tool_calls=calls,
+            usage=self._usage(spec.get("usage") or {}, request, text, calls),
+            stop_reason=STOP_TOOL_CALLS if calls else STOP_END_TURN,
+            raw={
+                "scripted": True,
+                "model": model,
+                "step": number,
+                "steps": total,
+                "text": text,
+                "toolCalls": [
+                    {"id": c.id, "name": c.name, "arguments": c.arguments} for c in calls
+                ],
+            },
+        )
+
+    # ------------------------------------------------------------------ internals
+
+    def _usage(
+        self,
+        given: dict[str, int],
+        request: dict,
+        text: str | None,
+        calls: tuple[ToolCallRequest, ...],
+    ) -> dict[str, Any]:
+        fixed = self.tokens.get("mode") == "fixed"
+        estimated = False
+        if "inputTokens" in given:
+            input_tokens = given["inputTokens"]
+        elif fixed:
+            input_tokens = self.tokens["inputPerTurn"]
+        else:
+            input_tokens = estimate_tokens(canonical_json(request))
+            estimated = True
+        if "outputTokens" in given:
+            output_tokens = given["outputTokens"]
+        elif fixed and "outputPerTurn" in self.tokens:
+            output_tokens = self.tokens["outputPerTurn"]
+        else:
+            output_tokens = estimate_tokens((text or "") + tool_calls_json(calls))
+            estimated = True
+        usage: dict[str, Any] = {"inputTokens": input_tokens, "outputTokens": output_tokens}
+        if estimated:
+            usage["estimated"] = True
+        return usage
+
+    def _check(self, number: int, expect: dict[str, Any], request: dict) -> None:
+        messages = request.get("messages") if isinstance(request, dict) else None
+        messages = messages if isinstance(messages, list) else []
+        last = messages[-1] if messages else None
+        # A needle matches the request's JSON or any string inside it, so text that
+        # itself holds JSON can be matched without JSON escaping.
+        haystacks = [canonical_json(request), *_strings(request)]
+        last_preview = _describe(last)
+
+        def fail(what: str, expected: Any, seen: Any, text: str) -> ProviderError:
+            return ProviderError(
+                SCRIPT_EXPECTATION_FAILED,
+                f"script step {number} of {len(self.steps)}: {text}",
+                details={"step": number, "expectation": what, "expected": expected, "seen": seen},
+            )
+
+        for needle in expect.get("contains", ()):
+            if not any(needle in h for h in haystacks):
+                raise fail(
+                    "contains",
+                    needle,
+                    last_preview,
+                    f"expected the request to contain {needle!r}, but it does not "
+                    f"({len(messages)} messages; last message: {last_preview})",
+                )
+        for needle in expect.get("notContains", ()):
+            found = next((h for h in haystacks if needle in h), None)
+            if found is not None:
+                at = found.index(needle)
+                seen = found[max(0, at - 80) : at + len(needle) + 80]
+                raise fail(
+                    "notContains",
+                    needle,
+                    seen,
+                    f"expected the request not to contain {needle!r}, but it does: ...{seen}...",
+                )
+        for key, field in (("lastRole", "role"), ("lastMessageKind", "kind")):
+            if key not in expect:
+                continue
+            seen = last.get(field) if isinstance(last, dict) else None
+            if seen != expect[key]:
+                hint = (
+                    f" (the {self.wire_format} wire format has no message kinds; use lastRole)"
+                    if field == "kind" and seen is None and last is not None
+                    else ""
+                )
+                raise fail(
+                    key,
+                    expect[key],
+                    seen,
+                    f"expected the last message's {field} to be {expect[key]!r}, saw "
+                    f"{seen!r}{hint}; last message: {last_preview}",
+                )
+        if "messageCount" in expect:
+            bounds = expect["messageCount"]
+            low, high = bounds.get("min"), bounds.get("max")
+            count = len(messages)
+            if (low is not None and count < low) or (high is not None and count > high):
+                raise fail(
+                    "messageCount",
+                    bounds,
+                    count,
+                    f"expected between {low if low is not None else 0} and "
+                    f"{high if high is not None else 'any number of'} messages, saw {count}",
+                )

@@ -1,0 +1,265 @@
+"""The built-in runtime (SPEC §8): advance a run turn by turn with the version's model.
+
+freeze → project → snapshot → model → assistant message (with its snapshot id) → dispatch
+protocol tools → next turn, until a final answer, `maxTurnsPerRun`, a host tool to wait
+for, or an error. One worker advances a session at a time: a run is claimed under a row
+lock with a lease, so a duplicate delivery of the task does nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+from uuid import UUID
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Sum
+from django.utils import timezone
+
+from contextproto.errors import ApplicationError
+from contextproto.protocol import catalog
+from sessions_app.models import Message, ProjectionSnapshot, Run, Session
+from sessions_app.services.dispatch import SINGLE_TOOL_CALL_PER_TURN, tool_dispatch
+from sessions_app.services.maintenance import maintenance_trigger_after_turn
+from sessions_app.services.messages import message_write
+from sessions_app.services.projection import projection_build
+
+RUNNABLE_PROVIDERS = ("scripted", "openai", "anthropic")
+ACTIVE_RUN_STATUSES = (Run.Status.QUEUED, Run.Status.RUNNING, Run.Status.WAITING_FOR_HOST_TOOL)
+
+
+@dataclass(frozen=True)
+class TurnReport:
+    run_id: str
+    turn: int
+    window_id: str
+    tool: str | None
+    input_tokens: int | None
+    outcome: str
+
+
+def lease_seconds() -> int:
+    return int(getattr(settings, "RUN_LEASE_SECONDS", 300))
+
+
+def _claim(run_id: UUID | str) -> Run | None:
+    now = timezone.now()
+    with transaction.atomic():
+        run = Run.objects.select_for_update().filter(pk=run_id).first()
+        if run is None:
+            return None
+        if run.status == Run.Status.RUNNING and run.lease_until and run.lease_until > now:
+            return None
+        if run.status not in (Run.Status.QUEUED, Run.Status.RUNNING):
+            return None
+        run.status = Run.Status.RUNNING
+        run.lease_until = now + timezone.timedelta(seconds=lease_seconds())
+        run.save(update_fields=["status", "lease_until"])
+        return run
+
+
+def _finish(run: Run, status: str, error: dict[str, Any] | None = None) -> None:
+    run.status = status
+    run.error = error
+    run.lease_until = None
+    if status != Run.Status.WAITING_FOR_HOST_TOOL:
+        run.finished_at = timezone.now()
+    run.save(update_fields=["status", "error", "lease_until", "finished_at", "turns"])
+
+
+def run_advance(*, run_id: UUID | str, on_turn: Any = None) -> str:
+    """Advance `run_id` until it completes, waits for a host tool, fails or hits the limit.
+
+    Returns the run's final status for this call ("skipped" when another worker owns it).
+    `on_turn(TurnReport)` is called after each turn (the demo prints progress with it).
+    """
+    from sessions_app.providers import ProviderError, provider_for
+
+    run = _claim(run_id)
+    if run is None:
+        return "skipped"
+    session = Session.objects.select_related("agent_version").get(pk=run.session_id)
+    version = session.agent_version
+    try:
+        catalog.get_version(version.context_protocol_id, version.context_protocol_version)
+        provider = provider_for(version.model_provider, version.model_config or {})
+    except Exception as exc:  # a misconfigured version fails the run loudly, with its reason
+        _finish(
+            run,
+            Run.Status.FAILED,
+            {"code": getattr(exc, "code", "provider_invalid"), "message": str(exc)},
+        )
+        return run.status
+    while True:
+        if run.turns >= version.max_turns_per_run:
+            _finish(
+                run,
+                Run.Status.MAX_TURNS,
+                {"code": "max_turns_reached", "message": f"stopped after {run.turns} turns"},
+            )
+            return run.status
+        try:
+            outcome = _turn(session, version, run, provider, on_turn)
+        except ProviderError as exc:
+            _finish(run, Run.Status.FAILED, exc.as_dict())
+            return run.status
+        except ApplicationError as exc:
+            _finish(
+                run, Run.Status.FAILED, {"code": exc.code, "message": exc.message, **exc.details}
+            )
+            return run.status
+        if outcome != "continue":
+            _finish(run, outcome)
+            return run.status
+        Run.objects.filter(pk=run.pk).update(
+            lease_until=timezone.now() + timezone.timedelta(seconds=lease_seconds())
+        )
+
+
+def _model_step(session: Session) -> int:
+    # A scripted model's cursor: how many model calls this session's runs already made.
+    return Run.objects.filter(session=session).aggregate(n=Sum("turns"))["n"] or 0
+
+
+def _turn(session: Session, version, run: Run, provider, on_turn) -> str:
+    snapshot = projection_build(
+        session_id=session.id, provider=provider.wire_format, run_id=run.id.hex, use_cache=False
+    )
+    step = _model_step(session)
+    reply = provider.complete(snapshot.request, model=version.model_name, step=step)
+    run.turns += 1
+    Run.objects.filter(pk=run.pk).update(turns=run.turns)
+    turn_usage_record(snapshot=snapshot, usage=reply.usage, raw=reply.raw)
+    tool_name = reply.tool_calls[0].name if reply.tool_calls else None
+    if reply.tool_calls:
+        outcome = _handle_tool_calls(session, version, snapshot, reply)
+    elif reply.text is not None and reply.text.strip():
+        message_write(session_id=session.id, role="assistant", kind="text", content=reply.text)
+        outcome = Run.Status.COMPLETED
+    else:
+        raise ApplicationError(
+            "model_empty_answer", "The model answered with neither text nor a tool call."
+        )
+    if on_turn is not None:
+        on_turn(
+            TurnReport(
+                run_id=run.id.hex,
+                turn=run.turns,
+                window_id=snapshot.window_id,
+                tool=tool_name,
+                input_tokens=(snapshot.usage or {}).get("inputTokens"),
+                outcome=str(outcome),
+            )
+        )
+    return outcome
+
+
+def _handle_tool_calls(session: Session, version, snapshot: ProjectionSnapshot, reply) -> str:
+    """Record every call of the answer, execute the first, refuse the others (pairing holds)."""
+    if reply.text and reply.text.strip():
+        message_write(session_id=session.id, role="assistant", kind="text", content=reply.text)
+    host_tools = {t.name for t in version.tools.all()}
+    for call in reply.tool_calls:
+        message_write(
+            session_id=session.id,
+            role="assistant",
+            kind="tool_call",
+            content="",
+            tool_call_id=call.id,
+            tool_name=call.name,
+            arguments=call.arguments,
+            snapshot_id=str(snapshot.id),
+        )
+    waiting = False
+    for position, call in enumerate(reply.tool_calls):
+        if call.name in catalog.PROTOCOL_TOOL_NAMES:
+            tool_dispatch(session_id=session.id, tool_call_id=call.id)
+        elif position > 0:
+            _host_error(
+                session,
+                call.id,
+                SINGLE_TOOL_CALL_PER_TURN,
+                "Only one tool call per turn is executed; call it again later.",
+            )
+        elif call.name not in host_tools:
+            _host_error(
+                session, call.id, "tool_not_available", f"{call.name} is not a tool of this agent."
+            )
+        else:
+            waiting = True
+    return Run.Status.WAITING_FOR_HOST_TOOL if waiting else "continue"
+
+
+def _host_error(session: Session, tool_call_id: str, code: str, message: str) -> None:
+    body = {"success": False, "error": {"code": code, "message": message, "correctable": True}}
+    message_write(
+        session_id=session.id,
+        role="tool",
+        kind="tool_result",
+        content=json.dumps(body),
+        tool_call_id=tool_call_id,
+        is_error=True,
+    )
+
+
+def turn_usage_record(
+    *, snapshot: ProjectionSnapshot, usage: dict[str, Any] | None, raw: Any = None
+) -> None:
+    """Store the provider-reported usage on the turn's snapshot; trigger maintenance (§6)."""
+    snapshot.usage = dict(usage or {})
+    snapshot.save(update_fields=["usage"])
+    session = Session.objects.select_related("agent_version").get(pk=snapshot.session_id)
+    tokens = snapshot.usage.get("inputTokens")
+    maintenance_trigger_after_turn(session=session, input_tokens=tokens)
+
+
+def run_enqueue(run: Run) -> None:
+    """Advance `run` in a worker once the current transaction commits."""
+    from sessions_app.tasks import run_advance_task
+
+    if not settings.RUNTIME_AUTOSTART:
+        return  # the caller (the demo driver, a test) advances runs itself
+    run_id = str(run.id)
+    transaction.on_commit(lambda: run_advance_task.delay(run_id))
+
+
+def run_resume_if_ready(*, session_id: UUID | str) -> bool:
+    """After a host tool result: re-queue the waiting run once no call is left unanswered.
+
+    Precondition: called inside the transaction that wrote the result (session locked).
+    """
+    session = Session.objects.select_related("current_run").get(pk=session_id)
+    run = session.current_run
+    if run is None or run.status != Run.Status.WAITING_FOR_HOST_TOOL:
+        return False
+    calls = set(
+        Message.objects.filter(session=session, run=run, kind="tool_call").values_list(
+            "tool_call_id", flat=True
+        )
+    )
+    answered = set(
+        Message.objects.filter(
+            session=session, kind="tool_result", tool_call_id__in=calls
+        ).values_list("tool_call_id", flat=True)
+    )
+    if calls - answered:
+        return False
+    run.status = Run.Status.QUEUED
+    run.save(update_fields=["status"])
+    run_enqueue(run)
+    return True
+
+
+def session_busy_check(session: Session) -> None:
+    """Refuse new input while the built-in runtime works on the session (409 session_busy)."""
+    run = session.current_run
+    if run is not None and run.status in ACTIVE_RUN_STATUSES:
+        raise ApplicationError(
+            "session_busy",
+            f"Run {run.id.hex} is {run.status}; send the next input when it has finished "
+            "(or write the pending host tool result first).",
+            {"runId": run.id.hex, "runStatus": run.status},
+            status=409,
+        )
