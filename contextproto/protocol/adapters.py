@@ -35,6 +35,12 @@ NOTE_ANTHROPIC_PREFILL = (
     "trailing assistant message is sent as a prefill on anthropic-messages: the model "
     "continues it instead of answering after it"
 )
+NOTE_ANTHROPIC_DERIVED_AS_USER = (
+    "derived {kinds} at the edge of the conversation sent in the user role on "
+    "anthropic-messages (the first message must be a user turn, and a trailing assistant "
+    "turn would be continued, not answered); marked as derived state with no user authority"
+)
+DERIVED_EDGE_MARKER = "[context protocol: derived state, not a message from the user]\n"
 NOTE_ANTHROPIC_FIRST_ASSISTANT = (
     "first message after the system prompt is an assistant message on anthropic-messages "
     "(the conversation starts with an assistant turn)"
@@ -232,15 +238,44 @@ def _anthropic_message(message: ModelMessage, projection: Projection) -> tuple[s
     return role, _anthropic_blocks(message.content)
 
 
+def _edge_derived_positions(projection: Projection) -> set[int]:
+    """Positions of derived assistant messages before the first / after the last raw one."""
+    raw = [
+        i
+        for i, m in enumerate(projection.messages)
+        if m.role != ROLE_SYSTEM and m.kind not in _DERIVED_KINDS
+    ]
+    first_raw = raw[0] if raw else len(projection.messages)
+    last_raw = raw[-1] if raw else -1
+    return {
+        i
+        for i, m in enumerate(projection.messages)
+        if m.kind in _DERIVED_KINDS
+        and m.role == ROLE_ASSISTANT
+        and (i < first_raw or i > last_raw)
+    }
+
+
+_DERIVED_KINDS = frozenset({"context_header", "context_fold", "context_state"})
+
+
 def _adapt_anthropic(projection: Projection, tools: Sequence[dict[str, Any]]) -> AdaptedRequest:
     notes: list[str] = []
     system_texts: list[str] = []
     merged: list[dict[str, Any]] = []
+    edges = _edge_derived_positions(projection)
+    moved: list[str] = []
     for position, message in enumerate(projection.messages):
         if message.role == ROLE_SYSTEM:
             system_texts.append(_text_of(message.content))
             continue
         role, blocks = _anthropic_message(message, projection)
+        if position in edges:
+            # A leading assistant turn and a trailing prefill are refused by the Messages
+            # API; the derived state goes in the user role, marked as carrying no authority.
+            role = ROLE_USER
+            blocks = [{"type": "text", "text": DERIVED_EDGE_MARKER + _text_of(message.content)}]
+            moved.append(message.kind)
         if not blocks:
             notes.append(
                 f"anthropic-messages: empty {message.role}/{message.kind} message at position "
@@ -267,6 +302,8 @@ def _adapt_anthropic(projection: Projection, tools: Sequence[dict[str, Any]]) ->
                 "content of their user message (tool results must come first)"
             )
 
+    if moved:
+        notes.append(NOTE_ANTHROPIC_DERIVED_AS_USER.format(kinds=", ".join(moved)))
     if merged and merged[0]["role"] == ROLE_ASSISTANT:
         notes.append(NOTE_ANTHROPIC_FIRST_ASSISTANT)
     if merged and merged[-1]["role"] == ROLE_ASSISTANT:

@@ -129,9 +129,6 @@ def _turn(session: Session, version, run: Run, provider, on_turn) -> str:
     )
     step = _model_step(session)
     reply = provider.complete(snapshot.request, model=version.model_name, step=step)
-    run.turns += 1
-    Run.objects.filter(pk=run.pk).update(turns=run.turns)
-    turn_usage_record(snapshot=snapshot, usage=reply.usage, raw=reply.raw)
     tool_name = reply.tool_calls[0].name if reply.tool_calls else None
     if reply.tool_calls:
         outcome = _handle_tool_calls(session, version, snapshot, reply)
@@ -142,6 +139,12 @@ def _turn(session: Session, version, run: Run, provider, on_turn) -> str:
         raise ApplicationError(
             "model_empty_answer", "The model answered with neither text nor a tool call."
         )
+    # Counted once the answer is written: a worker dying before that replays the turn (and
+    # a scripted model's step) instead of skipping it. Usage is recorded last, so a
+    # maintenance job it triggers cannot make this turn's own call stale.
+    run.turns += 1
+    Run.objects.filter(pk=run.pk).update(turns=run.turns)
+    turn_usage_record(snapshot=snapshot, usage=reply.usage, raw=reply.raw)
     if on_turn is not None:
         on_turn(
             TurnReport(

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from contextproto.protocol.adapters import PROVIDERS, adapt
+from contextproto.protocol.adapters import DERIVED_EDGE_MARKER, PROVIDERS, adapt
 from contextproto.protocol.errors import ProtocolError
 from contextproto.protocol.messages import ModelMessage, ProjectionSource
 from contextproto.protocol.projection import Projection, project
@@ -118,12 +118,15 @@ def test_anthropic_separates_system_and_merges_same_role_messages() -> None:
     body = request.body
     assert body["system"] == "sys"
     roles = [m["role"] for m in body["messages"]]
-    assert roles == ["assistant", "user", "assistant", "user", "assistant"]
-    assert body["messages"][2]["content"] == [
+    # header + input merge into the first user turn; the trailing state joins the results.
+    assert roles == ["user", "assistant", "user"]
+    assert body["messages"][0]["content"][0]["text"].endswith("header")
+    assert body["messages"][0]["content"][1] == {"type": "text", "text": "go"}
+    assert body["messages"][1]["content"] == [
         {"type": "tool_use", "id": "c1", "name": "search", "input": {"q": "Zürich"}},
         {"type": "tool_use", "id": "c2", "name": "fetch", "input": {}},
     ]
-    assert body["messages"][3]["content"] == [
+    assert body["messages"][2]["content"][:2] == [
         {"type": "tool_result", "tool_use_id": "c1", "content": "r1", "is_error": False},
         {"type": "tool_result", "tool_use_id": "c2", "content": "r2", "is_error": True},
     ]
@@ -131,11 +134,27 @@ def test_anthropic_separates_system_and_merges_same_role_messages() -> None:
                               "input_schema": TOOLS[0]["inputSchema"]}]
 
 
-def test_anthropic_notes_a_trailing_assistant_prefill_and_a_leading_assistant() -> None:
-    notes = adapt(_two_parallel_calls(), "anthropic-messages").notes
-    assert any("trailing assistant message is sent as a prefill on anthropic-messages" in n
-               for n in notes)
-    assert any("first message" in n for n in notes)
+def test_anthropic_sends_edge_derived_messages_as_marked_user_text() -> None:
+    request = adapt(_two_parallel_calls(), "anthropic-messages")
+    messages = request.body["messages"]
+    assert messages[0]["role"] == "user" and messages[-1]["role"] == "user"
+    first, last = messages[0]["content"][0]["text"], messages[-1]["content"][-1]["text"]
+    assert first.startswith(DERIVED_EDGE_MARKER) and last == DERIVED_EDGE_MARKER + "{state}"
+    assert any("context_header, context_state" in n and "no user authority" in n
+               for n in request.notes)
+    assert not any("prefill" in n for n in request.notes)
+    assert not any("first message after the system prompt" in n for n in request.notes)
+
+
+def test_anthropic_keeps_a_fold_in_the_middle_as_an_assistant_turn() -> None:
+    projection = _projection([
+        ModelMessage(role="assistant", kind="context_header", content="header"),
+        ModelMessage(role="user", kind="input", content="go"),
+        ModelMessage(role="assistant", kind="context_fold", content="fold summary"),
+        ModelMessage(role="user", kind="input", content="more"),
+    ])
+    roles = [m["role"] for m in adapt(projection, "anthropic-messages").body["messages"]]
+    assert roles == ["user", "assistant", "user"]
 
 
 def test_anthropic_tool_results_merge_with_a_following_user_message() -> None:

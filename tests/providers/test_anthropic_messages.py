@@ -76,13 +76,6 @@ def test_sent_tool_results_answer_the_tool_use_right_before_them(
     assert error_flags == [False, True]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="contextproto/protocol/adapters.py sends unified@2's context_header as the first "
-    "(assistant) message and its context_state as a trailing assistant prefill; the Messages "
-    "API refuses a leading assistant turn and, with tools or on current models, a prefill. "
-    "The adapter records both in its notes; remove this marker when it stops doing so.",
-)
 def test_sent_conversation_starts_and_ends_with_a_user_turn(anthropic_api: FakeAPI) -> None:
     _provider(anthropic_api.url).complete(adapted("anthropic-messages").body, model="c")
     assert anthropic_messages_problems(anthropic_api.last.body) == []
