@@ -141,7 +141,9 @@ class AgentVersionDuplicateApi(APIView):
 
 
 def _protocol(protocol_id: str, version: str) -> catalog.ProtocolVersion:
-    found = catalog.find_version(protocol_id, int(version)) if version.isdigit() else None
+    # isdigit() alone accepts characters like "²" that int() refuses.
+    numeric = version.isascii() and version.isdigit()
+    found = catalog.find_version(protocol_id, int(version)) if numeric else None
     if found is None:
         raise NotFound("Protocol version", {"protocol": f"{protocol_id}@{version}"})
     return found

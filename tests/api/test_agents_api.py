@@ -152,3 +152,11 @@ def test_requests_without_a_valid_key_are_401(db, header):
     response = client.get("/api/v1/protocols/")
     assert response.status_code == 401
     assert response.json()["error"]["code"] == "not_authenticated"
+
+
+@pytest.mark.parametrize("version", ["²", "1.0", "-1", "x"])
+def test_non_numeric_protocol_versions_are_404(tenant, version):
+    _, client = tenant()
+    assert client.get(f"protocols/unified/{version}/").status_code == 404
+    response = client.post(f"protocols/unified/{version}/validate/", {"options": {}})
+    assert response.status_code == 404
