@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, settings
@@ -24,7 +26,8 @@ def fuzz_key(api_session):
 @pytest.mark.django_db(transaction=True)
 @schema.parametrize()
 @settings(
-    max_examples=15,
+    max_examples=int(os.environ.get("FUZZ_EXAMPLES", "15")),
+    derandomize=os.environ.get("FUZZ_RANDOM") != "1",
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
