@@ -111,8 +111,13 @@ def test_invalid_through_index_is_a_boundary_error(api_session):
 
 def test_after_commit_covered_folds_are_compressed_but_readable(api_session):
     s = long_session(api_session, interactions=4)
-    folded = s.tool("context_fold_create", fromIndex=2, throughIndex=5, summary="lookups 0-1",
-                    expectedWindowId="main")
+    folded = s.tool(
+        "context_fold_create",
+        fromIndex=2,
+        throughIndex=5,
+        summary="lookups 0-1",
+        expectedWindowId="main",
+    )
     assert folded["success"], folded
     for n in range(10):
         s.host_tool_work(f"more{n}", "y" * 400)

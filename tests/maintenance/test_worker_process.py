@@ -37,9 +37,26 @@ def worker_env() -> dict[str, str]:
 
 def start_worker(log: Path) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "contextproto", "worker", "-P", "solo",
-         "-Q", "contextproto", "--without-mingle", "--without-gossip", "-l", "info"],
-        cwd=ROOT, env=worker_env(), stdout=log.open("ab"), stderr=subprocess.STDOUT,
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "contextproto",
+            "worker",
+            "-P",
+            "solo",
+            "-Q",
+            "contextproto",
+            "--without-mingle",
+            "--without-gossip",
+            "-l",
+            "info",
+        ],
+        cwd=ROOT,
+        env=worker_env(),
+        stdout=log.open("ab"),
+        stderr=subprocess.STDOUT,
     )
 
 
@@ -54,9 +71,11 @@ def wait_for(predicate, timeout: float, what: str):
 
 
 def job_state(job_id):
-    return MaintenanceJob.objects.filter(pk=job_id).values(
-        "status", "attempts", "pages_read", "page_count", "history", "reason"
-    ).first()
+    return (
+        MaintenanceJob.objects.filter(pk=job_id)
+        .values("status", "attempts", "pages_read", "page_count", "history", "reason")
+        .first()
+    )
 
 
 @pytest.fixture
@@ -82,9 +101,12 @@ def test_worker_killed_mid_job_then_a_new_worker_commits_once(
         job, created = maintenance_request(session_id=s.id, window_id="main", trigger="test")
         assert created
         wait_for(
-            lambda: (st := job_state(job.id))["status"] == "running"
-            and st["pages_read"] == st["page_count"] > 0,
-            60, "the first worker to read every page",
+            lambda: (
+                (st := job_state(job.id))["status"] == "running"
+                and st["pages_read"] == st["page_count"] > 0
+            ),
+            60,
+            "the first worker to read every page",
         )
         revision_before = Session.objects.get(pk=s.id).state_revision
         first.send_signal(signal.SIGKILL)
@@ -104,7 +126,8 @@ def test_worker_killed_mid_job_then_a_new_worker_commits_once(
     try:
         state = wait_for(
             lambda: (st := job_state(job.id))["status"] in ("committed", "failed") and st,
-            90, "the new worker to finish the job",
+            90,
+            "the new worker to finish the job",
         )
     finally:
         second.terminate()

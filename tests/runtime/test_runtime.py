@@ -36,9 +36,20 @@ def log(session):
 def test_a_run_executes_protocol_tools_and_ends_with_the_answer(scripted):
     session = scripted(
         [
-            {"toolCalls": [{"name": "context_window_open", "arguments": {
-                "purpose": "quote task", "windowId": "alpha", "goal": "quote",
-                "input": "prepare a quote", "expectedWindowId": "main"}}]},
+            {
+                "toolCalls": [
+                    {
+                        "name": "context_window_open",
+                        "arguments": {
+                            "purpose": "quote task",
+                            "windowId": "alpha",
+                            "goal": "quote",
+                            "input": "prepare a quote",
+                            "expectedWindowId": "main",
+                        },
+                    }
+                ]
+            },
             {"expect": {"contains": ["context_state", "alpha"]}, "text": "Quote: 5000."},
         ]
     )
@@ -48,7 +59,10 @@ def test_a_run_executes_protocol_tools_and_ends_with_the_answer(scripted):
     assert run.turns == 2
     kinds = [(m.kind, m.window_id) for m in log(session)]
     assert kinds == [
-        ("input", "main"), ("tool_call", "main"), ("tool_result", "main"), ("text", "alpha"),
+        ("input", "main"),
+        ("tool_call", "main"),
+        ("tool_result", "main"),
+        ("text", "alpha"),
     ]
     snapshots = ProjectionSnapshot.objects.filter(session=session).order_by("created_at")
     assert all(s.usage and s.usage["inputTokens"] > 0 for s in snapshots)
@@ -69,8 +83,9 @@ def test_a_host_tool_pauses_the_run_until_its_result_arrives(scripted):
     with pytest.raises(ApplicationError) as busy:
         run_start(session_id=session.id, content="hurry")
     assert busy.value.code == "session_busy"
-    message_write(session_id=session.id, role="tool", kind="tool_result", content="4200",
-                  tool_call_id="h1")
+    message_write(
+        session_id=session.id, role="tool", kind="tool_result", content="4200", tool_call_id="h1"
+    )
     run.refresh_from_db()
     assert run.status == "queued"
     assert run_advance(run_id=run.id) == "completed"
@@ -80,12 +95,17 @@ def test_a_host_tool_pauses_the_run_until_its_result_arrives(scripted):
 def test_several_calls_in_one_answer_execute_only_the_first(scripted):
     session = scripted(
         [
-            {"toolCalls": [
-                {"id": "a", "name": "context_task_memory_set",
-                 "arguments": {"purpose": "p", "memory": "budget 5000"}},
-                {"id": "b", "name": "context_task_memory_get", "arguments": {"purpose": "p"}},
-                {"id": "c", "name": "lookup", "arguments": {}},
-            ]},
+            {
+                "toolCalls": [
+                    {
+                        "id": "a",
+                        "name": "context_task_memory_set",
+                        "arguments": {"purpose": "p", "memory": "budget 5000"},
+                    },
+                    {"id": "b", "name": "context_task_memory_get", "arguments": {"purpose": "p"}},
+                    {"id": "c", "name": "lookup", "arguments": {}},
+                ]
+            },
             {"text": "done"},
         ],
         tools=["lookup"],
@@ -93,16 +113,18 @@ def test_several_calls_in_one_answer_execute_only_the_first(scripted):
     )
     run, _ = run_start(session_id=session.id, content="go")
     assert run_advance(run_id=run.id) == "completed"
-    results = {m.tool_call_id: json.loads(m.content) for m in log(session)
-               if m.kind == "tool_result"}
+    results = {
+        m.tool_call_id: json.loads(m.content) for m in log(session) if m.kind == "tool_result"
+    }
     assert results["a"]["success"] is True
     assert results["b"]["error"]["code"] == "single_tool_call_per_turn"
     assert results["c"]["error"]["code"] == "single_tool_call_per_turn"
 
 
 def test_an_exhausted_script_fails_the_run_loudly(scripted):
-    session = scripted([{"toolCalls": [{"name": "context_task_memory_get",
-                                        "arguments": {"purpose": "p"}}]}])
+    session = scripted(
+        [{"toolCalls": [{"name": "context_task_memory_get", "arguments": {"purpose": "p"}}]}]
+    )
     run, _ = run_start(session_id=session.id, content="go")
     assert run_advance(run_id=run.id) == "failed"
     run.refresh_from_db()
@@ -130,16 +152,29 @@ def test_a_duplicate_delivery_of_a_finished_run_does_nothing(scripted):
 def test_a_turn_over_the_token_threshold_queues_exactly_one_maintenance_job(
     application, make_version
 ):
-    maintainer = make_version(application, name="maintainer", provider="scripted",
-                              model_config={"steps": [{"text": "x"}]}, protocol="prefix")
+    maintainer = make_version(
+        application,
+        name="maintainer",
+        provider="scripted",
+        model_config={"steps": [{"text": "x"}]},
+        protocol="prefix",
+    )
     version = make_version(
-        application, provider="scripted", max_input_tokens=1000,
+        application,
+        provider="scripted",
+        max_input_tokens=1000,
         maintainer_agent=maintainer.agent,
-        model_config={"steps": [
-            {"toolCalls": [{"name": "context_task_memory_get", "arguments": {"purpose": "p"}}],
-             "usage": {"inputTokens": 800, "outputTokens": 5}},
-            {"text": "done", "usage": {"inputTokens": 900, "outputTokens": 5}},
-        ]},
+        model_config={
+            "steps": [
+                {
+                    "toolCalls": [
+                        {"name": "context_task_memory_get", "arguments": {"purpose": "p"}}
+                    ],
+                    "usage": {"inputTokens": 800, "outputTokens": 5},
+                },
+                {"text": "done", "usage": {"inputTokens": 900, "outputTokens": 5}},
+            ]
+        },
     )
     session, _ = session_create(agent_version=version)
     run, _ = run_start(session_id=session.id, content="go")

@@ -1,0 +1,184 @@
+"""Read-only admin of sessions and their log, state and derived tables (SPEC §10).
+
+Nothing here writes: sessions start through the API, the log is immutable, state changes
+through the dispatcher and maintenance. Big tables never count all their rows and never
+inline messages; the session browser (sessions_app.admin_views) is where an operator
+looks inside one session.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin
+from django.http import HttpRequest
+from django.shortcuts import redirect
+from django.utils.html import format_html
+
+from contextproto.admin_site import HugeTableAdmin
+from sessions_app import admin_views
+from sessions_app.admin_views import content_text, preview, url
+from sessions_app.models import (
+    ArchiveChunk,
+    KVEntry,
+    MaintenanceJob,
+    Message,
+    ProjectionSnapshot,
+    Run,
+    Session,
+    ToolReceipt,
+)
+
+
+class SessionChildAdmin(HugeTableAdmin):
+    """A table of rows that belong to one session; links lead into the session browser."""
+
+    application_path = "session__application"
+
+    @admin.display(description="Session")
+    def session_link(self, obj: Any) -> str:
+        return format_html(
+            '<a href="{}">{}</a>', url("overview", obj.session_id), str(obj.session_id)[:8]
+        )
+
+
+@admin.register(Session)
+class SessionAdmin(HugeTableAdmin):
+    list_display = (
+        "browse_link",
+        "application",
+        "agent_version",
+        "active_window",
+        "state_revision",
+        "message_total",
+        "created_at",
+    )
+    list_select_related = ("application", "agent_version__agent")
+    search_fields = ("=id",)
+    # Index-backed orderings (session_app_recent etc.): no sort over the whole table.
+    ordering = ("application", "-created_at")
+
+    @admin.display(description="Session")
+    def browse_link(self, obj: Session) -> str:
+        return format_html('<a href="{}">{}</a>', url("overview", obj), obj.pk)
+
+    @admin.display(description="Messages")
+    def message_total(self, obj: Session) -> int:
+        # The index is gapless, so the counter is the count: no COUNT(*) over the log.
+        return obj.last_index
+
+    def get_urls(self) -> list:
+        return admin_views.SessionBrowser(self).get_urls() + super().get_urls()
+
+    def change_view(self, request: HttpRequest, object_id: str, *args: Any, **kw: Any):
+        # The browser is the session's page (it 404s outside the user's Applications).
+        return redirect(url("overview", object_id))
+
+
+@admin.register(Run)
+class RunAdmin(SessionChildAdmin):
+    list_display = ("run_hex", "session_link", "status", "turns", "created_at", "finished_at")
+    list_filter = ("status",)
+    ordering = ("session", "created_at")
+
+    @admin.display(description="RunId")
+    def run_hex(self, obj: Run) -> str:
+        return obj.id.hex
+
+
+@admin.register(Message)
+class MessageAdmin(SessionChildAdmin):
+    list_display = ("index", "session_link", "window_id", "role", "kind", "content_preview")
+    list_filter = ("role", "kind")
+    ordering = ("session", "index")
+
+    @admin.display(description="Content")
+    def content_preview(self, obj: Message) -> str:
+        return preview(content_text(obj.content), 120)
+
+    def change_view(self, request: HttpRequest, object_id: str, *args: Any, **kw: Any):
+        message = self.get_object(request, object_id)
+        if message is None:
+            return super().change_view(request, object_id, *args, **kw)
+        return redirect(url("message", message.session_id, message.pk))
+
+
+@admin.register(KVEntry)
+class KVEntryAdmin(SessionChildAdmin):
+    list_display = ("key", "session_link", "revision", "value_preview")
+    ordering = ("session", "key")
+
+    @admin.display(description="Value")
+    def value_preview(self, obj: KVEntry) -> str:
+        return preview(admin_views.pretty(obj.value), 120)
+
+
+@admin.register(ToolReceipt)
+class ToolReceiptAdmin(SessionChildAdmin):
+    list_display = (
+        "tool_call_id",
+        "session_link",
+        "tool_name",
+        "success",
+        "state_revision",
+        "created_at",
+    )
+    list_filter = ("success",)
+    ordering = ("-id",)
+
+
+@admin.register(ProjectionSnapshot)
+class ProjectionSnapshotAdmin(SessionChildAdmin):
+    list_display = (
+        "snapshot_link",
+        "session_link",
+        "revision",
+        "upper_bound",
+        "window_id",
+        "protocol",
+        "provider",
+        "created_at",
+    )
+    ordering = ("session", "created_at")
+
+    def get_queryset(self, request: HttpRequest):
+        return super().get_queryset(request).defer(*admin_views.SNAPSHOT_HEAVY_FIELDS)
+
+    @admin.display(description="Snapshot")
+    def snapshot_link(self, obj: ProjectionSnapshot) -> str:
+        return format_html(
+            '<a href="{}">{}</a>', url("snapshot", obj.session_id, obj.pk), str(obj.pk)[:8]
+        )
+
+    def change_view(self, request: HttpRequest, object_id: str, *args: Any, **kw: Any):
+        snapshot = self.get_object(request, object_id)
+        if snapshot is None:
+            return super().change_view(request, object_id, *args, **kw)
+        return redirect(url("snapshot", snapshot.session_id, snapshot.pk))
+
+
+@admin.register(MaintenanceJob)
+class MaintenanceJobAdmin(SessionChildAdmin):
+    list_display = (
+        "id",
+        "session_link",
+        "window_id",
+        "status",
+        "frozen_revision",
+        "from_index",
+        "through_index",
+        "attempts",
+        "created_at",
+    )
+    list_filter = ("status",)
+    ordering = ("-created_at",)
+
+
+@admin.register(ArchiveChunk)
+class ArchiveChunkAdmin(SessionChildAdmin):
+    list_display = ("session_link", "first_index", "last_index", "message_count", "created_at")
+    exclude = ("data",)
+    ordering = ("session", "first_index")
+
+    def get_queryset(self, request: HttpRequest):
+        return super().get_queryset(request).defer("data")

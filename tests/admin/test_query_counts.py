@@ -1,0 +1,134 @@
+"""The session pages issue the same number of queries for 10k messages as for 100."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from contextproto.protocol.state import new_window_record
+from sessions_app.models import MaintenanceJob, ProjectionSnapshot
+from tests.admin.builders import build_session, bulk_messages
+
+PAGES = (
+    "",
+    "windows/",
+    "messages/",
+    "messages/?window=w1",
+    "messages/?after=50&limit=20",
+    "messages/?before=60",
+    "messages/?run={run}",
+    "folds/",
+    "folds/{fold}/",
+    "snapshots/",
+    "snapshots/{snapshot}/",
+    "kv/",
+    "receipts/",
+    "maintenance/",
+)
+
+
+def big_session(published_version, app_name: str, size: int):
+    from sessions_app.services.projection import projection_build
+    from sessions_app.services.state import kv_commit
+
+    session, fold_id, _ = build_session(published_version(app_name, version=2))
+    kv_commit(
+        session_id=session.id,
+        writes={
+            "window/w1": new_window_record(goal="one"),
+            "window/w2": new_window_record(goal="two"),
+            "coveredThrough/w1": 40,
+            "checkpoint/w1": "earlier work",
+        },
+    )
+    bulk_messages(session, size)
+    snapshot = projection_build(session_id=session.id)
+    ProjectionSnapshot.objects.filter(session=session).update(usage={"inputTokens": 1234})
+    MaintenanceJob.objects.create(session=session, window_id="w1", status="committed")
+    session.refresh_from_db()
+    return session, fold_id, snapshot
+
+
+def count_queries(client, url: str) -> int:
+    client.get(url)  # warm caches (content types, permissions) so only the page counts
+    with CaptureQueriesContext(connection) as queries:
+        response = client.get(url)
+    assert response.status_code == 200, (url, response.status_code)
+    return len(queries)
+
+
+@pytest.fixture
+def two_sessions(published_version):
+    return (
+        big_session(published_version, "Small", 100),
+        big_session(published_version, "Big", 10_000),
+    )
+
+
+@pytest.mark.parametrize("user", ["superuser", "member"])
+def test_session_pages_query_count_does_not_grow_with_the_log(
+    two_sessions, superuser, staff_member, client, user
+):
+    from agents.models import Application
+
+    if user == "superuser":
+        client.force_login(superuser)
+    else:
+        client.force_login(staff_member("carol", *Application.objects.all()))
+    counts = {}
+    for session, fold_id, snapshot in two_sessions:
+        assert session.last_index >= 100
+        for page in PAGES:
+            tail = page.format(run=session.current_run_id.hex, fold=fold_id, snapshot=snapshot.pk)
+            url = f"/admin/sessions_app/session/{session.pk}/browse/{tail}"
+            counts.setdefault(page, []).append(count_queries(client, url))
+    for page, (small, big) in counts.items():
+        assert small == big, f"{page or 'overview'}: {small} queries at 100, {big} at 10k"
+        assert big <= 16, f"{page or 'overview'} issues {big} queries"
+
+
+def test_changelists_of_huge_tables_do_not_count_or_grow(two_sessions, superuser, client):
+    client.force_login(superuser)
+    (small, *_), (big, *_) = two_sessions
+    for model in ("message", "session", "kventry", "projectionsnapshot", "toolreceipt", "run"):
+        url = f"/admin/sessions_app/{model}/"
+        with CaptureQueriesContext(connection) as queries:
+            response = client.get(url)
+        assert response.status_code == 200
+        for query in queries.captured_queries:
+            sql = query["sql"].upper()
+            # Only the capped count: SELECT COUNT(*) FROM (SELECT ... LIMIT 10001).
+            if "COUNT(" in sql:
+                assert "LIMIT 10001" in sql, sql
+    with CaptureQueriesContext(connection) as small_queries:
+        client.get(f"/admin/sessions_app/message/?session={small.pk}")
+    with CaptureQueriesContext(connection) as big_queries:
+        client.get(f"/admin/sessions_app/message/?session={big.pk}")
+    assert len(small_queries) == len(big_queries)
+
+
+def test_message_changelist_says_more_than_the_cap(superuser, client, published_version):
+    from contextproto.admin_site import COUNT_CAP
+
+    session, *_ = build_session(published_version())
+    bulk_messages(session, COUNT_CAP + 5)
+    client.force_login(superuser)
+    html = client.get("/admin/sessions_app/message/").content.decode()
+    assert f"More than {COUNT_CAP} messages" in html
+
+
+def test_agent_version_changelist_query_count_does_not_grow(published_version, superuser, client):
+    from agents.services import agent_version_duplicate
+
+    client.force_login(superuser)
+
+    def measure() -> int:
+        return count_queries(client, "/admin/agents/agentversion/")
+
+    version = published_version()
+    few = measure()
+    for _ in range(15):
+        agent_version_duplicate(version=version)
+    published_version("Other", agent_name="second")
+    assert measure() == few

@@ -1,0 +1,78 @@
+"""Playwright with Debian's chromium (Playwright cannot download its own browser here).
+
+Locally, a missing chromium or playwright skips these tests; with CI=true it fails them, so
+CI can never pass without having driven a browser.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+# Playwright's sync API runs an event loop in this thread; Django's ORM calls from the test
+# body would otherwise be refused as "async unsafe".
+os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-quic",
+    "--no-first-run",
+]
+ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts" / "browser"
+
+
+def _unavailable(reason: str) -> None:
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(f"{reason} (CI=true: browser tests must run, not skip)", pytrace=False)
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def chromium_path() -> str:
+    path = shutil.which("chromium")
+    if path is None:
+        _unavailable("chromium is not installed: apt-get install -y chromium")
+    return path
+
+
+@pytest.fixture(scope="session")
+def browser(chromium_path):
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        _unavailable("playwright is not installed: pip install playwright==1.65.2")
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(
+            executable_path=chromium_path, args=CHROMIUM_ARGS, headless=True
+        )
+        yield launched
+        launched.close()
+
+
+@pytest.fixture
+def page(browser):
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    context.set_default_timeout(15_000)
+    opened = context.new_page()
+    yield opened
+    context.close()
+
+
+@pytest.fixture
+def screenshot(page):
+    """Save a full-page screenshot as artifacts/browser/<name>.png."""
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+
+    def take(name: str) -> Path:
+        target = ARTIFACTS / f"{name}.png"
+        page.screenshot(path=str(target), full_page=True)
+        return target
+
+    return take
