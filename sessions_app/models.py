@@ -259,6 +259,7 @@ class ToolReceipt(models.Model):
                 fields=["session", "tool_call_id"], name="receipt_unique_tool_call"
             )
         ]
+        indexes = [models.Index(fields=["session", "created_at"], name="receipt_session_created")]
 
     def __str__(self) -> str:
         return f"{self.tool_name} {self.tool_call_id}"
@@ -310,7 +311,10 @@ class MaintenanceJob(models.Model):
                 name="maintenance_one_active_per_window",
             )
         ]
-        indexes = [models.Index(fields=["status", "updated_at"], name="maintenance_status")]
+        indexes = [
+            models.Index(fields=["status", "updated_at"], name="maintenance_status"),
+            models.Index(fields=["session", "created_at"], name="maintenance_session_created"),
+        ]
 
     def __str__(self) -> str:
         return f"maintenance {self.window_id} {self.status}"
