@@ -335,3 +335,30 @@ def test_sixteen_concurrent_dispatches_of_one_call_make_one_fold(api_session):
     assert (
         Message.objects.filter(session_id=s.id, kind="tool_result", tool_call_id=call).count() == 1
     )
+
+
+def test_fold_read_of_another_windows_fold_does_not_switch_window(api_session):
+    s = api_session(version=2)
+    s.input("start")
+    a1, a2 = s.host_tool_work("in-main", "main data")
+    fold = s.tool(
+        "context_fold_create",
+        fromIndex=a1,
+        throughIndex=a2,
+        summary="main lookups",
+        expectedWindowId="main",
+    )
+    assert fold["success"], fold
+    assert s.tool(
+        "context_window_open",
+        windowId="other",
+        goal="elsewhere",
+        input="go elsewhere",
+        expectedWindowId="main",
+    )["success"]
+    rev = revision(s)
+    read = s.tool("context_fold_read", foldId=fold["foldId"])
+    assert read["success"] and read["windowId"] == "main"
+    assert "main data" in read["text"]
+    assert s.client.get(s.path()).json()["activeWindow"] == "other"
+    assert revision(s) == rev
