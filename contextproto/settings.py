@@ -158,7 +158,16 @@ CELERY_TASK_SOFT_TIME_LIMIT = env_int("CELERY_TASK_SOFT_TIME_LIMIT", 540)
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 3600)}
 CELERY_TASK_DEFAULT_QUEUE = "contextproto"
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+# Cold archive (SPEC §7): what the periodic sweep moves into compressed chunks.
+ARCHIVE_OLDER_THAN_SECONDS = env_int("ARCHIVE_OLDER_THAN_SECONDS", 7 * 24 * 3600)
+ARCHIVE_KEEP_LAST = env_int("ARCHIVE_KEEP_LAST", 2000)
+ARCHIVE_CHUNK_SIZE = env_int("ARCHIVE_CHUNK_SIZE", 500)
+ARCHIVE_SESSIONS_PER_SWEEP = env_int("ARCHIVE_SESSIONS_PER_SWEEP", 100)
 CELERY_BEAT_SCHEDULE = {
+    "archive-sweep": {
+        "task": "sessions_app.tasks_archive.archive_sweep",
+        "schedule": float(env_int("ARCHIVE_SWEEP_SECONDS", 3600)),
+    },
     "maintenance-sweep": {
         "task": "sessions_app.tasks.maintenance_sweep",
         "schedule": float(env_int("MAINTENANCE_SWEEP_SECONDS", 60)),

@@ -189,35 +189,26 @@ def maintainer_script(turns: int = 20) -> dict[str, Any]:
 
 
 def answer_pending_host_calls(session_id: Any) -> int:
-    """Play the host: write results for the current run's unanswered host tool calls."""
-    from sessions_app.models import Message, Session
+    """Play the host: write results for the unanswered host tool calls (hot or archived)."""
+    from sessions_app.models import Session
+    from sessions_app.selectors import log_page
     from sessions_app.services.messages import message_write
 
     session = Session.objects.get(pk=session_id)
-    calls = Message.objects.filter(
-        session=session,
-        run_id=session.current_run_id,
-        kind="tool_call",
-        tool_name__in=HOST_TOOLS,
-    ).order_by("index")
-    answered = set(
-        Message.objects.filter(
-            session=session,
-            kind="tool_result",
-            tool_call_id__in=[c.tool_call_id for c in calls],
-        ).values_list("tool_call_id", flat=True)
-    )
+    log = log_page(session.id, window_id=None, after_index=0, limit=session.last_index)
+    answered = {m.tool_call_id for m in log if m.kind == "tool_result"}
     count = 0
-    for call in calls:
-        if call.tool_call_id not in answered:
-            message_write(
-                session_id=session.id,
-                role="tool",
-                kind="tool_result",
-                content=host_result(call.tool_name, call.arguments or {}),
-                tool_call_id=call.tool_call_id,
-            )
-            count += 1
+    for call in log:
+        if call.kind == "tool_call" and call.tool_name in HOST_TOOLS:
+            if call.tool_call_id not in answered:
+                message_write(
+                    session_id=session.id,
+                    role="tool",
+                    kind="tool_result",
+                    content=host_result(call.tool_name, call.arguments or {}),
+                    tool_call_id=call.tool_call_id,
+                )
+                count += 1
     return count
 
 

@@ -1,19 +1,26 @@
 """Reads of the raw log and state, each bounded and index-backed.
 
-Every reader of raw messages goes through `log_*` functions here, so the cold archive can be
-merged in one place (SPEC §7).
+Every reader of raw messages goes through `log_*` functions here, which merge the cold archive
+(sessions_app.services.archive) with the hot table by MessageIndex (SPEC §7).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from datetime import datetime
 from typing import Any
+from uuid import UUID
+
+from django.db import transaction
+from django.db.models import Exists, Q, QuerySet
 
 from contextproto.api import parse_uuid
 from contextproto.errors import NotFound
 from contextproto.protocol.messages import Fold, RawMessage
 from contextproto.protocol.state import fold_key
-from sessions_app.models import FoldRecord, KVEntry, Message, Session
+from sessions_app.models import ArchiveChunk, FoldRecord, KVEntry, Message, Run, Session
+from sessions_app.services import archive as cold
+from sessions_app.services.state import session_lock
 
 RAW_FIELDS = (
     "id",
@@ -56,6 +63,117 @@ def _raw(rows: Iterable[Message]) -> list[RawMessage]:
     return [to_raw(row) for row in rows]
 
 
+# Cold and hot are merged by MessageIndex (SPEC §7). The cold part is #1..B (see
+# sessions_app.services.archive). A reader takes the hot rows and B in one statement, then
+# decompresses only the chunks overlapping its range, each chunk query reporting B again: if
+# the two disagree, an archive or restore committed in between and the read starts over;
+# after a few tries it reads once under the session row lock, which every move takes. So no
+# message is lost or doubled whatever the isolation level, and a session without chunks
+# costs no extra query.
+OPTIMISTIC_READS = 3
+
+
+def _stable_read[T](session_id: Any, attempt: Callable[[], T | None]) -> T:
+    """Run `attempt` until it saw one archive state (it returns None when it did not)."""
+    for _try in range(OPTIMISTIC_READS):
+        result = attempt()
+        if result is not None:
+            return result
+    # The archive keeps moving: read once under the lock, so no move can commit meanwhile.
+    with transaction.atomic():
+        session_lock(session_id)
+        result = attempt()
+    if result is None:
+        raise RuntimeError("the archive moved while the session row was locked")
+    return result
+
+
+def _merge(
+    cold_rows: Iterable[RawMessage], hot_rows: Iterable[RawMessage], limit: int | None = None
+) -> list[RawMessage]:
+    by_index = {m.index: m for m in cold_rows}
+    by_index.update((m.index, m) for m in hot_rows)
+    merged = [by_index[i] for i in sorted(by_index)]
+    return merged if limit is None else merged[:limit]
+
+
+def _hot_and_boundary(
+    session_id: Any, rows: QuerySet[Message], limit: int | None
+) -> tuple[list[RawMessage], int] | None:
+    """Hot rows of `rows` (ordered, limited) and B from the same statement; None: retry.
+
+    Without hot rows B comes from one statement that also re-checks there are none.
+    """
+    annotated = rows.annotate(archived_through=cold.archived_through_expr(session_id))
+    found = list(annotated[:limit] if limit is not None else annotated)
+    if found:
+        return _raw(found), found[0].archived_through
+    state = (
+        Session.objects.filter(pk=session_id)
+        .annotate(b=cold.archived_through_expr(session_id), hot=Exists(rows))
+        .values_list("b", "hot")
+        .first()
+    )
+    if state is None:
+        return [], 0
+    boundary, hot_now = state
+    return None if hot_now else ([], boundary)
+
+
+def _merged_range(
+    session_id: Any,
+    *,
+    after_index: int,
+    through_index: int | None,
+    limit: int | None,
+    hot_rows: QuerySet[Message],
+    wanted: Callable[[RawMessage], bool],
+) -> list[RawMessage]:
+    """`wanted` cold messages in (after, through] merged with `hot_rows`, first `limit`.
+
+    Decompresses only the chunks overlapping the range; with a limit, a few at a time,
+    stopping once it has enough.
+    """
+    if through_index is not None and through_index <= after_index:
+        return []
+    rows = hot_rows.order_by("index")
+
+    def attempt() -> list[RawMessage] | None:
+        hot = _hot_and_boundary(session_id, rows, limit)
+        if hot is None:
+            return None
+        hot_messages, boundary = hot
+        if boundary <= after_index:
+            return hot_messages
+        found: list[RawMessage] = []
+        seen: set[int] = set()
+        # The cold indices of the range are after+1 .. min(through, B): the scan must reach
+        # the end of that span (an empty batch reports no B, so coverage is checked too).
+        reached, end = (
+            after_index,
+            boundary if through_index is None else min(through_index, boundary),
+        )
+        batch = cold.CHUNK_BATCH if limit is not None else None
+        for chunk in cold.iter_chunks(session_id, after_index, through_index, batch=batch):
+            seen.add(chunk.archived_through)
+            reached = chunk.last_index
+            found.extend(
+                m
+                for m in cold.chunk_messages(chunk)
+                if after_index < m.index
+                and (through_index is None or m.index <= through_index)
+                and wanted(m)
+            )
+            if limit is not None and len(found) >= limit:
+                reached = end
+                break
+        if seen != {boundary} or reached < end:
+            return None
+        return _merge(found, hot_messages, limit)
+
+    return _stable_read(session_id, attempt)
+
+
 def log_window(
     session_id: Any, window_id: str, after_index: int, through_index: int, limit: int | None = None
 ) -> list[RawMessage]:
@@ -65,26 +183,159 @@ def log_window(
         window_id=window_id,
         index__gt=after_index,
         index__lte=through_index,
-    ).order_by("index")
-    if limit is not None:
-        rows = rows[:limit]
-    return _raw(rows)
+    )
+    return _merged_range(
+        session_id,
+        after_index=after_index,
+        through_index=through_index,
+        limit=limit,
+        hot_rows=rows,
+        wanted=lambda m: m.window_id == window_id,
+    )
 
 
 def log_run_inputs(session_id: Any, run_id: str, through_index: int) -> list[RawMessage]:
-    """The current run's input messages, any window (message_run_inputs)."""
+    """The current run's input messages, any window (message_run_inputs).
+
+    Chunks are searched only when the run may have started before the oldest hot message,
+    newest chunk first, stopping at a chunk that begins before the run did.
+    """
     rows = Message.objects.filter(
         session_id=session_id, kind="input", input_run=run_id, index__lte=through_index
     ).order_by("index")
-    return _raw(rows)
+
+    def attempt() -> list[RawMessage] | None:
+        hot = _hot_and_boundary(session_id, rows, None)
+        if hot is None:
+            return None
+        hot_messages, boundary = hot
+        if boundary == 0:
+            return hot_messages
+        searched = _cold_run_inputs(session_id, run_id, through_index, boundary)
+        return None if searched is None else _merge(searched, hot_messages)
+
+    return _stable_read(session_id, attempt)
 
 
-def log_by_ids(session_id: Any, message_ids: Sequence[str]) -> list[RawMessage]:
-    rows = Message.objects.filter(session_id=session_id, id__in=list(message_ids)).order_by("index")
-    return _raw(rows)
+def _cold_run_inputs(
+    session_id: Any, run_id: str, through_index: int, boundary: int
+) -> list[RawMessage] | None:
+    """Archived inputs of `run_id`, or None if the archive moved since B was `boundary`."""
+    try:
+        run_uuid = UUID(str(run_id))
+    except ValueError:
+        return []
+    started = (
+        Run.objects.filter(session_id=session_id, id=run_uuid)
+        .values_list("created_at", flat=True)
+        .first()
+    )
+    if started is None:
+        return []
+    oldest_hot = (
+        Message.objects.filter(session_id=session_id, index__gt=boundary)
+        .annotate(archived_through=cold.archived_through_expr(session_id))
+        .order_by("index")
+        .values_list("created_at", "archived_through")
+        .first()
+    )
+    if oldest_hot is not None:
+        if oldest_hot[1] != boundary:
+            return None
+        # A run's input is written after its run row: a run that began after the oldest hot
+        # message (beyond clock skew between nodes) has only hot inputs.
+        if started - cold.CLOCK_SKEW > oldest_hot[0]:
+            return []
+    found: list[RawMessage] = []
+    for chunk in cold.iter_chunks_newest_first(session_id, through_index):
+        if chunk.archived_through != boundary:
+            return None
+        records = cold.chunk_records(chunk)
+        found.extend(
+            cold.record_to_raw(r)
+            for r in records
+            if r["kind"] == "input" and r["input_run"] == run_id and r["index"] <= through_index
+        )
+        if chunk.first_index == 1:
+            return found
+        if datetime.fromisoformat(records[0]["created_at"]) < started - cold.CLOCK_SKEW:
+            return found
+    # The scan ended before the first chunk: the chunks went away meanwhile (a restore).
+    return None
+
+
+def _canonical_ids(message_ids: Iterable[str]) -> list[str]:
+    ids = []
+    for raw in message_ids:
+        try:
+            ids.append(str(UUID(str(raw))))
+        except ValueError:
+            continue  # not a MessageId: matches nothing
+    return list(dict.fromkeys(ids))
+
+
+def log_by_ids(
+    session_id: Any,
+    message_ids: Sequence[str],
+    index_range: tuple[int, int] | None = None,
+) -> list[RawMessage]:
+    """The messages with these ids, index order, hot and cold merged.
+
+    Ids missing from the hot table are looked up in chunks: only those overlapping
+    `index_range` (first, last) when the caller knows it (a fold does), else the session's
+    chunks in index order, a few per query, until all are found.
+    """
+    ids = _canonical_ids(message_ids)
+    found = {m.id: m for m in _hot_by_ids(session_id, ids)}
+    missing = [i for i in ids if i not in found]
+    if missing:
+        found.update(_cold_by_ids(session_id, set(missing), index_range))
+        # A restore may have moved rows back between the two reads: look once more.
+        still = [i for i in missing if i not in found]
+        if still:
+            found.update((m.id, m) for m in _hot_by_ids(session_id, still))
+    return sorted(found.values(), key=lambda m: m.index)
+
+
+def _hot_by_ids(session_id: Any, ids: list[str]) -> list[RawMessage]:
+    if not ids:
+        return []
+    return _raw(Message.objects.filter(session_id=session_id, id__in=ids).order_by("index"))
+
+
+def _cold_by_ids(
+    session_id: Any, ids: set[str], index_range: tuple[int, int] | None
+) -> dict[str, RawMessage]:
+    after, through = (index_range[0] - 1, index_range[1]) if index_range else (0, None)
+    found: dict[str, RawMessage] = {}
+    for chunk in cold.iter_chunks(session_id, after, through, batch=cold.CHUNK_BATCH):
+        found.update((m.id, m) for m in cold.chunk_messages(chunk) if m.id in ids)
+        if len(found) == len(ids):
+            break
+    return found
 
 
 def log_windows_of(session_id: Any, indices: Sequence[int]) -> dict[int, str]:
+    """index -> window id for those of `indices` that exist, hot and cold merged."""
+    wanted = {i for i in indices if isinstance(i, int) and i > 0}
+    windows = _hot_windows(session_id, wanted)
+    missing = wanted - windows.keys()
+    if missing:
+        for chunk in _chunks_holding(session_id, missing):
+            windows.update(
+                (r["index"], r["window_id"])
+                for r in cold.chunk_records(chunk)
+                if r["index"] in missing
+            )
+        still = missing - windows.keys()
+        if still:
+            windows.update(_hot_windows(session_id, still))
+    return windows
+
+
+def _hot_windows(session_id: Any, indices: set[int]) -> dict[int, str]:
+    if not indices:
+        return {}
     return dict(
         Message.objects.filter(session_id=session_id, index__in=list(indices)).values_list(
             "index", "window_id"
@@ -92,13 +343,44 @@ def log_windows_of(session_id: Any, indices: Sequence[int]) -> dict[int, str]:
     )
 
 
+def _chunks_holding(session_id: Any, indices: set[int]) -> list[ArchiveChunk]:
+    """The chunks containing any of `indices` (one bounded query; a span for many indices)."""
+    if len(indices) > 32:
+        return list(cold.chunks_overlapping(session_id, min(indices) - 1, max(indices)))
+    holds = Q()
+    for index in indices:
+        holds |= Q(first_index__lte=index, last_index__gte=index)
+    return list(ArchiveChunk.objects.filter(holds, session_id=session_id).order_by("first_index"))
+
+
+def log_at(session_id: Any, index: int) -> RawMessage | None:
+    """The message #index, hot or cold, or None."""
+    row = Message.objects.filter(session_id=session_id, index=index).first()
+    if row is not None:
+        return to_raw(row)
+    for chunk in _chunks_holding(session_id, {index}):
+        for message in cold.chunk_messages(chunk):
+            if message.index == index:
+                return message
+    row = Message.objects.filter(session_id=session_id, index=index).first()
+    return to_raw(row) if row is not None else None
+
+
 def log_page(
     session_id: Any, *, window_id: str | None, after_index: int, limit: int
 ) -> list[RawMessage]:
+    """Up to `limit` messages above `after_index` (of one window if given), index order."""
     rows = Message.objects.filter(session_id=session_id, index__gt=after_index)
     if window_id is not None:
         rows = rows.filter(window_id=window_id)
-    return _raw(rows.order_by("index")[:limit])
+    return _merged_range(
+        session_id,
+        after_index=after_index,
+        through_index=None,
+        limit=limit,
+        hot_rows=rows,
+        wanted=lambda m: window_id is None or m.window_id == window_id,
+    )
 
 
 def kv_values(session_id: Any, keys: Sequence[str]) -> dict[str, Any]:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from celery import shared_task
 from celery.signals import worker_ready
 
+from sessions_app.tasks_archive import archive_sweep  # noqa: F401  (registers the task)
+
 
 @shared_task(acks_late=True, reject_on_worker_lost=True, ignore_result=True)
 def maintenance_job_run(job_id: str) -> str:

@@ -18,7 +18,8 @@ from django.db import transaction
 from contextproto.errors import ApplicationError, NotFound
 from contextproto.protocol import catalog, tools
 from sessions_app.models import Message, ProjectionSnapshot, Session, ToolReceipt
-from sessions_app.selectors import to_raw
+from sessions_app.selectors import log_at, to_raw
+from sessions_app.services.archive import archived_row_by_tool_call
 from sessions_app.services.messages import message_append_locked
 from sessions_app.services.reader import DbSessionReader
 from sessions_app.services.state import kv_apply_locked, session_lock
@@ -60,22 +61,26 @@ def tool_dispatch(*, session_id: UUID | str, tool_call_id: str) -> Receipt:
     """
     with transaction.atomic():
         session = session_lock(session_id)
-        existing = (
-            ToolReceipt.objects.select_related("result_message")
-            .filter(session=session, tool_call_id=tool_call_id)
-            .first()
-        )
+        # No select_related: its inner join would hide a receipt whose result is archived.
+        existing = ToolReceipt.objects.filter(session=session, tool_call_id=tool_call_id).first()
         if existing is not None:
+            result_message = Message.objects.filter(
+                pk=existing.result_message_id
+            ).first() or archived_row_by_tool_call(session.id, tool_call_id, "tool_result")
             return Receipt(
                 tool_call_id=tool_call_id,
                 replayed=True,
                 state_revision=existing.state_revision,
                 result=existing.result,
-                result_message=existing.result_message,
+                result_message=result_message,
             )
         call = Message.objects.filter(
             session=session, kind="tool_call", tool_call_id=tool_call_id
         ).first()
+        # A call archived while unanswered is dispatched from its archived copy (SPEC §7).
+        archived = call is None
+        if archived:
+            call = archived_row_by_tool_call(session.id, tool_call_id, "tool_call")
         if call is None:
             raise NotFound("Tool call", {"toolCallId": tool_call_id})
         if call.tool_name not in catalog.PROTOCOL_TOOL_NAMES:
@@ -87,7 +92,13 @@ def tool_dispatch(*, session_id: UUID | str, tool_call_id: str) -> Receipt:
             )
         if Message.objects.filter(
             session=session, kind="tool_result", tool_call_id=tool_call_id
-        ).exists():
+        ).exists() or (
+            archived
+            and archived_row_by_tool_call(
+                session.id, tool_call_id, "tool_result", after_index=call.index
+            )
+            is not None
+        ):
             raise ApplicationError(
                 "tool_call_already_answered",
                 f"toolCallId {tool_call_id} already has a result.",
@@ -196,14 +207,10 @@ def _earlier_call_of_same_answer(session: Session, call: Message) -> str | None:
     first = None
     index = call.index - 1
     while index > 0:
-        previous = (
-            Message.objects.filter(session=session, index=index)
-            .only("kind", "snapshot_id", "tool_call_id")
-            .first()
-        )
+        previous = log_at(session.id, index)  # hot or archived
         if previous is None or previous.kind != "tool_call":
             break
-        if previous.snapshot_id != call.snapshot_id:
+        if previous.snapshot_id != (str(call.snapshot_id) if call.snapshot_id else None):
             break
         first = previous.tool_call_id
         index -= 1

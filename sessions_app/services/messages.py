@@ -9,8 +9,9 @@ from django.db import transaction
 from django.utils import timezone
 
 from contextproto.errors import ApplicationError
-from contextproto.protocol.messages import ROLE_OF_KIND
+from contextproto.protocol.messages import ROLE_OF_KIND, RawMessage
 from sessions_app.models import Message, Run, Session
+from sessions_app.services.archive import archived_message_by_tool_call
 from sessions_app.services.state import session_lock
 
 
@@ -121,12 +122,7 @@ def message_write(
         elif kind == "tool_result":
             fields = _tool_result_fields(session, tool_call_id, is_error)
         elif kind == "approval_feedback":
-            if (
-                not tool_call_id
-                or not Message.objects.filter(
-                    session=session, kind="tool_call", tool_call_id=tool_call_id
-                ).exists()
-            ):
+            if not tool_call_id or not _tool_call_recorded(session, tool_call_id):
                 raise ApplicationError(
                     "tool_call_not_found",
                     "approval_feedback needs the toolCallId of a tool_call in this session.",
@@ -139,6 +135,16 @@ def message_write(
 
             run_resume_if_ready(session_id=session.id)
         return message
+
+
+def _tool_call_recorded(session: Session, tool_call_id: str) -> bool:
+    """Whether this session has a tool_call with this id, hot or archived."""
+    return (
+        Message.objects.filter(
+            session=session, kind="tool_call", tool_call_id=tool_call_id
+        ).exists()
+        or archived_message_by_tool_call(session.id, tool_call_id, "tool_call") is not None
+    )
 
 
 def _check_content(content: Any) -> None:
@@ -204,9 +210,7 @@ def _tool_call_fields(
             "generated from (POST sessions/{id}/projection/ first).",
             {"field": "snapshotId"},
         )
-    if Message.objects.filter(
-        session=session, kind="tool_call", tool_call_id=tool_call_id
-    ).exists():
+    if _tool_call_recorded(session, tool_call_id):
         raise ApplicationError(
             "tool_call_duplicate",
             f"toolCallId {tool_call_id} is already recorded in this session.",
@@ -226,13 +230,17 @@ def _tool_result_fields(
 ) -> dict[str, Any]:
     from contextproto.protocol.catalog import PROTOCOL_TOOL_NAMES
 
-    call = (
+    call: Message | RawMessage | None = (
         Message.objects.filter(session=session, kind="tool_call", tool_call_id=tool_call_id)
-        .only("window_id", "tool_name")
+        .only("window_id", "tool_name", "index")
         .first()
         if tool_call_id
         else None
     )
+    # A call archived while unanswered gets its result later (SPEC §7).
+    archived = call is None and bool(tool_call_id)
+    if archived:
+        call = archived_message_by_tool_call(session.id, tool_call_id, "tool_call")
     if call is None:
         raise ApplicationError(
             "tool_call_not_found",
@@ -248,7 +256,13 @@ def _tool_result_fields(
         )
     if Message.objects.filter(
         session=session, kind="tool_result", tool_call_id=tool_call_id
-    ).exists():
+    ).exists() or (
+        archived
+        and archived_message_by_tool_call(
+            session.id, tool_call_id, "tool_result", after_index=call.index
+        )
+        is not None
+    ):
         raise ApplicationError(
             "tool_call_already_answered",
             f"toolCallId {tool_call_id} already has its result.",

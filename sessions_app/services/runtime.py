@@ -20,7 +20,8 @@ from django.utils import timezone
 
 from contextproto.errors import ApplicationError
 from contextproto.protocol import catalog
-from sessions_app.models import Message, ProjectionSnapshot, Run, Session
+from sessions_app import selectors
+from sessions_app.models import ProjectionSnapshot, Run, Session
 from sessions_app.services.dispatch import SINGLE_TOOL_CALL_PER_TURN, tool_dispatch
 from sessions_app.services.maintenance import maintenance_trigger_after_turn
 from sessions_app.services.messages import message_write
@@ -237,16 +238,14 @@ def run_resume_if_ready(*, session_id: UUID | str) -> bool:
     run = session.current_run
     if run is None or run.status != Run.Status.WAITING_FOR_HOST_TOOL:
         return False
-    calls = set(
-        Message.objects.filter(session=session, run=run, kind="tool_call").values_list(
-            "tool_call_id", flat=True
-        )
+    # The run's messages, hot or archived (a pending call may have gone cold meanwhile).
+    inputs = selectors.log_run_inputs(session.id, run.id.hex, session.last_index)
+    first = inputs[0].index if inputs else session.last_index
+    messages = selectors.log_page(
+        session.id, window_id=None, after_index=first - 1, limit=session.last_index - first + 1
     )
-    answered = set(
-        Message.objects.filter(
-            session=session, kind="tool_result", tool_call_id__in=calls
-        ).values_list("tool_call_id", flat=True)
-    )
+    calls = {m.tool_call_id for m in messages if m.kind == "tool_call" and m.run_id == run.id.hex}
+    answered = {m.tool_call_id for m in messages if m.kind == "tool_result"}
     if calls - answered:
         return False
     run.status = Run.Status.QUEUED

@@ -23,6 +23,7 @@ from agents.services import (
 )
 from sessions_app import scenario
 from sessions_app.models import (
+    ArchiveChunk,
     KVEntry,
     MaintenanceJob,
     Message,
@@ -30,6 +31,8 @@ from sessions_app.models import (
     Run,
     ToolReceipt,
 )
+from sessions_app.selectors import log_page, to_raw
+from sessions_app.services.archive import archive_session, restore_session
 from tests.conftest import KeyClient
 from tests.maintenance.test_worker_process import start_worker, wait_for
 
@@ -109,10 +112,30 @@ def test_three_runs_roundtrip_with_a_real_worker(unified_session, tmp_path):
     worker = start_worker(tmp_path / "worker.log")
     try:
         runs = []
-        for content in scenario.RUN_INPUTS:
+        archived = {}
+
+        def archive_then_answer(sid):
+            # The first host call is pending: archive everything, then its result arrives.
+            if not archived:
+                before = [
+                    m.to_wire() for m in log_page(sid, window_id=None, after_index=0, limit=10_000)
+                ]
+                chunks = archive_session(session_id=sid, keep_last=0, chunk_size=2)
+                archived.update(
+                    before=before,
+                    chunks=len(chunks),
+                    hot=Message.objects.filter(session_id=sid).count(),
+                )
+            scenario.answer_pending_host_calls(sid)
+
+        for number, content in enumerate(scenario.RUN_INPUTS):
             started = client.post(f"sessions/{session_id}/inputs/", {"content": content})
             assert started.status_code == 201, started.content
-            run = wait_run(session_id, started.json()["runId"])
+            run = wait_run(
+                session_id,
+                started.json()["runId"],
+                on_wait=archive_then_answer if number == 0 else None,
+            )
             assert run.status == "completed", (
                 run.error,
                 (tmp_path / "worker.log").read_text()[-4000:],
@@ -128,6 +151,28 @@ def test_three_runs_roundtrip_with_a_real_worker(unified_session, tmp_path):
     finally:
         worker.terminate()
         worker.wait(30)
+
+    # The pending call went cold; its result, written later, joined the call's window.
+    assert archived["chunks"] >= 2 and archived["hot"] == 0
+    everything = log_page(session_id, window_id=None, after_index=0, limit=10_000)
+    assert [m.to_wire() for m in everything][: len(archived["before"])] == archived["before"]
+    first_host_call = next(m for m in everything if m.tool_name in scenario.HOST_TOOLS)
+    its_result = next(
+        m
+        for m in everything
+        if m.kind == "tool_result" and m.tool_call_id == first_host_call.tool_call_id
+    )
+    assert its_result.window_id == first_host_call.window_id == "alpha"
+    assert ArchiveChunk.objects.filter(session_id=session_id).exists()
+    # Restore: ids, indices, windows and pairing as before.
+    restore_session(session_id=session_id)
+    assert not ArchiveChunk.objects.filter(session_id=session_id).exists()
+    hot = list(Message.objects.filter(session_id=session_id).order_by("index"))
+    assert [to_raw(m).to_wire() for m in hot] == [m.to_wire() for m in everything]
+    assert [m.index for m in hot] == list(range(1, len(hot) + 1))
+    calls = {m.tool_call_id for m in hot if m.kind == "tool_call"}
+    answered = {m.tool_call_id for m in hot if m.kind == "tool_result"}
+    assert calls == answered
 
     receipts = results(session_id)
     # The wrong-window write was refused with the guard's data, then corrected.

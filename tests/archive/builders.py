@@ -1,0 +1,120 @@
+"""A session with windows, folds, several runs and tool work; full dumps of every reader."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sessions_app import selectors
+from sessions_app.models import Message, Run, Session
+from sessions_app.services.projection import projection_build, snapshot_to_wire
+
+PROVIDERS = ("neutral", "openai-chat", "anthropic-messages")
+
+
+def rich_session(api_session) -> Any:
+    """unified@2, three runs, windows main/alpha/beta, a fold, host and protocol tool work."""
+    s = api_session(version=2)
+    s.input("prepare a quote for ACME, budget 5000")
+    s.host_tool_work("lookup", "price list: 价格 😀 𝄞")
+    s.write(role="assistant", kind="text", content="Working on it.")
+    a1, _ = s.host_tool_work("lookup", "stock: 12")
+    _, a2 = s.host_tool_work("lookup", "shipping: 3 days")
+    assert s.tool(
+        "context_fold_create",
+        fromIndex=a1,
+        throughIndex=a2,
+        summary="looked up stock and shipping",
+        expectedWindowId="main",
+    )["success"]
+    assert s.tool(
+        "context_window_open",
+        windowId="alpha",
+        goal="quote",
+        input="quote 5000",
+        expectedWindowId="main",
+    )["success"]
+    s.host_tool_work("calc", "total 4800")
+    s.write(
+        role="assistant",
+        kind="text",
+        content=[{"type": "text", "text": "draft quote"}, {"type": "text", "text": "€4800"}],
+    )
+    s.input("now schedule the delivery")
+    assert s.tool(
+        "context_window_open",
+        windowId="beta",
+        goal="schedule",
+        input="deliver next week",
+        expectedWindowId="alpha",
+    )["success"]
+    s.host_tool_work("calendar", "free on Tuesday")
+    assert s.tool("context_window_memory_set", memory="Tuesday", expectedWindowId="beta")["success"]
+    s.input("the budget is now 9000")
+    assert s.tool(
+        "context_window_open",
+        windowId="alpha",
+        resume=True,
+        input="budget 9000",
+        expectedWindowId="beta",
+    )["success"]
+    s.host_tool_work("calc", "total 8800")
+    s.write(role="assistant", kind="text", content="Updated quote: 8800.")
+    return s
+
+
+def hot_dump(session_id: Any) -> list[dict]:
+    """Every hot row as the wire shape, index order."""
+    rows = Message.objects.filter(session_id=session_id).order_by("index")
+    return [selectors.to_raw(r).to_wire() for r in rows]
+
+
+def reader_dump(session_id: Any) -> dict[str, Any]:
+    """What every log_* reader returns for a spread of arguments."""
+    upper = Session.objects.get(pk=session_id).last_index
+    everything = selectors.log_page(session_id, window_id=None, after_index=0, limit=10_000)
+    windows = sorted({m.window_id for m in everything})
+    ids = [m.id for m in everything]
+    dump: dict[str, Any] = {"page/all": everything}
+    for w in windows:
+        dump[f"window/{w}"] = selectors.log_window(session_id, w, 0, upper)
+        for after in range(0, upper + 1, 3):
+            dump[f"window/{w}/{after}/{after + 7}"] = selectors.log_window(
+                session_id, w, after, after + 7
+            )
+            dump[f"window/{w}/{after}/limit2"] = selectors.log_window(
+                session_id, w, after, upper, limit=2
+            )
+            dump[f"page/{w}/{after}"] = selectors.log_page(
+                session_id, window_id=w, after_index=after, limit=3
+            )
+    for after in range(0, upper + 1):
+        dump[f"page/all/{after}"] = selectors.log_page(
+            session_id, window_id=None, after_index=after, limit=4
+        )
+    for run in Run.objects.filter(session_id=session_id):
+        for through in (upper, upper // 2):
+            dump[f"inputs/{run.id.hex}/{through}"] = selectors.log_run_inputs(
+                session_id, run.id.hex, through
+            )
+    dump["ids/all"] = selectors.log_by_ids(session_id, ids)
+    dump["ids/some"] = selectors.log_by_ids(session_id, ids[1::3])
+    dump["ids/range"] = selectors.log_by_ids(session_id, ids[2:6], index_range=(3, 6))
+    dump["windows_of/all"] = selectors.log_windows_of(session_id, list(range(0, upper + 3)))
+    dump["windows_of/two"] = selectors.log_windows_of(session_id, [2, upper])
+    dump["at"] = [selectors.log_at(session_id, i) for i in range(0, upper + 2)]
+    return dump
+
+
+def projections(session_id: Any) -> dict[str, dict]:
+    """The current view for each provider and for every run, without the snapshot's own id."""
+    views = {}
+    runs = [None] + [r.id.hex for r in Run.objects.filter(session_id=session_id)]
+    for provider in PROVIDERS:
+        for run in runs:
+            snapshot = projection_build(
+                session_id=session_id, provider=provider, run_id=run, use_cache=False
+            )
+            wire = snapshot_to_wire(snapshot)
+            del wire["snapshotId"], wire["createdAt"]
+            views[f"{provider}/{run}"] = wire
+    return views
