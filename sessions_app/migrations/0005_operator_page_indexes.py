@@ -4,18 +4,19 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('sessions_app', '0004_run_lease'),
+        ("sessions_app", "0004_run_lease"),
     ]
 
     operations = [
         migrations.AddIndex(
-            model_name='maintenancejob',
-            index=models.Index(fields=['session', 'created_at'], name='maintenance_session_created'),
+            model_name="maintenancejob",
+            index=models.Index(
+                fields=["session", "created_at"], name="maintenance_session_created"
+            ),
         ),
         migrations.AddIndex(
-            model_name='toolreceipt',
-            index=models.Index(fields=['session', 'created_at'], name='receipt_session_created'),
+            model_name="toolreceipt",
+            index=models.Index(fields=["session", "created_at"], name="receipt_session_created"),
         ),
     ]

@@ -166,8 +166,11 @@ class Command(BaseCommand):
         request = dict(snapshot.request)
         system = snapshot.messages[0] if snapshot.messages else {}
         request["messages"] = [system] + [
-            {k: v for k, v in m.to_wire().items() if k in ("role", "content", "toolName",
-                                                        "toolCallId", "arguments")}
+            {
+                k: v
+                for k, v in m.to_wire().items()
+                if k in ("role", "content", "toolName", "toolCallId", "arguments")
+            }
             for m in history
         ]
         request.pop("system", None)
