@@ -34,8 +34,26 @@ demo: $(STAMP)
 	$(PY) manage.py demo
 	$(PY) manage.py runserver 127.0.0.1:8000
 
+# PostgreSQL only: DATABASE_URL defaults to a local contextproto_bench database, created
+# with createdb if missing and migrated first. Figures go to BENCHMARKS.md.
+BENCH_DATABASE_URL := postgres://postgres@127.0.0.1:5432/contextproto_bench
 bench: $(STAMP)
-	$(PY) bench/run.py
+	@set -euo pipefail; \
+	export BENCH_STARTED="$$(date +%s.%N)"; \
+	export DATABASE_URL="$${DATABASE_URL:-$(BENCH_DATABASE_URL)}"; \
+	case "$$DATABASE_URL" in \
+	  postgres://*|postgresql://*) ;; \
+	  *) echo "error: make bench runs on PostgreSQL; DATABASE_URL=$$DATABASE_URL is not." >&2; \
+	     echo "Unset it (default $(BENCH_DATABASE_URL)) or point it at PostgreSQL." >&2; \
+	     exit 2;; \
+	esac; \
+	if ! psql "$$DATABASE_URL" -Atqc 'SELECT 1' >/dev/null 2>&1; then \
+	  name="$${DATABASE_URL##*/}"; name="$${name%%\?*}"; \
+	  echo "createdb $$name"; \
+	  createdb --maintenance-db="$${DATABASE_URL%/*}/postgres" "$$name"; \
+	fi; \
+	$(PY) manage.py migrate --noinput; \
+	env -u REDIS_URL $(PY) bench/run.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) var

@@ -83,11 +83,22 @@ def build_session(visible: int, hidden: int) -> tuple[Table, dict[str, Any]]:
     def write(window: str, kind: str, **fields: Any) -> RawMessage:
         nonlocal index
         index += 1
-        role = {"input": "user", "text": "assistant", "tool_call": "assistant",
-                "tool_result": "tool"}[kind]
-        message = RawMessage(id=f"m{index}", index=index, window_id=window, role=role,
-                             kind=kind, content=fields.pop("content", f"message {index}"),
-                             run_id=RUN, **fields)
+        role = {
+            "input": "user",
+            "text": "assistant",
+            "tool_call": "assistant",
+            "tool_result": "tool",
+        }[kind]
+        message = RawMessage(
+            id=f"m{index}",
+            index=index,
+            window_id=window,
+            role=role,
+            kind=kind,
+            content=fields.pop("content", f"message {index}"),
+            run_id=RUN,
+            **fields,
+        )
         table.add(message)
         return message
 
@@ -115,8 +126,14 @@ def build_session(visible: int, hidden: int) -> tuple[Table, dict[str, Any]]:
             calls += 1
             call_id = f"call_{calls}"
             pair = [
-                write("a", "tool_call", content="", tool_call_id=call_id, tool_name="search",
-                      arguments={"q": str(calls)}),
+                write(
+                    "a",
+                    "tool_call",
+                    content="",
+                    tool_call_id=call_id,
+                    tool_name="search",
+                    arguments={"q": str(calls)},
+                ),
                 write("a", "tool_result", content="r" * 200, tool_call_id=call_id),
             ]
             fold_candidates.append(pair)
@@ -130,9 +147,15 @@ def build_session(visible: int, hidden: int) -> tuple[Table, dict[str, Any]]:
 
     # Fold every tenth exchange so fold replacement is part of the measured work.
     table.folds["a"] = [
-        make_fold(tool_call_id=f"fold_{i}", window_id="a", messages=pair,
-                  summary="searched", created_at_index=pair[-1].index + 1)
-        for i, pair in enumerate(fold_candidates) if i % 10 == 0
+        make_fold(
+            tool_call_id=f"fold_{i}",
+            window_id="a",
+            messages=pair,
+            summary="searched",
+            created_at_index=pair[-1].index + 1,
+        )
+        for i, pair in enumerate(fold_candidates)
+        if i % 10 == 0
     ]
     kv = {
         KEY_ACTIVE_WINDOW: "a",
@@ -145,21 +168,41 @@ def build_session(visible: int, hidden: int) -> tuple[Table, dict[str, Any]]:
 
 
 def one_turn(table: Table, kv: dict[str, Any], upper_bound: int) -> tuple[int, Any]:
-    plan = plan_reads(protocol_id="unified", active_window=kv[KEY_ACTIVE_WINDOW],
-                      covered_through=kv[covered_key("a")], run_id=RUN, upper_bound=upper_bound)
+    plan = plan_reads(
+        protocol_id="unified",
+        active_window=kv[KEY_ACTIVE_WINDOW],
+        covered_through=kv[covered_key("a")],
+        run_id=RUN,
+        upper_bound=upper_bound,
+    )
     window_rows = table.window_range(plan.window_id, plan.after_index, plan.through_index)
     inputs = table.run_inputs(plan.run_id, plan.through_index)
     folds = table.folds_above(plan.folds_window, plan.folds_after_index)
     view_kv = {k: kv[k] for k in kv_keys_for_view("unified", plan.window_id) if k in kv}
-    projection = project(ProjectionInput(
-        protocol_id="unified", version=2,
-        options={"guiProjection": True, "pageSize": 200, "checkpointMaxCharacters": 3000,
-                 "maxWindows": 128, "maxFolds": 1024},
-        system_prompt="You are an agent.\n{{context_protocol}}", protocol_prompt="PROTOCOL",
-        session_id="bench", session_inputs={"task": "bench"}, run_id=RUN,
-        upper_bound=upper_bound, revision=1, kv=view_kv, window_messages=window_rows,
-        run_inputs=inputs, folds=folds,
-    ))
+    projection = project(
+        ProjectionInput(
+            protocol_id="unified",
+            version=2,
+            options={
+                "guiProjection": True,
+                "pageSize": 200,
+                "checkpointMaxCharacters": 3000,
+                "maxWindows": 128,
+                "maxFolds": 1024,
+            },
+            system_prompt="You are an agent.\n{{context_protocol}}",
+            protocol_prompt="PROTOCOL",
+            session_id="bench",
+            session_inputs={"task": "bench"},
+            run_id=RUN,
+            upper_bound=upper_bound,
+            revision=1,
+            kv=view_kv,
+            window_messages=window_rows,
+            run_inputs=inputs,
+            folds=folds,
+        )
+    )
     return len(window_rows) + len(inputs) + len(folds), projection
 
 
@@ -168,8 +211,10 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=30, help="timed turns per cell")
     args = parser.parse_args()
 
-    print(f"{'visible':>8} {'hidden':>8} {'session':>8} {'rows to engine':>15} "
-          f"{'view msgs':>10} {'median ms':>10} {'us/visible':>11}")
+    print(
+        f"{'visible':>8} {'hidden':>8} {'session':>8} {'rows to engine':>15} "
+        f"{'view msgs':>10} {'median ms':>10} {'us/visible':>11}"
+    )
     baseline: dict[int, float] = {}
     for visible in VISIBLE:
         for hidden in HIDDEN:
@@ -183,14 +228,20 @@ def main() -> None:
                 timings.append(time.perf_counter() - start)
             median_ms = statistics.median(timings) * 1000
             baseline.setdefault(visible, median_ms)
-            print(f"{visible:>8} {hidden:>8} {table.count:>8} {rows:>15} "
-                  f"{len(projection.messages):>10} {median_ms:>10.3f} "
-                  f"{median_ms * 1000 / visible:>11.2f}")
+            print(
+                f"{visible:>8} {hidden:>8} {table.count:>8} {rows:>15} "
+                f"{len(projection.messages):>10} {median_ms:>10.3f} "
+                f"{median_ms * 1000 / visible:>11.2f}"
+            )
         print()
-    print("Hidden rows never reach the engine (rows to engine is flat along hidden); the time "
-          "per turn follows the visible count.")
-    print("ratio at hidden=0, 800 vs 50 visible: "
-          f"{baseline[800] / baseline[50]:.1f}x for 16x the messages")
+    print(
+        "Hidden rows never reach the engine (rows to engine is flat along hidden); the time "
+        "per turn follows the visible count."
+    )
+    print(
+        "ratio at hidden=0, 800 vs 50 visible: "
+        f"{baseline[800] / baseline[50]:.1f}x for 16x the messages"
+    )
 
 
 if __name__ == "__main__":
