@@ -83,34 +83,54 @@ def _check_writes(session: Session, writes: Mapping[str, Any]) -> None:
             )
 
 
-def _sync_secondary(session: Session, key: str, value: Any) -> None:
-    """Keep the fold and window index tables equal to their KV entries."""
-    if key.startswith(kvkeys.FOLD_PREFIX):
-        fold_id = key[len(kvkeys.FOLD_PREFIX) :]
-        if value is KV_DELETE:
-            FoldRecord.objects.filter(session=session, fold_id=fold_id).delete()
-            return
-        FoldRecord.objects.update_or_create(
-            session=session,
-            fold_id=fold_id,
-            defaults={
-                "window_id": value["windowId"],
-                "first_index": value["firstIndex"],
-                "last_index": value["lastIndex"],
-            },
+def _sync_secondary(session: Session, writes: Mapping[str, Any]) -> None:
+    """Keep the fold and window index tables equal to their KV entries (one upsert each)."""
+    folds, windows, gone_folds, gone_windows = [], [], [], []
+    for key, value in writes.items():
+        if key.startswith(kvkeys.FOLD_PREFIX):
+            fold_id = key[len(kvkeys.FOLD_PREFIX) :]
+            if value is KV_DELETE:
+                gone_folds.append(fold_id)
+            else:
+                folds.append(
+                    FoldRecord(
+                        session=session,
+                        fold_id=fold_id,
+                        window_id=value["windowId"],
+                        first_index=value["firstIndex"],
+                        last_index=value["lastIndex"],
+                    )
+                )
+        elif key.startswith(kvkeys.WINDOW_PREFIX):
+            window_id = key[len(kvkeys.WINDOW_PREFIX) :]
+            if value is KV_DELETE:
+                gone_windows.append(window_id)
+            else:
+                windows.append(
+                    WindowRecord(
+                        session=session,
+                        window_id=window_id,
+                        status=value.get("status", kvkeys.STATUS_ACTIVE),
+                        created_at_index=value.get("createdAtIndex", 0),
+                    )
+                )
+    if gone_folds:
+        FoldRecord.objects.filter(session=session, fold_id__in=gone_folds).delete()
+    if gone_windows:
+        WindowRecord.objects.filter(session=session, window_id__in=gone_windows).delete()
+    if folds:
+        FoldRecord.objects.bulk_create(
+            folds,
+            update_conflicts=True,
+            unique_fields=["session", "fold_id"],
+            update_fields=["window_id", "first_index", "last_index"],
         )
-    elif key.startswith(kvkeys.WINDOW_PREFIX):
-        window_id = key[len(kvkeys.WINDOW_PREFIX) :]
-        if value is KV_DELETE:
-            WindowRecord.objects.filter(session=session, window_id=window_id).delete()
-            return
-        WindowRecord.objects.update_or_create(
-            session=session,
-            window_id=window_id,
-            defaults={
-                "status": value.get("status", kvkeys.STATUS_ACTIVE),
-                "created_at_index": value.get("createdAtIndex", 0),
-            },
+    if windows:
+        WindowRecord.objects.bulk_create(
+            windows,
+            update_conflicts=True,
+            unique_fields=["session", "window_id"],
+            update_fields=["status", "created_at_index"],
         )
 
 
@@ -124,14 +144,22 @@ def kv_apply_locked(session: Session, writes: Mapping[str, Any]) -> int:
         return session.state_revision
     _check_writes(session, writes)
     revision = session.state_revision + 1
-    for key, value in writes.items():
-        if value is KV_DELETE:
-            KVEntry.objects.filter(session=session, key=key).delete()
-        else:
-            KVEntry.objects.update_or_create(
-                session=session, key=key, defaults={"value": value, "revision": revision}
-            )
-        _sync_secondary(session, key, value)
+    deleted = [k for k, v in writes.items() if v is KV_DELETE]
+    if deleted:
+        KVEntry.objects.filter(session=session, key__in=deleted).delete()
+    upserts = [
+        KVEntry(session=session, key=k, value=v, revision=revision)
+        for k, v in writes.items()
+        if v is not KV_DELETE
+    ]
+    if upserts:
+        KVEntry.objects.bulk_create(
+            upserts,
+            update_conflicts=True,
+            unique_fields=["session", "key"],
+            update_fields=["value", "revision"],
+        )
+    _sync_secondary(session, writes)
     session.state_revision = revision
     update_fields = ["state_revision"]
     active = writes.get(kvkeys.KEY_ACTIVE_WINDOW)
