@@ -244,7 +244,7 @@ def kv_writes() -> list[tuple[str, float]]:
     base = _time(baseline)
     return [
         (
-            "kv_apply_locked: per-key update_or_create + checks + index sync",
+            "kv_apply_locked as it is (limit checks + upserts + index sync)",
             _time(_rolled_back(current)) - base,
         ),
         (
