@@ -41,22 +41,8 @@ RAW_FIELDS = (
 
 
 def to_raw(row: Message) -> RawMessage:
-    return RawMessage(
-        id=str(row.id),
-        index=row.index,
-        window_id=row.window_id,
-        role=row.role,
-        kind=row.kind,
-        content=row.content,
-        run_id=row.run_id.hex if row.run_id else None,
-        input_run=row.input_run,
-        tool_call_id=row.tool_call_id,
-        tool_name=row.tool_name,
-        arguments=row.arguments,
-        is_error=row.is_error,
-        snapshot_id=str(row.snapshot_id) if row.snapshot_id else None,
-        created_at=row.created_at.isoformat() if row.created_at else None,
-    )
+    """The engine shape of a hot row; one mapping serves hot rows and archived records."""
+    return cold.record_to_raw(cold.message_record(row))
 
 
 def _raw(rows: Iterable[Message]) -> list[RawMessage]:
