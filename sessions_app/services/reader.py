@@ -18,6 +18,14 @@ class DbSessionReader:
 
     def __init__(self, session_id: Any) -> None:
         self.session_id = session_id
+        # Index ranges of folds this reader returned, so reading their messages back only
+        # touches the archive chunks that range overlaps.
+        self._fold_ranges: dict[tuple[str, ...], tuple[int, int]] = {}
+
+    def _remember(self, folds: list[Fold]) -> list[Fold]:
+        for fold in folds:
+            self._fold_ranges[tuple(fold.message_ids)] = (fold.first_index, fold.last_index)
+        return folds
 
     def kv_get_many(self, keys: Sequence[str]) -> dict[str, Any]:
         return selectors.kv_values(self.session_id, keys)
@@ -31,11 +39,12 @@ class DbSessionReader:
         return selectors.log_windows_of(self.session_id, indices)
 
     def messages_by_ids(self, message_ids: Sequence[str]) -> list[RawMessage]:
-        return selectors.log_by_ids(self.session_id, message_ids)
+        index_range = self._fold_ranges.get(tuple(message_ids))
+        return selectors.log_by_ids(self.session_id, message_ids, index_range=index_range)
 
     def fold(self, fold_id: str) -> Fold | None:
         records = FoldRecord.objects.filter(session_id=self.session_id, fold_id=fold_id)
-        folds = selectors.folds_from_records(self.session_id, records)
+        folds = self._remember(selectors.folds_from_records(self.session_id, records))
         return folds[0] if folds else None
 
     def folds_of_window(self, window_id: str, offset: int, limit: int) -> list[Fold]:
