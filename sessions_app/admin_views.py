@@ -153,8 +153,8 @@ class WindowRow:
 def windows_table(session: Session) -> list[WindowRow]:
     """Every window of the session with coverage, checkpoint and counts, in four queries.
 
-    Message counts: one GROUP BY window over this session's messages, answered from the
-    (session, window_id, index) index. Fold counts: one GROUP BY over FoldRecord.
+    Message counts: the per-window counters kept on write (archived messages included), so
+    no message table is counted. Fold counts: one GROUP BY over FoldRecord.
     """
     records = list(
         WindowRecord.objects.filter(session=session)
@@ -162,11 +162,7 @@ def windows_table(session: Session) -> list[WindowRow]:
         .values_list("window_id", "status", "created_at_index")
     )
     message_counts = dict(
-        Message.objects.filter(session=session)
-        .values("window_id")
-        .annotate(n=Count("*"))
-        .order_by()
-        .values_list("window_id", "n")
+        WindowRecord.objects.filter(session=session).values_list("window_id", "message_count")
     )
     fold_counts = dict(
         FoldRecord.objects.filter(session=session)

@@ -6,11 +6,12 @@ from typing import Any
 from uuid import UUID
 
 from django.db import transaction
+from django.db.models import F
 from django.utils import timezone
 
 from contextproto.errors import ApplicationError
 from contextproto.protocol.messages import ROLE_OF_KIND, RawMessage
-from sessions_app.models import Message, Run, Session
+from sessions_app.models import Message, Run, Session, WindowRecord
 from sessions_app.services.archive import archived_message_by_tool_call
 from sessions_app.services.state import session_lock
 
@@ -55,6 +56,9 @@ def message_append_locked(
         created_at=timezone.now(),
     )
     message.save(force_insert=True)
+    WindowRecord.objects.filter(session=session, window_id=message.window_id).update(
+        message_count=F("message_count") + 1
+    )
     session.next_message_index = index + 1
     session.save(update_fields=["next_message_index"])
     return message
