@@ -203,7 +203,7 @@ class WindowRecord(models.Model):
     created_at_index = models.BigIntegerField(default=0)
     # Messages written in this window (hot and archived), kept by message_append_locked so
     # operator pages never count a huge table.
-    message_count = models.BigIntegerField(default=0)
+    message_count = models.BigIntegerField(default=0, db_default=0)
 
     class Meta:
         constraints = [

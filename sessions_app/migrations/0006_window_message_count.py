@@ -34,7 +34,7 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name="windowrecord",
             name="message_count",
-            field=models.BigIntegerField(default=0),
+            field=models.BigIntegerField(db_default=0, default=0),
         ),
         migrations.RunPython(backfill, migrations.RunPython.noop),
     ]
