@@ -34,7 +34,12 @@ def session_lock(session_id: UUID | str) -> Session:
     Must be called inside a transaction.
     """
     try:
-        return Session.objects.select_for_update(no_key=True).get(pk=session_id)
+        # The version comes along (every write path needs it); only the session row is locked.
+        return (
+            Session.objects.select_for_update(no_key=True, of=("self",))
+            .select_related("agent_version")
+            .get(pk=session_id)
+        )
     except (Session.DoesNotExist, ValueError) as exc:
         raise NotFound("Session", {"sessionId": str(session_id)}) from exc
 
