@@ -185,6 +185,8 @@ MAINTENANCE_SWEEP_SECONDS = env_int("MAINTENANCE_SWEEP_SECONDS", 60)
 # Runtime: queue a Celery task for each runnable run (off: the caller advances runs itself).
 RUNTIME_AUTOSTART = env_bool("RUNTIME_AUTOSTART", True)
 RUN_LEASE_SECONDS = env_int("RUN_LEASE_SECONDS", 300)
+# Transient provider errors (5xx, 429, timeouts) re-queue the run this many times.
+RUN_PROVIDER_RETRIES = env_int("RUN_PROVIDER_RETRIES", 3)
 # Share of maxInputTokens that maintenance leaves uncompressed at the recent end (SPEC §6).
 MAINTENANCE_TAIL_SHARE = float(env_str("MAINTENANCE_TAIL_SHARE", "0.25"))
 

@@ -104,6 +104,8 @@ def run_advance(*, run_id: UUID | str, on_turn: Any = None) -> str:
         try:
             outcome = _turn(session, version, run, provider, on_turn)
         except ProviderError as exc:
+            if exc.retryable and _retry_later(run, exc):
+                return run.status
             _finish(run, Run.Status.FAILED, exc.as_dict())
             return run.status
         except ApplicationError as exc:
@@ -117,6 +119,27 @@ def run_advance(*, run_id: UUID | str, on_turn: Any = None) -> str:
         Run.objects.filter(pk=run.pk).update(
             lease_until=timezone.now() + timezone.timedelta(seconds=lease_seconds())
         )
+
+
+def _retry_later(run: Run, exc: Exception) -> bool:
+    """Re-queue a run after a transient provider error, a bounded number of times.
+
+    The failed turn wrote nothing, so the retry replays it. Returns False once the
+    attempts (`RUN_PROVIDER_RETRIES`) are used up; the run then fails with the error.
+    """
+    from sessions_app.tasks import run_advance_task
+
+    previous = (run.error or {}).get("retries", 0) if isinstance(run.error, dict) else 0
+    if previous >= settings.RUN_PROVIDER_RETRIES:
+        return False
+    delay = min(2**previous * 5, 120)
+    run.status = Run.Status.QUEUED
+    run.lease_until = None
+    run.error = {**exc.as_dict(), "retries": previous + 1, "retryInSeconds": delay}
+    run.save(update_fields=["status", "lease_until", "error"])
+    if settings.RUNTIME_AUTOSTART:
+        run_advance_task.apply_async((str(run.id),), countdown=delay)
+    return True
 
 
 def _model_step(session: Session) -> int:

@@ -183,3 +183,47 @@ def test_a_turn_over_the_token_threshold_queues_exactly_one_maintenance_job(
     assert jobs.count() == 1
     assert jobs.get().trigger == "input_tokens" and jobs.get().window_id == "main"
     assert Run.objects.get(pk=run.pk).status == "completed"
+
+
+def test_a_transient_provider_error_requeues_the_run_then_it_fails_after_the_retries(
+    scripted, monkeypatch, settings
+):
+    from sessions_app import providers
+    from sessions_app.providers import ProviderError
+
+    settings.RUN_PROVIDER_RETRIES = 2
+    settings.RUNTIME_AUTOSTART = False  # advance by hand; eager Celery ignores countdowns
+    session = scripted([{"text": "hello"}])
+    real = providers.provider_for
+    failures = {"left": 2}
+
+    def flaky(name, config):
+        provider = real(name, config)
+        original = provider.complete
+
+        def complete(request, **kwargs):
+            if failures["left"]:
+                failures["left"] -= 1
+                raise ProviderError("provider_unavailable", "503 from upstream", retryable=True)
+            return original(request, **kwargs)
+
+        provider.complete = complete
+        return provider
+
+    monkeypatch.setattr(providers, "provider_for", flaky)
+    run, _ = run_start(session_id=session.id, content="go")
+    assert run_advance(run_id=run.id) == "queued"
+    run.refresh_from_db()
+    assert run.error["retries"] == 1 and run.error["code"] == "provider_unavailable"
+    assert run_advance(run_id=run.id) == "queued"
+    assert run_advance(run_id=run.id) == "completed"
+    assert [m.kind for m in log(session)] == ["input", "text"]
+
+    failures["left"] = 5
+    session2 = scripted([{"text": "x"}], name="other")
+    run2, _ = run_start(session_id=session2.id, content="go")
+    for _ in range(2):
+        assert run_advance(run_id=run2.id) == "queued"
+    assert run_advance(run_id=run2.id) == "failed"
+    run2.refresh_from_db()
+    assert run2.error["code"] == "provider_unavailable"
