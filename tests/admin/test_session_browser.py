@@ -195,7 +195,7 @@ def test_admin_tables_of_the_log_are_read_only(operator, scenario):
 
 
 def test_browser_merges_the_cold_archive(operator, scenario):
-    archive = pytest.importorskip("sessions_app.services.archive")
+    from sessions_app.services import archive
     from tests.admin.builders import bulk_messages
 
     session, fold_id, _snapshot = scenario
