@@ -41,6 +41,7 @@ from agents.services import (
     agent_version_problems,
     agent_version_publish,
     agent_version_update_draft,
+    api_key_revoke,
 )
 from contextproto.admin_site import ApplicationScopedAdmin, ReadOnlyAdmin, scope_to_member
 from contextproto.errors import ApplicationError
@@ -81,9 +82,30 @@ class ApplicationAdmin(admin.ModelAdmin):
 
 @admin.register(ApiKey)
 class ApiKeyAdmin(ReadOnlyAdmin):
+    """Keys are issued by `create_application`, `rotate_api_key` and the API; here they are
+    seen and revoked, never edited."""
+
     list_display = ("prefix", "application", "created_at", "revoked_at")
     list_select_related = ("application",)
     exclude = ("key_hash",)
+    actions = ["revoke_selected"]
+
+    def has_revoke_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm(f"{self.opts.app_label}.change_apikey")
+
+    @admin.action(description="Revoke selected API keys", permissions=["revoke"])
+    def revoke_selected(self, request: HttpRequest, queryset: QuerySet[ApiKey]) -> None:
+        # An operator may revoke an Application's last key (a leak); the API may not.
+        revoked = 0
+        for key in queryset.filter(revoked_at__isnull=True).select_related("application"):
+            api_key_revoke(api_key=key)
+            self.log_change(request, key, "Revoked.")
+            revoked += 1
+        self.message_user(
+            request,
+            f"Revoked {revoked} API key(s); requests with them now get 401.",
+            messages.SUCCESS,
+        )
 
 
 @admin.register(Tool)

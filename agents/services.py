@@ -15,18 +15,96 @@ from contextproto.protocol import catalog
 from contextproto.protocol.options import validate_options
 
 APPLICATION_KEY_PREFIX = "cpa_"
+KEY_PREFIX_LENGTH = 10  # "cpa_" + 6 characters: enough to recognise a key in a list
+# Rotation needs two live keys for a while; more than a handful means keys are leaking.
+MAX_ACTIVE_API_KEYS = 10
 
 
 def generate_key(prefix: str) -> str:
     return prefix + secrets.token_urlsafe(32)
 
 
+def _lock_application(application_id: Any) -> None:
+    # Serialises key changes of one Application, so two concurrent revocations cannot both
+    # believe the other key stays active.
+    Application.objects.select_for_update().filter(pk=application_id).first()
+
+
+@transaction.atomic
+def api_key_issue(*, application: Application) -> tuple[ApiKey, str]:
+    """Create a new API key for `application`; return the row and the raw key (shown once).
+
+    Locks the Application row. Refuses (409 `too_many_api_keys`) when the Application
+    already has MAX_ACTIVE_API_KEYS active keys.
+    """
+    _lock_application(application.pk)
+    active = ApiKey.objects.filter(application=application, revoked_at__isnull=True).count()
+    if active >= MAX_ACTIVE_API_KEYS:
+        raise ApplicationError(
+            "too_many_api_keys",
+            f"This application already has {active} active API keys; revoke one first.",
+            {"active": active, "max": MAX_ACTIVE_API_KEYS},
+            status=409,
+        )
+    raw = generate_key(APPLICATION_KEY_PREFIX)
+    key = ApiKey.objects.create(
+        application=application, key_hash=hash_key(raw), prefix=raw[:KEY_PREFIX_LENGTH]
+    )
+    return key, raw
+
+
 @transaction.atomic
 def application_key_issue(*, application: Application) -> str:
     """Create a new API key for `application`; return the raw key (stored only hashed)."""
-    raw = generate_key(APPLICATION_KEY_PREFIX)
-    ApiKey.objects.create(application=application, key_hash=hash_key(raw), prefix=raw[:10])
-    return raw
+    return api_key_issue(application=application)[1]
+
+
+@transaction.atomic
+def api_key_revoke(*, api_key: ApiKey, keep_one_active: bool = False) -> ApiKey:
+    """Revoke `api_key` at once (the next request with it gets 401); idempotent.
+
+    Locks the Application row. With `keep_one_active` (the API's rule) revoking the last
+    active key is refused (409 `last_active_api_key`): an Application must not lock
+    itself out. Operators (admin, `revoke_api_key`) may revoke the last key in an incident
+    and issue a new one with `rotate_api_key`.
+    """
+    _lock_application(api_key.application_id)
+    key = ApiKey.objects.select_for_update().get(pk=api_key.pk)
+    if key.revoked_at is not None:
+        return key
+    if keep_one_active:
+        others = (
+            ApiKey.objects.filter(application_id=key.application_id, revoked_at__isnull=True)
+            .exclude(pk=key.pk)
+            .exists()
+        )
+        if not others:
+            raise ApplicationError(
+                "last_active_api_key",
+                "This is the application's last active API key; create a new key "
+                "(POST api-keys/) before revoking this one.",
+                {"id": key.pk},
+                status=409,
+            )
+    key.revoked_at = timezone.now()
+    key.save(update_fields=["revoked_at"])
+    return key
+
+
+@transaction.atomic
+def application_keys_rotate(*, application: Application) -> tuple[ApiKey, str, int]:
+    """Issue a new key and revoke every other active key of `application` in one step.
+
+    Returns the new key row, the raw key (shown once) and how many keys were revoked.
+    Locks the Application row.
+    """
+    _lock_application(application.pk)
+    now = timezone.now()
+    revoked = ApiKey.objects.filter(application=application, revoked_at__isnull=True).update(
+        revoked_at=now
+    )
+    key, raw = api_key_issue(application=application)
+    return key, raw, revoked
 
 
 @transaction.atomic

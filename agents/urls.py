@@ -1,6 +1,6 @@
 from django.urls import path
 
-from agents import apis
+from agents import apis, apis_keys
 
 urlpatterns = [
     path("protocols/", apis.ProtocolListApi.as_view(), name="protocol-list"),
@@ -13,6 +13,10 @@ urlpatterns = [
         "protocols/<str:protocol_id>/<str:version>/validate/",
         apis.ProtocolValidateApi.as_view(),
         name="protocol-validate",
+    ),
+    path("api-keys/", apis_keys.ApiKeysApi.as_view(), name="api-keys"),
+    path(
+        "api-keys/<str:key_id>/revoke/", apis_keys.ApiKeyRevokeApi.as_view(), name="api-key-revoke"
     ),
     path("agents/", apis.AgentCreateApi.as_view(), name="agent-create"),
     path(

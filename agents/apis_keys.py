@@ -1,0 +1,87 @@
+"""An application key manages its own Application's API keys: list, create, revoke.
+
+Rotation without downtime: create a new key, switch the host to it, revoke the old one.
+A session key reaches none of this (404), and neither does another Application's key.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import extend_schema
+from rest_framework import status
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from agents import services
+from agents.models import ApiKey
+from contextproto.api import (
+    StrictSerializer,
+    application_of,
+    decode_cursor,
+    encode_cursor,
+    page_limit,
+)
+from contextproto.api_schema import PAGE
+from contextproto.errors import NotFound
+
+
+def api_key_to_wire(key: ApiKey) -> dict[str, Any]:
+    """Never the key itself: only its hash is stored, and the prefix recognises it."""
+    return {
+        "id": key.pk,
+        "prefix": key.prefix,
+        "createdAt": key.created_at.isoformat(),
+        "revokedAt": key.revoked_at.isoformat() if key.revoked_at else None,
+    }
+
+
+def _no_body(request: Request) -> None:
+    # These operations take no input; an unexpected field is refused, not ignored.
+    if request.data not in ({}, None):
+        StrictSerializer.parse(request.data)
+
+
+class ApiKeysApi(APIView):
+    @extend_schema(operation_id="api_keys_list", parameters=PAGE, responses={200: dict})
+    def get(self, request: Request) -> Response:
+        application = application_of(request, "API key")
+        cursor = decode_cursor(request.query_params.get("cursor"), {"id": int})
+        limit = page_limit(request.query_params.get("limit"))
+        rows = ApiKey.objects.filter(application=application).order_by("id")
+        if cursor:
+            rows = rows.filter(id__gt=cursor["id"])
+        page = list(rows[: limit + 1])
+        more = len(page) > limit
+        page = page[:limit]
+        return Response(
+            {
+                "apiKeys": [api_key_to_wire(k) for k in page],
+                "nextCursor": encode_cursor({"id": page[-1].pk}) if more else None,
+            }
+        )
+
+    @extend_schema(operation_id="api_keys_create", request=None, responses={201: dict})
+    def post(self, request: Request) -> Response:
+        application = application_of(request, "API key")
+        _no_body(request)
+        key, raw = services.api_key_issue(application=application)
+        return Response({**api_key_to_wire(key), "key": raw}, status=status.HTTP_201_CREATED)
+
+
+class ApiKeyRevokeApi(APIView):
+    @extend_schema(operation_id="api_keys_revoke", request=None, responses={200: dict})
+    def post(self, request: Request, key_id: str) -> Response:
+        application = application_of(request, "API key")
+        _no_body(request)
+        key = (
+            ApiKey.objects.filter(application=application, pk=int(key_id)).first()
+            if key_id.isascii() and key_id.isdigit() and len(key_id) <= 18
+            else None
+        )
+        if key is None:
+            raise NotFound("API key")
+        # keep_one_active: a key may revoke itself, but never the Application's last one.
+        key = services.api_key_revoke(api_key=key, keep_one_active=True)
+        return Response(api_key_to_wire(key))
