@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.contrib import admin
+from django.contrib import admin, messages
+from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.shortcuts import redirect
 from django.utils.html import format_html
@@ -28,6 +29,7 @@ from sessions_app.models import (
     Session,
     ToolReceipt,
 )
+from sessions_app.services.sessions import session_key_revoke
 
 
 class SessionChildAdmin(HugeTableAdmin):
@@ -57,6 +59,7 @@ class SessionAdmin(HugeTableAdmin):
     search_fields = ("=id",)
     # Index-backed orderings (session_app_recent etc.): no sort over the whole table.
     ordering = ("application", "-created_at")
+    actions = ["revoke_session_keys"]
 
     @admin.display(description="Session")
     def browse_link(self, obj: Session) -> str:
@@ -66,6 +69,26 @@ class SessionAdmin(HugeTableAdmin):
     def message_total(self, obj: Session) -> int:
         # The index is gapless, so the counter is the count: no COUNT(*) over the log.
         return obj.last_index
+
+    def has_revoke_key_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm(f"{self.opts.app_label}.change_session")
+
+    @admin.action(
+        description="Revoke session keys of selected sessions", permissions=["revoke_key"]
+    )
+    def revoke_session_keys(self, request: HttpRequest, queryset: QuerySet[Session]) -> None:
+        # One fresh hash per session (the column is unique), so no bulk UPDATE.
+        count = 0
+        for session in queryset:
+            session_key_revoke(session=session)
+            self.log_change(request, session, "Revoked the session key.")
+            count += 1
+        self.message_user(
+            request,
+            f"Revoked the session keys of {count} session(s); the application key can issue "
+            "new ones (POST sessions/{id}/session-key/rotate/).",
+            messages.SUCCESS,
+        )
 
     def get_urls(self) -> list:
         return admin_views.SessionBrowser(self).get_urls() + super().get_urls()

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from sessions_app import apis
+from sessions_app import apis, apis_keys
 
 S = "sessions/<str:session_id>/"
 
@@ -11,6 +11,16 @@ urlpatterns = [
     path(S + "messages/", apis.SessionMessagesApi.as_view(), name="session-messages"),
     path(S + "projection/", apis.ProjectionApi.as_view(), name="session-projection"),
     path(S + "tools/", apis.SessionToolsApi.as_view(), name="session-tools"),
+    path(
+        S + "session-key/rotate/",
+        apis_keys.SessionKeyRotateApi.as_view(),
+        name="session-key-rotate",
+    ),
+    path(
+        S + "session-key/revoke/",
+        apis_keys.SessionKeyRevokeApi.as_view(),
+        name="session-key-revoke",
+    ),
     path(
         S + "tool-calls/<str:tool_call_id>/dispatch/",
         apis.ToolDispatchApi.as_view(),

@@ -1,4 +1,4 @@
-"""Session lifecycle."""
+"""Session lifecycle: start a session, rotate or revoke its session key."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from django.db import transaction
 
 from agents.models import AgentVersion, hash_key
 from agents.services import generate_key
-from contextproto.errors import ApplicationError
+from contextproto.errors import ApplicationError, NotFound
 from contextproto.protocol import state as kvkeys
 from sessions_app.models import Session
 from sessions_app.services.state import kv_apply_locked
@@ -40,3 +40,29 @@ def session_create(
     )
     kv_apply_locked(session, kvkeys.initial_kv())
     return session, raw_key
+
+
+def _session_key_replace(session: Session, raw_key: str) -> None:
+    # Only the hash column changes: a save() would write back a stale revision or index.
+    updated = Session.objects.filter(pk=session.pk).update(session_key_hash=hash_key(raw_key))
+    if not updated:
+        raise NotFound("Session")
+
+
+@transaction.atomic
+def session_key_rotate(*, session: Session) -> str:
+    """Give `session` a new session key; return it (shown once). The old key gets 401 at once."""
+    raw_key = generate_key(SESSION_KEY_PREFIX)
+    _session_key_replace(session, raw_key)
+    return raw_key
+
+
+@transaction.atomic
+def session_key_revoke(*, session: Session) -> None:
+    """Revoke the session key of `session`: the next request with it gets 401.
+
+    Session has no revoked flag (and no migration adds one): the stored hash is replaced
+    by the hash of a fresh random key that is never shown, so no key matches any more.
+    A new key can be issued later with session_key_rotate.
+    """
+    _session_key_replace(session, generate_key(SESSION_KEY_PREFIX))

@@ -1,0 +1,42 @@
+"""An application key rotates or revokes the session key of one of its sessions.
+
+Only the application key may: a session key reaches its session's work, not the
+credential that grants it (404, see docs/decisions.md).
+"""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import extend_schema
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from contextproto.api import StrictSerializer, application_of
+from sessions_app import selectors
+from sessions_app.models import Session
+from sessions_app.services import sessions
+
+
+def _own_session(request: Request, session_id: str) -> Session:
+    application = application_of(request, "Session")
+    session = selectors.session_get(session_id=session_id, application_id=application.id)
+    # These operations take no input; an unexpected field is refused, not ignored.
+    if request.data not in ({}, None):
+        StrictSerializer.parse(request.data)
+    return session
+
+
+class SessionKeyRotateApi(APIView):
+    @extend_schema(operation_id="sessions_session_key_rotate", request=None, responses={200: dict})
+    def post(self, request: Request, session_id: str) -> Response:
+        session = _own_session(request, session_id)
+        raw = sessions.session_key_rotate(session=session)
+        return Response({"sessionId": str(session.id), "sessionKey": raw})
+
+
+class SessionKeyRevokeApi(APIView):
+    @extend_schema(operation_id="sessions_session_key_revoke", request=None, responses={200: dict})
+    def post(self, request: Request, session_id: str) -> Response:
+        session = _own_session(request, session_id)
+        sessions.session_key_revoke(session=session)
+        return Response({"sessionId": str(session.id), "revoked": True})
