@@ -1,5 +1,8 @@
 # Two commands: `make demo` and `make test`. Both build the venv from Python 3.12 first.
 SHELL := /bin/bash
+# These targets are development runs on the public dev SECRET_KEY, which settings.py
+# refuses with DEBUG off unless this is set (a real SECRET_KEY in the environment wins).
+export ALLOW_DEV_SECRET_KEY ?= true
 PYENV_ROOT ?= $(shell pyenv root 2>/dev/null || echo $$HOME/.pyenv)
 PYTHON312 ?= $(PYENV_ROOT)/versions/3.12.1/bin/python
 VENV := .venv

@@ -1,0 +1,80 @@
+"""Production settings: `check --deploy` is clean, and the public dev SECRET_KEY never serves.
+
+Each case runs manage.py in a fresh process: settings are read once, at import.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+# What decides development vs production; the parent's values must not leak in.
+CONTROLLED = (
+    "SECRET_KEY",
+    "DEBUG",
+    "ALLOW_DEV_SECRET_KEY",
+    "PYTEST_VERSION",
+    "HTTPS",
+    "HSTS_SECONDS",
+    "HSTS_INCLUDE_SUBDOMAINS",
+    "HSTS_PRELOAD",
+    "ALLOWED_HOSTS",
+    "DATABASE_URL",
+    "REDIS_URL",
+)
+
+
+def manage(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
+    clean = {k: v for k, v in os.environ.items() if k not in CONTROLLED}
+    clean.update(DJANGO_SETTINGS_MODULE="contextproto.settings", VAR_DIR=str(tmp_path), **env)
+    return subprocess.run(
+        [sys.executable, "manage.py", *args],
+        cwd=ROOT,
+        env=clean,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+PRODUCTION = {
+    "SECRET_KEY": secrets.token_urlsafe(50),
+    "HTTPS": "true",
+    "ALLOWED_HOSTS": "contextproto.example.com",
+}
+
+
+def test_check_deploy_is_clean_with_production_settings(tmp_path):
+    result = manage(tmp_path, "check", "--deploy", "--fail-level", "WARNING", **PRODUCTION)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "System check identified no issues" in result.stdout, result.stdout + result.stderr
+
+
+def test_check_deploy_names_what_plain_http_leaves_open(tmp_path):
+    plain = {**PRODUCTION, "HTTPS": "false"}
+    result = manage(tmp_path, "check", "--deploy", **plain)
+    for check in ("security.W004", "security.W008", "security.W012", "security.W016"):
+        assert check in result.stderr, result.stderr
+
+
+def test_the_dev_secret_key_is_refused_with_debug_off(tmp_path):
+    result = manage(tmp_path, "check")
+    assert result.returncode != 0
+    assert "ImproperlyConfigured: SECRET_KEY is not set" in result.stderr, result.stderr
+    assert "ALLOW_DEV_SECRET_KEY=true" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "env",
+    [{"DEBUG": "true"}, {"ALLOW_DEV_SECRET_KEY": "true"}, {"PYTEST_VERSION": "9"}],
+    ids=["debug", "explicit-flag", "under-pytest"],
+)
+def test_development_may_use_the_dev_secret_key(tmp_path, env):
+    result = manage(tmp_path, "check", **env)
+    assert result.returncode == 0, result.stderr
