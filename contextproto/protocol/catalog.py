@@ -234,6 +234,9 @@ def _string(
     return schema
 
 
+JSON_INTEGER_MAX = 2**53 - 1
+
+
 def _integer(
     description: str,
     *,
@@ -246,8 +249,9 @@ def _integer(
         schema["default"] = default
     if minimum is not None:
         schema["minimum"] = minimum
-    if maximum is not None:
-        schema["maximum"] = maximum
+    # Every integer argument is bounded: an unbounded offset or index reaches the database
+    # as an out-of-range value. 2^53 - 1 is the largest integer every JSON reader keeps exact.
+    schema["maximum"] = JSON_INTEGER_MAX if maximum is None else maximum
     return schema
 
 
@@ -738,7 +742,11 @@ def check_value(schema: dict[str, Any], value: object) -> Problem | None:
     minimum, maximum = schema.get("minimum"), schema.get("maximum")
     if isinstance(value, int) and not isinstance(value, bool):
         if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
-            return Problem("range", f"must be {_range_text(minimum, maximum)} (got {value})")
+            # The JSON cap is a technical bound: name it only to a value beyond it.
+            if maximum == JSON_INTEGER_MAX and value <= maximum:
+                maximum = None
+            wanted = _range_text(minimum, maximum)
+            return Problem("range", f"must be {wanted} (got {_short(value)})")
 
     if isinstance(value, str):
         min_len, max_len = schema.get("minLength"), schema.get("maxLength")

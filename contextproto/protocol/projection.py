@@ -259,7 +259,9 @@ def _history(units: Sequence[_Unit], extra_inputs: Sequence[RawMessage]) -> list
     """Interleave protected inputs with W's units: before the first unit starting after them.
 
     An input whose index falls inside a unit's range (an open group, a fold) thus
-    lands right after that unit, never inside it.
+    lands right after that unit, never inside it. The same holds for W's own user
+    messages written while a call was open (SPEC §4.1 step 2): they follow their
+    group, so a call is always followed directly by its results.
     """
     items: list[_Item] = []
     pos = 0
@@ -270,9 +272,16 @@ def _history(units: Sequence[_Unit], extra_inputs: Sequence[RawMessage]) -> list
         if unit.fold is not None:
             items.append(unit.fold)
         else:
-            items.extend(unit.messages)
+            items.extend(_user_messages_last(unit.messages))
     items.extend(extra_inputs[pos:])
     return items
+
+
+def _user_messages_last(group: Sequence[RawMessage]) -> list[RawMessage]:
+    """The group's messages with its user messages moved after the rest, order kept."""
+    if len(group) < 2 or group[0].kind != KIND_TOOL_CALL:
+        return list(group)  # a lone message, or a group without a call: nothing to keep apart
+    return [m for m in group if m.role != ROLE_USER] + [m for m in group if m.role == ROLE_USER]
 
 
 def _pairing_error(problem: str, message: str, **details: Any) -> ProtocolError:

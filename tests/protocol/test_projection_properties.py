@@ -221,7 +221,7 @@ def test_sources_describe_their_messages(case: Case) -> None:
             if raw.kind in (KIND_TOOL_CALL, KIND_TOOL_RESULT):
                 assert message.tool_call_id == raw.tool_call_id
             if raw.window_id == case.window and raw.index > case.covered:
-                raw_indices_of_w.append(raw.index)
+                raw_indices_of_w.append((raw.index, raw.role))
         elif source.derived_type == "context_fold":
             fold = folds[source.fold_id]
             assert fold.first_index > case.covered
@@ -233,7 +233,21 @@ def test_sources_describe_their_messages(case: Case) -> None:
             assert source.message_ids == ()
             assert message.kind == source.derived_type
             assert source.first_index is None and source.last_index is None
-    assert raw_indices_of_w == sorted(raw_indices_of_w), "W's history is out of order"
+    # W's history keeps index order, except that user messages written while a call was
+    # open follow its group (SPEC §4.1 step 2): in order among themselves, and never
+    # between a call and its results.
+    others = [index for index, role in raw_indices_of_w if role != "user"]
+    users = [index for index, role in raw_indices_of_w if role == "user"]
+    assert others == sorted(others), "W's history is out of order"
+    assert users == sorted(users), "W's user messages are out of order"
+    open_calls: set[str] = set()
+    for message in projection.messages:
+        if message.kind == KIND_TOOL_CALL:
+            open_calls.add(message.tool_call_id)
+        elif message.kind == KIND_TOOL_RESULT:
+            open_calls.discard(message.tool_call_id)
+        elif message.role == "user" and message.kind != "context_state":
+            assert not open_calls, f"a user message sits between calls {open_calls} and results"
     kinds = [m.kind for m in projection.messages]
     assert kinds[:2] == ["system", "context_header"]
     expects_state = projection.protocol in ("unified@2", "unified@3")
