@@ -9,11 +9,12 @@ one transaction or not at all; errors are receipts too.
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
-from django.db import transaction
+from django.db import InterfaceError, OperationalError, transaction
 
 from contextproto.errors import ApplicationError, NotFound
 from contextproto.protocol import catalog, tools
@@ -25,6 +26,11 @@ from sessions_app.services.reader import DbSessionReader
 from sessions_app.services.state import kv_apply_locked, session_lock
 
 SINGLE_TOOL_CALL_PER_TURN = "single_tool_call_per_turn"
+TOOL_INTERNAL_ERROR = "tool_internal_error"
+# KV refusals the model cannot fix by writing less.
+UNCORRECTABLE_WRITE_REFUSALS = frozenset({"kv_key_limit_reached"})
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -105,10 +111,7 @@ def tool_dispatch(*, session_id: UUID | str, tool_call_id: str) -> Receipt:
                 {"toolCallId": tool_call_id},
                 status=409,
             )
-        outcome = _execute(session, call)
-        revision = session.state_revision
-        if outcome.kv_writes:
-            revision = kv_apply_locked(session, outcome.kv_writes)
+        outcome, revision = _execute_and_apply(session, call)
         result_message = message_append_locked(
             session,
             role="tool",
@@ -142,6 +145,48 @@ def tool_dispatch(*, session_id: UUID | str, tool_call_id: str) -> Receipt:
         )
 
 
+def _execute_and_apply(session: Session, call: Message) -> tuple[tools.ToolOutcome, int]:
+    """Run the handler and apply its KV writes; any failure becomes an error result.
+
+    A call must never be left without its receipt (SPEC §5.1: errors are receipts, each call
+    gets exactly one result): an open call would fail every later projection and leave the
+    session stuck. The savepoint keeps the transaction usable after a database error
+    raised by the handler or the write. Only a lost connection propagates: nothing was
+    written then, and the caller's retry dispatches the call again.
+    """
+    try:
+        with transaction.atomic():
+            outcome = _execute(session, call)
+            revision = session.state_revision
+            if outcome.kv_writes:
+                revision = kv_apply_locked(session, outcome.kv_writes)
+            return outcome, revision
+    except (OperationalError, InterfaceError):
+        raise
+    except ApplicationError as exc:
+        # A KV limit (value size, key count) refused the handler's writes.
+        session.refresh_from_db(fields=["state_revision", "active_window"])
+        result = _error_result(exc.code, exc.message, **exc.details)
+        result["error"]["correctable"] = exc.code not in UNCORRECTABLE_WRITE_REFUSALS
+    except Exception as exc:
+        logger.exception(
+            "tool handler failed: session=%s toolCallId=%s tool=%s",
+            session.id,
+            call.tool_call_id,
+            call.tool_name,
+        )
+        session.refresh_from_db(fields=["state_revision", "active_window"])
+        result = _error_result(
+            TOOL_INTERNAL_ERROR,
+            f"{call.tool_name} failed inside the service ({exc.__class__.__name__}); nothing "
+            "was changed. Go on without this result; the operator can find the failure in "
+            "the service log by this toolCallId.",
+            toolCallId=call.tool_call_id,
+        )
+        result["error"]["correctable"] = False
+    return tools.ToolOutcome(result=result), session.state_revision
+
+
 def _execute(session: Session, call: Message) -> tools.ToolOutcome:
     """Run the engine handler for `call` against the frozen snapshot and current revision."""
     version = session.agent_version
@@ -163,11 +208,11 @@ def _execute(session: Session, call: Message) -> tools.ToolOutcome:
             new_fold=None,
             effects=(),
         )
+    # SPEC §5.1: every call after the first of one model answer gets this error, whatever
+    # else is wrong with it (a stale revision included): the answer's first call is the one
+    # the model acts on.
     earlier = _earlier_call_of_same_answer(session, call)
-    stale = (
-        call.tool_name in protocol.mutating_tools and session.state_revision != snapshot.revision
-    )
-    if earlier is not None and not stale:
+    if earlier is not None:
         return tools.ToolOutcome(
             result=_error_result(
                 SINGLE_TOOL_CALL_PER_TURN,
@@ -201,8 +246,7 @@ def _earlier_call_of_same_answer(session: Session, call: Message) -> str | None:
     """The first call of the answer `call` belongs to, when `call` is not that first call.
 
     Calls of one model answer are written back to back from one snapshot; a call whose
-    predecessor is a tool_call of the same snapshot is a second call of that answer. (A
-    stale mutating call is answered `context_state_stale` instead, by the engine.)
+    predecessor is a tool_call of the same snapshot is a second call of that answer.
     """
     first = None
     index = call.index - 1

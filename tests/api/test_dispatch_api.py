@@ -65,10 +65,11 @@ def test_two_mutating_calls_from_one_snapshot_one_is_stale(api_session):
     s.input("start")
     snapshot = s.project()
     first = s.call("context_task_memory_set", snapshot, memory="one")
-    # A second answer generated from the same view (a concurrent turn of another worker).
-    second = s.call("context_task_memory_set", snapshot, memory="two")
     ok = s.dispatch(first)
     assert ok["result"]["success"]
+    # A second answer generated from the same view (a concurrent turn of another worker),
+    # written after the first call's result, so it is not a second call of the same answer.
+    second = s.call("context_task_memory_set", snapshot, memory="two")
     stale = s.dispatch(second)["result"]
     assert stale["success"] is False
     assert stale["error"]["code"] == "context_state_stale"
