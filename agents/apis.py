@@ -12,16 +12,22 @@ from rest_framework.views import APIView
 
 from agents import selectors, services
 from agents.models import AgentVersion
-from contextproto.api import AnyJSONField, StrictSerializer, application_of, credential_of
+from contextproto.api import AnyJSONField, StrictSerializer, application_of
 from contextproto.errors import NotFound
 from contextproto.protocol import catalog
 from contextproto.protocol.options import validate_options
 
 
+# The columns are PositiveIntegerField: a larger number would fail in the database as a 500.
+POSITIVE_INT_MAX = 2**31 - 1
+
+
 class ModelInput(StrictSerializer):
     provider = serializers.ChoiceField(choices=AgentVersion.Provider.values)
     name = serializers.CharField(max_length=200, allow_blank=True, required=False)
-    maxInputTokens = serializers.IntegerField(min_value=0, required=False, allow_null=True)
+    maxInputTokens = serializers.IntegerField(
+        min_value=0, max_value=POSITIVE_INT_MAX, required=False, allow_null=True
+    )
     maintenanceTriggerRatio = serializers.FloatField(required=False)
     config = serializers.DictField(required=False)
 
@@ -31,7 +37,7 @@ class VersionInput(StrictSerializer):
         allow_blank=True, trim_whitespace=False, max_length=100_000
     )
     contextProtocolId = serializers.CharField(max_length=64)
-    contextProtocolVersion = serializers.IntegerField(min_value=0)
+    contextProtocolVersion = serializers.IntegerField(min_value=0, max_value=POSITIVE_INT_MAX)
     options = AnyJSONField(required=False)
     model = ModelInput()
     tools = serializers.ListField(child=serializers.UUIDField(), required=False, max_length=128)
@@ -150,9 +156,9 @@ def _protocol(protocol_id: str, version: str) -> catalog.ProtocolVersion:
 
 
 class ProtocolListApi(APIView):
-    @extend_schema(responses={200: dict})
+    @extend_schema(operation_id="protocols_list", responses={200: dict})
     def get(self, request: Request) -> Response:
-        credential_of(request)
+        application_of(request, "Protocol")  # a session key reaches only its session
         return Response(
             {
                 "protocols": [v.to_public() for v in catalog.all_versions()],
@@ -164,7 +170,7 @@ class ProtocolListApi(APIView):
 class ProtocolDetailApi(APIView):
     @extend_schema(responses={200: dict})
     def get(self, request: Request, protocol_id: str, version: str) -> Response:
-        credential_of(request)
+        application_of(request, "Protocol")  # a session key reaches only its session
         return Response(_protocol(protocol_id, version).to_public())
 
 
@@ -174,7 +180,7 @@ class ProtocolValidateApi(APIView):
 
     @extend_schema(request=Input, responses={200: dict})
     def post(self, request: Request, protocol_id: str, version: str) -> Response:
-        credential_of(request)
+        application_of(request, "Protocol")  # a session key reaches only its session
         found = _protocol(protocol_id, version)
         data = self.Input.parse(request.data)
         result = validate_options(found.protocol_id, found.version, data["options"])

@@ -160,3 +160,26 @@ def test_non_numeric_protocol_versions_are_404(tenant, version):
     assert client.get(f"protocols/unified/{version}/").status_code == 404
     response = client.post(f"protocols/unified/{version}/validate/", {"options": {}})
     assert response.status_code == 404
+
+
+@pytest.mark.parametrize(
+    ("overrides", "field"),
+    [
+        ({"contextProtocolVersion": 2**31}, "contextProtocolVersion"),
+        ({"contextProtocolVersion": 10**30}, "contextProtocolVersion"),
+        (
+            {"model": {**GOOD_VERSION["model"], "maxInputTokens": 2**31}},
+            "model.maxInputTokens",
+        ),
+        ({"maxTurnsPerRun": 2**63}, "maxTurnsPerRun"),
+    ],
+)
+def test_integers_beyond_the_column_range_are_a_400_naming_the_field(tenant, overrides, field):
+    _, client = tenant()
+    agent_id = new_agent(client)
+    response = client.post(f"agents/{agent_id}/versions/", {**GOOD_VERSION, **overrides})
+    assert response.status_code == 400, response.content
+    assert response.json()["error"]["details"]["errors"][0]["field"] == field
+    draft = new_version(client, agent_id)
+    patched = client.patch(f"agent-versions/{draft['id']}/", overrides)
+    assert patched.status_code == 400, patched.content
