@@ -23,6 +23,7 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.dateparse import parse_datetime
 
+from contextproto.protocol.catalog import JSON_INTEGER_MAX
 from contextproto.protocol.foldtext import render_fold_text
 from contextproto.protocol.messages import RawMessage
 from contextproto.protocol.state import (
@@ -108,9 +109,13 @@ def preview(text: str, limit: int = PREVIEW_CHARS) -> str:
 def _int_param(request: HttpRequest, name: str, default: int | None = None) -> int | None:
     raw = request.GET.get(name, "")
     try:
-        return int(raw) if raw != "" else default
+        value = int(raw) if raw != "" else default
     except ValueError:
         return default
+    # A number beyond the index columns' range would reach the database and fail there.
+    if value is not None and abs(value) > JSON_INTEGER_MAX:
+        return default
+    return value
 
 
 def _limit(request: HttpRequest, default: int = PAGE_SIZE) -> int:

@@ -120,6 +120,9 @@ def _merged_range(
     Decompresses only the chunks overlapping the range; with a limit, a few at a time,
     stopping once it has enough.
     """
+    # Indices start at 1: a negative `after` means the start (and would otherwise make the
+    # cold scan wait for an index 0 that never comes).
+    after_index = max(after_index, 0)
     if through_index is not None and through_index <= after_index:
         return []
     rows = hot_rows.order_by("index")
