@@ -10,8 +10,9 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol, runtime_checkable
 
 # Stable error codes, listed in one place.
@@ -172,6 +173,41 @@ def estimated_usage(request: Any, text: str | None, calls: tuple[ToolCallRequest
         "outputTokens": estimate_tokens((text or "") + tool_calls_json(calls)),
         "estimated": True,
     }
+
+
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+
+
+def storable_reply(reply: ModelReply) -> ModelReply:
+    """The reply with NUL and lone surrogates replaced by U+FFFD, noted if anything changed.
+
+    No database stores them (see contextproto.parsers, which refuses them from API callers);
+    a model's answer cannot be refused, so the runtime records the nearest faithful text.
+    """
+    changed: list[bool] = []
+
+    def clean(value: Any) -> Any:
+        if isinstance(value, str):
+            cleaned = _UNSTORABLE.sub("\ufffd", value)
+            if cleaned != value:
+                changed.append(True)
+            return cleaned
+        if isinstance(value, dict):
+            return {clean(k): clean(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [clean(v) for v in value]
+        return value
+
+    text = clean(reply.text)
+    calls = tuple(
+        ToolCallRequest(id=clean(c.id), name=clean(c.name), arguments=clean(c.arguments))
+        for c in reply.tool_calls
+    )
+    raw = clean(reply.raw)
+    if not changed:
+        return reply
+    note = "NUL or lone surrogate characters in the answer were replaced by U+FFFD"
+    return replace(reply, text=text, tool_calls=calls, raw=raw, notes=(*reply.notes, note))
 
 
 def parse_arguments(call_id: str, raw: Any, notes: list[str]) -> dict:

@@ -22,6 +22,7 @@ from contextproto.errors import ApplicationError
 from contextproto.protocol import catalog
 from sessions_app import selectors
 from sessions_app.models import ProjectionSnapshot, Run, Session
+from sessions_app.providers.base import storable_reply
 from sessions_app.services.dispatch import SINGLE_TOOL_CALL_PER_TURN, tool_dispatch
 from sessions_app.services.maintenance import maintenance_trigger_after_turn
 from sessions_app.services.messages import message_write
@@ -152,7 +153,9 @@ def _turn(session: Session, version, run: Run, provider, on_turn) -> str:
         session_id=session.id, provider=provider.wire_format, run_id=run.id.hex, use_cache=False
     )
     step = _model_step(session)
-    reply = provider.complete(snapshot.request, model=version.model_name, step=step)
+    reply = storable_reply(
+        provider.complete(snapshot.request, model=version.model_name, step=step)
+    )
     tool_name = reply.tool_calls[0].name if reply.tool_calls else None
     if reply.tool_calls:
         outcome = _handle_tool_calls(session, version, snapshot, reply)
