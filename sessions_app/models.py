@@ -291,9 +291,15 @@ class MaintenanceJob(models.Model):
     page_count = models.PositiveIntegerField(default=0)
     pages_read = models.PositiveIntegerField(default=0)
     attempts = models.PositiveIntegerField(default=0)
-    # A worker owns a running job until this time; after it, a sweeper or a redelivery may
-    # take the job over (the commit is fenced by the frozen revision either way).
+    # A worker owns a running job until this time and renews it while it works; after it, a
+    # sweeper or a redelivery may take the job over (the commit is fenced by the frozen
+    # revision either way).
     lease_until = models.DateTimeField(null=True, blank=True)
+    # The fence of the current attempt: every write by a worker requires its own token here,
+    # so a worker whose lease was taken over can neither overwrite the row nor commit.
+    lease_token = models.UUIDField(null=True, blank=True, editable=False)
+    # One entry per attempt: {attempt, worker, startedAt, endedAt, outcome, reason}.
+    attempt_log = models.JSONField(default=list, blank=True)
     not_before = models.DateTimeField(null=True, blank=True)
     tokens_before = models.PositiveIntegerField(null=True, blank=True)
     tokens_after = models.PositiveIntegerField(null=True, blank=True)
