@@ -4,18 +4,30 @@ A job freezes (R, W, C, B, hash). Every page read and the commit re-check that t
 is still at revision R; the commit also recomputes the hash, then writes `checkpoint/W` and
 `coveredThrough/W = B` in one KV transaction. Any change rejects the page or commit with a
 recorded reason; the built-in worker re-plans with bounded retries.
+
+Who may write a job row: a built-in worker holds a short lease with a token, renewed by a
+helper thread while it works; every write it makes requires that token, so a worker whose
+lease was taken over can neither overwrite the row nor commit. An external maintainer's job
+has no token; it expires after MAINTENANCE_EXTERNAL_JOB_TTL_SECONDS without a request.
 """
 
 from __future__ import annotations
 
 import math
+import os
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 from uuid import UUID
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
-from django.db.models import F, Q, Sum
+from django.db import IntegrityError, connection, transaction
+from django.db.models import F, Q, QuerySet, Sum
 from django.utils import timezone
 
 from contextproto.errors import ApplicationError, NotFound
@@ -30,6 +42,22 @@ from sessions_app.models import MaintenanceJob, Session
 from sessions_app.services.state import kv_apply_locked, session_lock
 
 STATE_CHANGED = "maintenance_state_changed"
+JOB_FINISHED = "maintenance_job_finished"
+ACTIVE = MaintenanceJob.ACTIVE_STATUSES
+
+
+class LeaseLost(ApplicationError):
+    """The job row is no longer the caller's: finished, expired, or taken over by a worker."""
+
+    def __init__(self, job: MaintenanceJob, message: str = "") -> None:
+        super().__init__(
+            JOB_FINISHED,
+            message
+            or "The maintenance job is no longer active (finished, expired, or taken over by "
+            "another worker); plan again.",
+            {"jobId": str(job.id)},
+            status=409,
+        )
 
 
 @dataclass(frozen=True)
@@ -64,17 +92,95 @@ def _record(job: MaintenanceJob, event: str, **data: Any) -> None:
     job.history = [*job.history, {"at": timezone.now().isoformat(), "event": event, **data}][-50:]
 
 
+_HELD = object()
+
+
+def _save_fenced(job: MaintenanceJob, fields: Iterable[str], *, held: Any = _HELD) -> None:
+    """Write `fields` of `job` only while the caller still holds the job; else raise LeaseLost.
+
+    The holder is the attempt whose lease token is `held` (default: the token on `job`) for
+    a built-in worker, and the external maintainer (no token) of a job that has not expired.
+    One conditional UPDATE: nothing else in the row is touched, so the attempt count and
+    the attempt log written by a later claim can never be overwritten by a stale worker.
+    """
+    token = job.lease_token if held is _HELD else held
+    now = timezone.now()
+    rows = MaintenanceJob.objects.filter(pk=job.pk, status__in=ACTIVE, lease_token=token)
+    if job.external:
+        rows = rows.filter(updated_at__gte=now - _external_ttl())
+    if rows.update(**{name: getattr(job, name) for name in fields}, updated_at=now) != 1:
+        raise LeaseLost(job)
+    job.updated_at = now
+
+
+# ---------------------------------------------------------------- external jobs expire
+
+
+def _external_ttl() -> timezone.timedelta:
+    return timezone.timedelta(seconds=settings.MAINTENANCE_EXTERNAL_JOB_TTL_SECONDS)
+
+
+def _is_stale(job: MaintenanceJob, now: datetime) -> bool:
+    return job.external and job.status in ACTIVE and job.updated_at < now - _external_ttl()
+
+
+def _expire_external(rows: QuerySet[MaintenanceJob]) -> list[str]:
+    """Fail the active external jobs among `rows` that saw no request for the TTL."""
+    now = timezone.now()
+    ttl = settings.MAINTENANCE_EXTERNAL_JOB_TTL_SECONDS
+    expired = []
+    with transaction.atomic():
+        stale = rows.select_for_update().filter(
+            external=True, status__in=ACTIVE, updated_at__lt=now - _external_ttl()
+        )[:500]
+        for job in stale:
+            job.status = MaintenanceJob.Status.FAILED
+            job.finished_at = now
+            job.reason = (
+                f"expired: the external maintainer sent no request for {ttl} s and did not "
+                "commit (MAINTENANCE_EXTERNAL_JOB_TTL_SECONDS)"
+            )
+            _record(job, "expired", ttlSeconds=ttl)
+            job.save(update_fields=["status", "finished_at", "reason", "history", "updated_at"])
+            expired.append(str(job.id))
+    return expired
+
+
+def _active_job(session_id: UUID | str, window_id: str) -> MaintenanceJob | None:
+    """Return the window's active job, expiring it first if it is an abandoned external one."""
+    rows = MaintenanceJob.objects.filter(
+        session_id=session_id, window_id=window_id, status__in=ACTIVE
+    )
+    active = rows.first()
+    if active is not None and _is_stale(active, timezone.now()):
+        _expire_external(rows)
+        active = rows.first()
+    return active
+
+
+def _ensure_active(job: MaintenanceJob) -> None:
+    """Raise 409 `maintenance_job_finished` unless `job` is active (expiring it if stale)."""
+    if _is_stale(job, timezone.now()):
+        _expire_external(MaintenanceJob.objects.filter(pk=job.pk))
+        job.refresh_from_db()
+    if job.status not in ACTIVE:
+        detail = f": {job.reason}" if job.reason else ""
+        raise LeaseLost(job, f"The job is already {job.status}{detail}")
+
+
+# ---------------------------------------------------------------- request and plan
+
+
 def maintenance_request(
     *, session_id: UUID | str, window_id: str, trigger: str, external: bool = False
 ) -> tuple[MaintenanceJob, bool]:
     """Record a queued job for (session, window) unless one is active; return (job, created).
 
-    At most one active job per session window (a partial unique constraint backs it). The
-    built-in worker task is enqueued after commit.
+    At most one active job per session window (a partial unique constraint backs it); an
+    external job past its TTL is expired first, so an abandoned plan never blocks the window.
+    The built-in worker task is enqueued after commit.
     """
-    active = MaintenanceJob.objects.filter(
-        session_id=session_id, window_id=window_id, status__in=MaintenanceJob.ACTIVE_STATUSES
-    ).first()
+    active = _active_job(session_id, window_id)
     if active is not None:
         return active, False
     try:
@@ -89,49 +195,49 @@ def maintenance_request(
                 transaction.on_commit(lambda: maintenance_job_run.delay(job_id))
     except IntegrityError:
         job = MaintenanceJob.objects.get(
-            session_id=session_id, window_id=window_id, status__in=MaintenanceJob.ACTIVE_STATUSES
+            session_id=session_id, window_id=window_id, status__in=ACTIVE
         )
         return job, False
     return job, True
 
 
-def maintenance_plan(
-    *, job: MaintenanceJob, through_index: int | None = None
-) -> planning.MaintenancePlan:
-    """Freeze (R, W, C, B, hash) for `job` and store them on it.
+@dataclass(frozen=True)
+class _Computed:
+    plan: planning.MaintenancePlan
+    tokens_before: int
 
-    Raises `maintenance_boundary_invalid` / `maintenance_nothing_to_compress` (400).
-    """
-    frozen = _freeze(job.session_id, job.window_id)
+
+def _compute_plan(session_id: UUID | str, window_id: str, through_index: int | None) -> _Computed:
+    """Freeze (R, W, C, B, hash) for the window; raises the planner's ProtocolError."""
+    frozen = _freeze(session_id, window_id)
     session = frozen.session
     options = _options(session)
-    messages = selectors.log_window(session.id, job.window_id, frozen.covered, frozen.upper_bound)
-    folds = selectors.folds_of_window_above(session.id, job.window_id, frozen.covered)
+    messages = selectors.log_window(session.id, window_id, frozen.covered, frozen.upper_bound)
+    folds = selectors.folds_of_window_above(session.id, window_id, frozen.covered)
     max_tokens = session.agent_version.max_input_tokens or 8000
-    try:
-        plan = planning.plan_maintenance(
-            window_id=job.window_id,
-            frozen_revision=frozen.revision,
-            window_messages=messages,
-            covered_through=frozen.covered,
-            previous_checkpoint=frozen.checkpoint,
-            folds=folds,
-            page_size=options["pageSize"],
-            keep_tail_tokens=math.ceil(max_tokens * settings.MAINTENANCE_TAIL_SHARE),
-            requested_through=through_index,
-        )
-    except ProtocolError as exc:
-        _record(job, "plan_refused", code=exc.code, message=exc.message)
-        job.reason = f"{exc.code}: {exc.message}"
-        job.save(update_fields=["history", "reason", "updated_at"])
-        raise ApplicationError.from_protocol(exc) from exc
+    plan = planning.plan_maintenance(
+        window_id=window_id,
+        frozen_revision=frozen.revision,
+        window_messages=messages,
+        covered_through=frozen.covered,
+        previous_checkpoint=frozen.checkpoint,
+        folds=folds,
+        page_size=options["pageSize"],
+        keep_tail_tokens=math.ceil(max_tokens * settings.MAINTENANCE_TAIL_SHARE),
+        requested_through=through_index,
+    )
+    return _Computed(plan, sum(planning.estimate_tokens(m) for m in messages))
+
+
+def _store_plan(job: MaintenanceJob, computed: _Computed) -> None:
+    plan = computed.plan
     job.frozen_revision = plan.frozen_revision
     job.from_index = plan.covered_through + 1
     job.through_index = plan.through_index
     job.source_hash = plan.source_hash
     job.page_count = plan.page_count
     job.pages_read = 0
-    job.tokens_before = sum(planning.estimate_tokens(m) for m in messages)
+    job.tokens_before = computed.tokens_before
     _record(
         job,
         "planned",
@@ -141,8 +247,83 @@ def maintenance_plan(
     )
     if plan.blocked_by:
         job.reason = f"compressed up to a blocker: {list(plan.blocked_by)}"
-    job.save()
-    return plan
+    _save_fenced(
+        job,
+        [
+            "frozen_revision",
+            "from_index",
+            "through_index",
+            "source_hash",
+            "page_count",
+            "pages_read",
+            "tokens_before",
+            "history",
+            "reason",
+        ],
+    )
+
+
+def _refuse(job: MaintenanceJob, exc: ProtocolError) -> None:
+    _record(job, "plan_refused", code=exc.code, message=exc.message)
+    job.reason = f"{exc.code}: {exc.message}"
+    _save_fenced(job, ["history", "reason"])
+
+
+def maintenance_plan(
+    *, job: MaintenanceJob, through_index: int | None = None
+) -> planning.MaintenancePlan:
+    """Freeze (R, W, C, B, hash) for `job` and store them on it.
+
+    Raises `maintenance_boundary_invalid` / `maintenance_nothing_to_compress` (400), and
+    LeaseLost (409) when the caller no longer holds the job.
+    """
+    try:
+        computed = _compute_plan(job.session_id, job.window_id, through_index)
+    except ProtocolError as exc:
+        _refuse(job, exc)
+        raise ApplicationError.from_protocol(exc) from exc
+    _store_plan(job, computed)
+    return computed.plan
+
+
+def maintenance_external_plan(
+    *, session_id: UUID | str, window_id: str, through_index: int | None = None
+) -> tuple[MaintenanceJob, planning.MaintenancePlan]:
+    """Plan the window for an external maintainer; return (job, plan).
+
+    Re-plans the window's active external job, or records a new one only once the plan is
+    valid: a refused plan (400 `maintenance_boundary_invalid` /
+    `maintenance_nothing_to_compress`) writes no job, so it cannot block later requests.
+    Raises 409 `maintenance_busy` while the built-in maintainer works on the window.
+    """
+    active = _active_job(session_id, window_id)
+    if active is not None and not active.external:
+        raise _busy(active)
+    try:
+        computed = _compute_plan(session_id, window_id, through_index)
+    except ProtocolError as exc:
+        if active is not None:
+            try:
+                _refuse(active, exc)
+            except LeaseLost:
+                pass  # it expired or finished meanwhile; the refusal itself still stands
+        raise ApplicationError.from_protocol(exc) from exc
+    job, _created = maintenance_request(
+        session_id=session_id, window_id=window_id, trigger="external", external=True
+    )
+    if not job.external:
+        raise _busy(job)
+    _store_plan(job, computed)
+    return job, computed.plan
+
+
+def _busy(job: MaintenanceJob) -> ApplicationError:
+    return ApplicationError(
+        "maintenance_busy",
+        "The built-in maintainer is working on this window; try again later.",
+        {"jobId": str(job.id)},
+        status=409,
+    )
 
 
 def _reject(job: MaintenanceJob, where: str, current: int) -> ApplicationError:
@@ -152,7 +333,7 @@ def _reject(job: MaintenanceJob, where: str, current: int) -> ApplicationError:
     )
     _record(job, "rejected", where=where, currentRevision=current)
     job.reason = reason
-    job.save(update_fields=["history", "reason", "updated_at"])
+    _save_fenced(job, ["history", "reason"])
     return ApplicationError(
         STATE_CHANGED,
         reason,
@@ -166,9 +347,13 @@ def _covered_messages(job: MaintenanceJob, covered: int) -> list[RawMessage]:
 
 
 def maintenance_page(*, job: MaintenanceJob, page: int) -> tuple[list[RawMessage], int]:
-    """Page `page` (from 0) of the job's raw range, if the revision is still the frozen one."""
+    """Page `page` (from 0) of the job's raw range, if the revision is still the frozen one.
+
+    Raises 409 `maintenance_job_finished` once the job is no longer the caller's.
+    """
     if job.frozen_revision is None:
         raise ApplicationError("maintenance_not_planned", "Plan the job before reading pages.")
+    _ensure_active(job)
     current = Session.objects.values_list("state_revision", flat=True).get(pk=job.session_id)
     if current != job.frozen_revision:
         raise _reject(job, f"read of page {page}", current)
@@ -185,7 +370,7 @@ def maintenance_page(*, job: MaintenanceJob, page: int) -> tuple[list[RawMessage
     )[page * size : (page + 1) * size]
     job.pages_read = max(job.pages_read, page + 1)
     _record(job, "page", page=page)
-    job.save(update_fields=["pages_read", "history", "updated_at"])
+    _save_fenced(job, ["pages_read", "history"])
     return rows, job.page_count
 
 
@@ -193,14 +378,13 @@ def maintenance_commit(*, job: MaintenanceJob, checkpoint: object) -> tuple[int,
     """Commit the checkpoint fenced by revision and hash; return (revision, coveredThrough).
 
     Raises 409 `maintenance_state_changed` when the state moved, 400 `checkpoint_too_long` /
-    `checkpoint_empty` for a bad text. Nothing is written on refusal.
+    `checkpoint_empty` for a bad text, 409 `maintenance_job_finished` when the job is no
+    longer the caller's (finished, expired, or its lease taken over). Nothing is written on
+    refusal.
     """
     if job.frozen_revision is None:
         raise ApplicationError("maintenance_not_planned", "Plan the job before committing.")
-    if job.status not in MaintenanceJob.ACTIVE_STATUSES:
-        raise ApplicationError(
-            "maintenance_job_finished", f"The job is already {job.status}.", status=409
-        )
+    _ensure_active(job)
     with transaction.atomic():
         session = session_lock(job.session_id)
         options = _options(session)
@@ -230,21 +414,43 @@ def maintenance_commit(*, job: MaintenanceJob, checkpoint: object) -> tuple[int,
                     covered_key(job.window_id): job.through_index,
                 },
             )
+            held = job.lease_token
             job.status = MaintenanceJob.Status.COMMITTED
             job.finished_at = timezone.now()
             job.tokens_after = math.ceil(len(text) / 4)
+            job.lease_until = None
+            job.lease_token = None
+            _end_attempt(job, "committed")
             _record(job, "committed", revision=revision, coveredThrough=job.through_index)
-            job.save()
+            # Same transaction as the KV write: LeaseLost here rolls the checkpoint back, so
+            # a worker that lost its lease never commits, and a job never commits twice.
+            _save_fenced(
+                job,
+                [
+                    "status",
+                    "finished_at",
+                    "tokens_after",
+                    "lease_until",
+                    "lease_token",
+                    "attempt_log",
+                    "history",
+                ],
+                held=held,
+            )
             return revision, job.through_index
     raise _reject(job, "commit", current)
 
 
 def job_for(session: Session, window_id: str, job_id: Any) -> MaintenanceJob:
+    """Return the external maintainer's job `job_id` of this window; 404 for any other."""
     try:
         wanted = UUID(str(job_id))
     except ValueError as exc:
         raise NotFound("Maintenance job") from exc
-    job = MaintenanceJob.objects.filter(session=session, window_id=window_id, id=wanted).first()
+    # Built-in jobs belong to their worker's lease: the external endpoints never touch them.
+    job = MaintenanceJob.objects.filter(
+        session=session, window_id=window_id, id=wanted, external=True
+    ).first()
     if job is None:
         raise NotFound("Maintenance job")
     return job
@@ -264,14 +470,34 @@ class JobFailed(Exception):
     """The job cannot succeed (bad maintainer answer, no maintainer, provider refusal)."""
 
 
-def _claim(job_id: UUID | str) -> MaintenanceJob | None:
-    """Take the job if it is queued, or running with an expired lease; count the attempt."""
-    from django.conf import settings
+def _worker_name() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
 
+
+def _lease_delta() -> timezone.timedelta:
+    return timezone.timedelta(seconds=settings.MAINTENANCE_LEASE_SECONDS)
+
+
+def _end_attempt(job: MaintenanceJob, outcome: str, reason: str = "") -> None:
+    """Close the open entry of the attempt log with its outcome (no-op without one)."""
+    if not job.attempt_log or job.attempt_log[-1].get("outcome") != "running":
+        return
+    entry = {**job.attempt_log[-1], "endedAt": timezone.now().isoformat(), "outcome": outcome}
+    if reason:
+        entry["reason"] = reason[:500]
+    job.attempt_log = [*job.attempt_log[:-1], entry]
+
+
+def _claim(job_id: UUID | str) -> MaintenanceJob | None:
+    """Take a built-in job if it is queued, or running with an expired lease; count the attempt.
+
+    Under the job's row lock: the attempt gets a fresh lease token (the fence of all its
+    later writes), and an earlier attempt still marked running is closed as `lease_expired`.
+    """
     now = timezone.now()
     with transaction.atomic():
         job = MaintenanceJob.objects.select_for_update().filter(pk=job_id).first()
-        if job is None or job.status not in MaintenanceJob.ACTIVE_STATUSES:
+        if job is None or job.external or job.status not in ACTIVE:
             return None
         if (
             job.status == MaintenanceJob.Status.RUNNING
@@ -279,41 +505,117 @@ def _claim(job_id: UUID | str) -> MaintenanceJob | None:
             and job.lease_until > now
         ):
             return None  # another worker holds it; a duplicate delivery does nothing
+        _end_attempt(job, "lease_expired", "the worker stopped renewing its lease")
+        fields = ["status", "lease_until", "lease_token", "attempt_log", "history", "updated_at"]
         if job.attempts >= settings.MAINTENANCE_MAX_ATTEMPTS:
             job.status = MaintenanceJob.Status.FAILED
             job.finished_at = now
+            job.lease_until = None
+            job.lease_token = None
             job.reason = f"gave up after {job.attempts} attempts; last: {job.reason}"
             _record(job, "failed", reason="attempts exhausted")
-            job.save()
+            job.save(update_fields=[*fields, "finished_at", "reason"])
             return None
+        worker = _worker_name()
         job.attempts += 1
         job.status = MaintenanceJob.Status.RUNNING
-        job.lease_until = now + timezone.timedelta(seconds=settings.MAINTENANCE_LEASE_SECONDS)
-        _record(job, "claimed", attempt=job.attempts)
-        job.save()
+        job.lease_until = now + _lease_delta()
+        job.lease_token = uuid.uuid4()
+        job.attempt_log = [
+            *job.attempt_log,
+            {
+                "attempt": job.attempts,
+                "worker": worker,
+                "startedAt": now.isoformat(),
+                "endedAt": None,
+                "outcome": "running",
+            },
+        ]
+        _record(job, "claimed", attempt=job.attempts, worker=worker)
+        job.save(update_fields=[*fields, "attempts"])
         return job
 
 
-def _requeue(job: MaintenanceJob, reason: str) -> ExecuteOutcome:
-    from django.conf import settings
+def maintenance_lease_renew(*, job_id: UUID | str, token: UUID) -> bool:
+    """Extend the lease of the attempt holding `token`; False once it no longer holds the job."""
+    return (
+        MaintenanceJob.objects.filter(
+            pk=job_id, status=MaintenanceJob.Status.RUNNING, lease_token=token
+        ).update(lease_until=timezone.now() + _lease_delta())
+        == 1
+    )
 
+
+class _Heartbeat:
+    """Renew a running attempt's lease from a helper thread until the attempt ends.
+
+    The model call can outlast any short lease, so renewal runs beside it rather than
+    between steps. It stops when the renewal fails (the fence: another worker took the job)
+    and after the task time limit, so a hung worker cannot hold a job forever. The first
+    renewal comes a third of a lease in, so quick attempts never touch the database here.
+    """
+
+    def __init__(self, job: MaintenanceJob) -> None:
+        self.job_id = job.pk
+        self.token = job.lease_token
+        self.every = max(settings.MAINTENANCE_LEASE_SECONDS / 3, 0.1)
+        self.until = time.monotonic() + settings.CELERY_TASK_TIME_LIMIT
+        self.stopped = threading.Event()
+        self.lost = threading.Event()
+        self.thread = threading.Thread(
+            target=self._run, name=f"maintenance-lease-{job.pk}", daemon=True
+        )
+
+    def __enter__(self) -> _Heartbeat:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stopped.set()
+        self.thread.join()
+
+    def _run(self) -> None:
+        try:
+            while not self.stopped.wait(self.every) and time.monotonic() < self.until:
+                if not maintenance_lease_renew(job_id=self.job_id, token=self.token):
+                    self.lost.set()
+                    return
+        finally:
+            connection.close()  # this thread's own connection
+
+
+def _requeue(job: MaintenanceJob, reason: str) -> ExecuteOutcome:
     delay = min(settings.MAINTENANCE_RETRY_BASE_SECONDS * 2 ** (job.attempts - 1), 300)
+    held = job.lease_token
     job.status = MaintenanceJob.Status.QUEUED
     job.lease_until = None
+    job.lease_token = None
     job.not_before = timezone.now() + timezone.timedelta(seconds=delay)
     job.reason = reason
+    _end_attempt(job, "requeued", reason)
     _record(job, "requeued", reason=reason, retryIn=delay)
-    job.save()
+    _save_fenced(
+        job,
+        ["status", "lease_until", "lease_token", "not_before", "reason", "attempt_log", "history"],
+        held=held,
+    )
     return ExecuteOutcome(status="queued", retry_in=delay, reason=reason)
 
 
 def _finish(job: MaintenanceJob, status: str, reason: str) -> ExecuteOutcome:
+    held = job.lease_token
     job.status = status
     job.finished_at = timezone.now()
     job.lease_until = None
+    job.lease_token = None
     job.reason = reason
+    _end_attempt(job, status, reason)
     _record(job, status, reason=reason)
-    job.save()
+    _save_fenced(
+        job,
+        ["status", "finished_at", "lease_until", "lease_token", "reason", "attempt_log", "history"],
+        held=held,
+    )
     return ExecuteOutcome(status=status, reason=reason)
 
 
@@ -321,33 +623,46 @@ def maintenance_execute(*, job_id: UUID | str) -> ExecuteOutcome:
     """Run one attempt of a built-in job: plan, read pages, summarise, commit.
 
     Safe to call again after a crash at any point: only the fenced commit writes state, and
-    a job that is already finished (or leased by a live worker) is left alone.
+    a job that is already finished (or leased by a live worker) is left alone. The lease is
+    renewed while the attempt runs; an attempt that lost it stops at its next write
+    (`lease_lost`) and leaves the row to the worker that took it over.
     """
-    from sessions_app.providers import ProviderError
-
     job = _claim(job_id)
     if job is None:
         return ExecuteOutcome(status="skipped")
     try:
+        with _Heartbeat(job):
+            return _attempt(job)
+    except LeaseLost as exc:
+        return ExecuteOutcome(status="lease_lost", reason=exc.message)
+
+
+def _attempt(job: MaintenanceJob) -> ExecuteOutcome:
+    from sessions_app.providers import ProviderError
+
+    try:
         plan = maintenance_plan(job=job)
+    except LeaseLost:
+        raise
     except ApplicationError as exc:
         if exc.code == planning_codes.MAINTENANCE_NOTHING_TO_COMPRESS:
             return _finish(job, MaintenanceJob.Status.REJECTED, exc.message)
         return _requeue(job, f"{exc.code}: {exc.message}")
+    # No refresh from the database below: the in-memory row holds this attempt's token, and
+    # every write is fenced by it.
     try:
         pages = [maintenance_page(job=job, page=n)[0] for n in range(plan.page_count)]
         text = _summarise(job, plan, pages)
         maintenance_commit(job=job, checkpoint=text)
+    except LeaseLost:
+        raise
     except ApplicationError as exc:
-        job.refresh_from_db()
         if exc.code == STATE_CHANGED:
             return _requeue(job, exc.message)
         return _finish(job, MaintenanceJob.Status.FAILED, f"{exc.code}: {exc.message}")
     except JobFailed as exc:
-        job.refresh_from_db()
         return _finish(job, MaintenanceJob.Status.FAILED, str(exc))
     except ProviderError as exc:
-        job.refresh_from_db()
         if exc.retryable:
             return _requeue(job, f"{exc.code}: {exc}")
         return _finish(job, MaintenanceJob.Status.FAILED, f"{exc.code}: {exc}")
@@ -423,7 +738,7 @@ def _summarise(
             usage_total[key] += int(reply.usage.get(key, 0) or 0)
         usage_total["calls"] += 1
         job.summarizer_usage = usage_total
-        job.save(update_fields=["summarizer_usage", "updated_at"])
+        _save_fenced(job, ["summarizer_usage"])
         answer = (reply.text or "").strip()
         if reply.tool_calls and not answer:
             raise JobFailed("the maintainer answered with a tool call instead of a checkpoint")
@@ -437,11 +752,13 @@ def _summarise(
 
 
 def maintenance_sweep() -> list[str]:
-    """Re-enqueue jobs stuck between commit and publish, or held by a dead worker."""
-    from django.conf import settings
+    """Re-enqueue jobs stuck between commit and publish, or held by a dead worker.
 
+    Also expires abandoned external jobs. Returns the ids of the re-enqueued jobs.
+    """
     from sessions_app.tasks import maintenance_job_run
 
+    _expire_external(MaintenanceJob.objects.all())
     now = timezone.now()
     stale_queued = now - timezone.timedelta(seconds=settings.MAINTENANCE_SWEEP_SECONDS)
     jobs = MaintenanceJob.objects.filter(external=False).filter(

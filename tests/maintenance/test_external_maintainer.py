@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from sessions_app.models import KVEntry, MaintenanceJob
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from sessions_app.models import KVEntry, MaintenanceJob, Session
+from sessions_app.services.maintenance import maintenance_execute, maintenance_sweep
 
 
 def kv(session_id) -> dict:
@@ -151,3 +157,113 @@ def test_covered_through_never_moves_back(api_session):
     assert response.status_code == 400
     assert response.json()["error"]["code"] == "maintenance_boundary_invalid"
     assert kv(s.id)["coveredThrough/main"] == job["throughIndex"]
+
+
+# ---------------------------------------------------------------- refused and abandoned plans
+
+
+def request_maintenance(s, capture) -> tuple[dict, int]:
+    """POST maintenance/ as the token trigger would; return (body, worker tasks enqueued)."""
+    with capture() as enqueued:
+        response = s.client.post(s.path("windows/main/maintenance/"))
+    assert response.status_code == 202, response.content
+    return response.json(), len(enqueued)
+
+
+@pytest.mark.parametrize(
+    ("body", "interactions", "code"),
+    [
+        ({"throughIndex": 2}, 12, "maintenance_boundary_invalid"),
+        ({}, 1, "maintenance_nothing_to_compress"),
+    ],
+)
+def test_a_refused_plan_leaves_no_job_that_blocks_the_bound_maintainer(
+    with_maintainer, django_capture_on_commit_callbacks, body, interactions, code
+):
+    s = with_maintainer([{"text": "checkpoint by the bound maintainer"}], interactions=interactions)
+    refused = s.client.post(s.path("windows/main/maintenance/plan/"), body)
+    assert refused.status_code == 400
+    assert refused.json()["error"]["code"] == code
+    assert not MaintenanceJob.objects.filter(session_id=s.id).exists()
+    for n in range(12 - interactions):  # the conversation goes on until maintenance is due
+        s.host_tool_work(f"later{n}", "x" * 400)
+    queued, enqueued = request_maintenance(s, django_capture_on_commit_callbacks)
+    assert queued["status"] == "queued" and enqueued == 1
+    job = MaintenanceJob.objects.get(id=queued["jobId"])
+    assert not job.external and job.trigger == "api"
+    assert maintenance_execute(job_id=job.id).status == "committed"
+    assert kv(s.id)["checkpoint/main"] == "checkpoint by the bound maintainer"
+
+
+def test_a_refused_replan_keeps_the_external_job_and_its_valid_plan(api_session):
+    s = long_session(api_session)
+    job = plan(s)
+    refused = s.client.post(s.path("windows/main/maintenance/plan/"), {"throughIndex": 2})
+    assert refused.status_code == 400
+    stored = MaintenanceJob.objects.get(id=job["jobId"])
+    assert stored.status == "queued" and "maintenance_boundary_invalid" in stored.reason
+    for n in range(job["pageCount"]):
+        assert page(s, job, n).status_code == 200
+    assert commit(s, job, "checkpoint").status_code == 200
+
+
+def test_an_abandoned_external_job_expires_and_no_longer_blocks(
+    with_maintainer, django_capture_on_commit_callbacks, settings
+):
+    settings.MAINTENANCE_EXTERNAL_JOB_TTL_SECONDS = 600
+    s = with_maintainer([{"text": "checkpoint by the bound maintainer"}])
+    abandoned = plan(s)
+    assert page(s, abandoned, 0).status_code == 200
+    # Within its TTL the external job is the window's one active job.
+    busy, enqueued = request_maintenance(s, django_capture_on_commit_callbacks)
+    assert busy["jobId"] == abandoned["jobId"] and enqueued == 0
+    # Its maintainer sends nothing more for longer than the TTL.
+    MaintenanceJob.objects.filter(id=abandoned["jobId"]).update(
+        updated_at=timezone.now() - timedelta(seconds=601)
+    )
+    queued, enqueued = request_maintenance(s, django_capture_on_commit_callbacks)
+    assert queued["jobId"] != abandoned["jobId"] and enqueued == 1
+    expired = MaintenanceJob.objects.get(id=abandoned["jobId"])
+    assert expired.status == "failed" and expired.reason.startswith("expired")
+    assert expired.history[-1]["event"] == "expired" and expired.finished_at is not None
+    assert maintenance_execute(job_id=queued["jobId"]).status == "committed"
+    # The maintainer that abandoned its plan comes back too late: nothing is written.
+    revision = Session.objects.get(pk=s.id).state_revision
+    late = commit(s, abandoned, "late checkpoint")
+    assert late.status_code == 409
+    assert late.json()["error"]["code"] == "maintenance_job_finished"
+    assert kv(s.id)["checkpoint/main"] == "checkpoint by the bound maintainer"
+    assert Session.objects.get(pk=s.id).state_revision == revision
+
+
+def test_the_sweeper_expires_abandoned_external_jobs_and_spares_live_ones(
+    api_session, with_maintainer, settings
+):
+    settings.MAINTENANCE_EXTERNAL_JOB_TTL_SECONDS = 600
+    live_session, idle_session = long_session(api_session), with_maintainer([])
+    live, idle = plan(live_session), plan(idle_session)
+    MaintenanceJob.objects.filter(id=idle["jobId"]).update(
+        updated_at=timezone.now() - timedelta(seconds=601)
+    )
+    maintenance_sweep()
+    assert MaintenanceJob.objects.get(id=idle["jobId"]).status == "failed"
+    assert MaintenanceJob.objects.get(id=live["jobId"]).status == "queued"
+    refused = page(idle_session, idle, 0)
+    assert refused.status_code == 409
+    assert refused.json()["error"]["code"] == "maintenance_job_finished"
+    assert page(live_session, live, 0).status_code == 200
+
+
+def test_an_external_job_past_its_ttl_refuses_pages_before_any_sweep(api_session, settings):
+    settings.MAINTENANCE_EXTERNAL_JOB_TTL_SECONDS = 600
+    s = long_session(api_session)
+    job = plan(s)
+    MaintenanceJob.objects.filter(id=job["jobId"]).update(
+        updated_at=timezone.now() - timedelta(seconds=601)
+    )
+    refused = page(s, job, 0)
+    assert refused.status_code == 409
+    assert refused.json()["error"]["code"] == "maintenance_job_finished"
+    assert MaintenanceJob.objects.get(id=job["jobId"]).status == "failed"
+    # A new plan for the window gets a new job at once.
+    assert plan(s)["jobId"] != job["jobId"]

@@ -7,15 +7,18 @@ import signal
 import subprocess
 import sys
 import time
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 from django.conf import settings
 from django.db import connection
+from django.utils import timezone
 
 from sessions_app.models import KVEntry, MaintenanceJob, Session
 
 ROOT = Path(__file__).resolve().parents[2]
+LEASE_SECONDS = 3
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow]
 
@@ -28,7 +31,7 @@ def worker_env() -> dict[str, str]:
         f"{db['NAME']}",
         REDIS_URL=settings.REDIS_URL,
         NODE_ROLE="worker",
-        MAINTENANCE_LEASE_SECONDS="3",
+        MAINTENANCE_LEASE_SECONDS=str(LEASE_SECONDS),
         MAINTENANCE_RETRY_BASE_SECONDS="1",
         MAINTENANCE_SWEEP_SECONDS="1",
     )
@@ -70,6 +73,10 @@ def wait_for(predicate, timeout: float, what: str):
     raise AssertionError(f"timed out waiting for {what}")
 
 
+def job_lease(job_id):
+    return MaintenanceJob.objects.values_list("lease_until", flat=True).get(pk=job_id)
+
+
 def job_state(job_id):
     return (
         MaintenanceJob.objects.filter(pk=job_id)
@@ -108,20 +115,32 @@ def test_worker_killed_mid_job_then_a_new_worker_commits_once(
             60,
             "the first worker to read every page",
         )
+        # The model call (30 s) outlasts the lease many times: the live worker renews it.
+        claimed_lease = job_lease(job.id)
+        wait_for(
+            lambda: job_lease(job.id) > claimed_lease + timedelta(seconds=1),
+            2 * LEASE_SECONDS,
+            "the live worker to renew its lease",
+        )
+        assert job_state(job.id)["attempts"] == 1
         revision_before = Session.objects.get(pk=s.id).state_revision
         first.send_signal(signal.SIGKILL)
         first.wait(10)
+        killed_at = timezone.now()
     finally:
         if first.poll() is None:
             first.kill()
     assert job_state(job.id)["status"] == "running"  # left behind by the dead worker
+    # Recovery waits about one lease after the death, not for the call or a long lease.
+    lease_left = job_lease(job.id) - killed_at
+    assert lease_left <= timedelta(seconds=LEASE_SECONDS + 0.5), lease_left
     # The new worker's script answers at once (step 0 again: no summary was recorded).
     from agents.models import AgentVersion
 
     AgentVersion.objects.filter(agent=s.agent_version.maintainer_agent).update(
         model_config={"steps": [{"text": "checkpoint after crash"}]}
     )
-    time.sleep(3.5)  # let the dead worker's lease expire
+    time.sleep(max(lease_left.total_seconds(), 0) + 0.5)  # let the dead worker's lease expire
     second = start_worker(log)
     try:
         state = wait_for(
@@ -134,6 +153,9 @@ def test_worker_killed_mid_job_then_a_new_worker_commits_once(
         second.wait(20)
     assert state["status"] == "committed", (state, log.read_text()[-3000:])
     assert state["attempts"] == 2
+    attempts = MaintenanceJob.objects.get(pk=job.id).attempt_log
+    assert [a["outcome"] for a in attempts] == ["lease_expired", "committed"]
+    assert attempts[0]["worker"] != attempts[1]["worker"]  # two processes
     assert [e["event"] for e in state["history"]].count("committed") == 1
     entries = dict(KVEntry.objects.filter(session_id=s.id).values_list("key", "value"))
     assert entries["checkpoint/main"] == "checkpoint after crash"
