@@ -17,7 +17,6 @@ from contextproto.errors import NotFound
 from contextproto.protocol import catalog
 from contextproto.protocol.options import validate_options
 
-
 # The columns are PositiveIntegerField: a larger number would fail in the database as a 500.
 POSITIVE_INT_MAX = 2**31 - 1
 

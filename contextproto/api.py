@@ -19,9 +19,11 @@ from rest_framework.request import Request
 
 from agents.models import ApiKey, Application, hash_key
 from contextproto.errors import ApplicationError, NotFound
+from contextproto.protocol.catalog import JSON_INTEGER_MAX
 
 PAGE_LIMIT_DEFAULT = 50
 PAGE_LIMIT_MAX = 200
+CURSOR_TEXT_MAX = 256  # the longest text a cursor of ours holds is a KV key or a timestamp
 
 
 @dataclass(frozen=True)
@@ -149,13 +151,36 @@ def encode_cursor(position: dict[str, Any]) -> str:
     return base64.urlsafe_b64encode(json.dumps(position, separators=(",", ":")).encode()).decode()
 
 
-def decode_cursor(raw: str | None) -> dict[str, Any] | None:
+def decode_cursor(raw: str | None, shape: dict[str, type]) -> dict[str, Any] | None:
+    """Decode a list cursor this API issued; refuse anything else with 400 `invalid_cursor`.
+
+    `shape` names every field and its type: a cursor that decodes but holds other fields,
+    other types, NUL characters or integers outside the index range is as foreign as
+    garbage, and must not reach a query.
+    """
     if not raw:
         return None
     try:
         value = json.loads(base64.urlsafe_b64decode(raw.encode()))
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise ApplicationError("invalid_cursor", "The cursor is not one this API issued.") from exc
-    if not isinstance(value, dict):
-        raise ApplicationError("invalid_cursor", "The cursor is not one this API issued.")
+    except (ValueError, UnicodeError, RecursionError) as exc:
+        raise invalid_cursor() from exc
+    if not isinstance(value, dict) or set(value) != set(shape):
+        raise invalid_cursor()
+    for name, expected in shape.items():
+        field = value[name]
+        if type(field) is not expected:  # bool is not int; exact types only
+            raise invalid_cursor()
+        if isinstance(field, int) and not 0 <= field <= JSON_INTEGER_MAX:
+            raise invalid_cursor()
+        if isinstance(field, str) and ("\x00" in field or len(field) > CURSOR_TEXT_MAX):
+            raise invalid_cursor()
     return value
+
+
+def invalid_cursor() -> ApplicationError:
+    return ApplicationError(
+        "invalid_cursor",
+        "The cursor is not one this API issued; pass nextCursor from the previous page as is, "
+        "or leave it out to start at the beginning.",
+        {"field": "cursor"},
+    )

@@ -6,9 +6,12 @@ fields `type`, `title` and `status`, which clients may ignore).
 
 from __future__ import annotations
 
+import logging
+import uuid
 from typing import Any
 
 from django.core.exceptions import RequestDataTooBig
+from django.db import InterfaceError, OperationalError
 from django.http import Http404
 from rest_framework import exceptions as drf_exceptions
 from rest_framework import status as http_status
@@ -16,21 +19,24 @@ from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from contextproto.errors import ApplicationError, NotFound
+from contextproto.middleware import error_body, internal_error_body, request_id_of
 from contextproto.protocol.errors import ProtocolError
 
 __all__ = ["ApplicationError", "NotFound", "api_exception_handler", "error_response"]
+
+logger = logging.getLogger("contextproto.api")
+BEARER_CHALLENGE = 'Bearer realm="api"'
 
 
 def error_response(
     code: str, message: str, status: int, details: dict[str, Any] | None = None
 ) -> Response:
-    body = {
-        "error": {"code": code, "message": message, "details": details or {}},
-        "type": f"about:blank#{code}",
-        "title": code.replace("_", " "),
-        "status": status,
-    }
-    return Response(body, status=status)
+    response = Response(error_body(code, message, status, details), status=status)
+    if status == 401:
+        # RFC 9110 §11.6.1: a 401 names its challenge. DRF sets it on the response its own
+        # handler builds, not on ours; keep it equal to BearerKeyAuthentication's.
+        response["WWW-Authenticate"] = BEARER_CHALLENGE
+    return response
 
 
 def _flatten_validation(detail: Any, prefix: str = "") -> list[dict[str, str]]:
@@ -91,4 +97,24 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response |
         status = response.status_code if response is not None else exc.status_code
         code = exc.get_codes() if isinstance(exc.get_codes(), str) else exc.default_code
         return error_response(str(code), str(exc.detail), status)
-    return None
+    if isinstance(exc, OperationalError | InterfaceError):
+        # The database is unreachable or the connection died: nothing was committed, and
+        # the same request can be sent again once it is back.
+        logger.warning("database unavailable: %s", exc)
+        return error_response(
+            "dependency_unavailable",
+            "The database is unavailable; nothing was written. Retry the same request later.",
+            http_status.HTTP_503_SERVICE_UNAVAILABLE,
+            {"dependency": "database"},
+        )
+    # Anything else is a defect of ours: log it with the request id, answer the one shape.
+    request = getattr(context.get("request"), "_request", None)
+    request_id = request_id_of(request) if request is not None else uuid.uuid4().hex
+    logger.error(
+        "unhandled error in %s %s (request id %s)",
+        getattr(request, "method", "?"),
+        getattr(request, "path", "?"),
+        request_id,
+        exc_info=exc,
+    )
+    return Response(internal_error_body(request_id), status=500)

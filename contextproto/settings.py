@@ -40,11 +40,30 @@ def env_bool(name: str, default: bool) -> bool:
     raise ImproperlyConfigured(f"{name} must be a boolean (true/false), got {raw!r}")
 
 
-SECRET_KEY = env_str("SECRET_KEY", "dev-only-insecure-secret-key-change-me")
 DEBUG = env_bool("DEBUG", False)
+DEV_SECRET_KEY = "dev-only-insecure-secret-key-change-me"
+SECRET_KEY = env_str("SECRET_KEY") or DEV_SECRET_KEY
+# The dev key is public. Management commands (create_application, migrate, ...) and the dev
+# server still run on it, but `check --deploy` fails and the production entry points
+# (contextproto.asgi / contextproto.wsgi under a real server) refuse to serve with it while
+# DEBUG is off, unless ALLOW_DEV_SECRET_KEY=true (see contextproto.checks).
+ALLOW_DEV_SECRET_KEY = env_bool("ALLOW_DEV_SECRET_KEY", False)
 ALLOWED_HOSTS = [
     h for h in env_str("ALLOWED_HOSTS", "127.0.0.1,localhost,testserver").split(",") if h
 ]
+
+# Served over TLS (HTTPS=true): redirect plain HTTP, send HSTS, keep cookies off plain HTTP.
+# Behind a proxy that terminates TLS also set TRUST_X_FORWARDED_PROTO=true, or every request
+# looks like plain HTTP and the redirect loops.
+HTTPS = env_bool("HTTPS", False)
+SECURE_SSL_REDIRECT = HTTPS
+SESSION_COOKIE_SECURE = HTTPS
+CSRF_COOKIE_SECURE = HTTPS
+SECURE_HSTS_SECONDS = env_int("HSTS_SECONDS", 365 * 24 * 3600) if HTTPS else 0
+SECURE_HSTS_INCLUDE_SUBDOMAINS = HTTPS and env_bool("HSTS_INCLUDE_SUBDOMAINS", True)
+SECURE_HSTS_PRELOAD = HTTPS and env_bool("HSTS_PRELOAD", True)
+if env_bool("TRUST_X_FORWARDED_PROTO", False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -60,6 +79,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "contextproto.middleware.RequestIdMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -127,9 +147,9 @@ REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["contextproto.api.BearerKeyAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": [],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["contextproto.parsers.StoredJSONParser"],
     "EXCEPTION_HANDLER": "contextproto.api_errors.api_exception_handler",
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "contextproto.api_schema.AutoSchema",
     "UNAUTHENTICATED_USER": None,
 }
 SPECTACULAR_SETTINGS = {
@@ -179,8 +199,11 @@ NODE_ROLE = env_str("NODE_ROLE", "api")
 # Maintenance (SPEC §6): attempts per job, backoff between them, the lease a worker holds.
 MAINTENANCE_MAX_ATTEMPTS = env_int("MAINTENANCE_MAX_ATTEMPTS", 5)
 MAINTENANCE_RETRY_BASE_SECONDS = env_int("MAINTENANCE_RETRY_BASE_SECONDS", 5)
-MAINTENANCE_LEASE_SECONDS = env_int("MAINTENANCE_LEASE_SECONDS", 900)
+# Short, because a running worker renews it (every third of it) until the task time limit.
+MAINTENANCE_LEASE_SECONDS = env_int("MAINTENANCE_LEASE_SECONDS", 60)
 MAINTENANCE_SWEEP_SECONDS = env_int("MAINTENANCE_SWEEP_SECONDS", 60)
+# An external maintainer's job that sees no request for this long fails as expired.
+MAINTENANCE_EXTERNAL_JOB_TTL_SECONDS = env_int("MAINTENANCE_EXTERNAL_JOB_TTL_SECONDS", 600)
 
 # Runtime: queue a Celery task for each runnable run (off: the caller advances runs itself).
 RUNTIME_AUTOSTART = env_bool("RUNTIME_AUTOSTART", True)

@@ -7,3 +7,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/v1/", include("contextproto.api_urls")),
 ]
+
+# Under /api/ an unrouted path or a crash answers the JSON error shape (SPEC §9).
+handler404 = "contextproto.middleware.api_not_found"
+handler500 = "contextproto.middleware.api_server_error"

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
+from uuid import UUID
 
 from django.conf import settings
 from django.core.cache import cache
 from django.db import connection
+from django.utils.dateparse import parse_datetime
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.request import Request
@@ -21,16 +24,25 @@ from contextproto.api import (
     credential_of,
     decode_cursor,
     encode_cursor,
+    invalid_cursor,
     page_limit,
     parse_uuid,
 )
+from contextproto.api_schema import AFTER_INDEX, LIMIT, PAGE, PREFIX, WINDOW
 from contextproto.errors import ApplicationError, NotFound
 from contextproto.protocol import adapters, catalog
 from contextproto.protocol.state import checkpoint_key, covered_key, window_key
 from sessions_app import selectors
 from sessions_app.models import FoldRecord, KVEntry, ProjectionSnapshot, Session, WindowRecord
-from sessions_app.selectors import to_raw
-from sessions_app.services import dispatch, maintenance, messages, projection, runs, sessions
+from sessions_app.services import (
+    client_writes,
+    dispatch,
+    maintenance,
+    messages,
+    projection,
+    runs,
+    sessions,
+)
 
 
 def session_for(request: Request, session_id: str) -> Session:
@@ -81,20 +93,42 @@ class SessionDetailApi(APIView):
         return Response(session_to_wire(session_for(request, session_id)))
 
 
+CLIENT_MESSAGE_ID = serializers.CharField(
+    max_length=128,
+    min_length=1,
+    required=False,
+    allow_null=True,
+    help_text="Idempotency key: a retry with the same id replays the first write "
+    "(200, header Idempotent-Replayed: true) instead of writing twice.",
+)
+REPLAYED_HEADER = "Idempotent-Replayed"
+
+
+def _written(body: dict[str, Any], replayed: bool) -> Response:
+    """201 for a new message; 200 and the replay header for a replayed one."""
+    if replayed:
+        return Response(body, status=status.HTTP_200_OK, headers={REPLAYED_HEADER: "true"})
+    return Response(body, status=status.HTTP_201_CREATED)
+
+
 class SessionInputApi(APIView):
     class Input(StrictSerializer):
         content = AnyJSONField()
+        clientMessageId = CLIENT_MESSAGE_ID
 
     @extend_schema(request=Input, responses={201: dict})
     def post(self, request: Request, session_id: str) -> Response:
         session = session_for(request, session_id)
         data = self.Input.parse(request.data)
         messages._check_content(data["content"])
-        run, message = runs.run_start(session_id=session.id, content=data["content"])
-        return Response(
-            {"runId": run.id.hex, "index": message.index, "message": to_raw(message).to_wire()},
-            status=status.HTTP_201_CREATED,
+        message, replayed = client_writes.write_once(
+            session_id=session.id,
+            client_message_id=data.get("clientMessageId"),
+            request={"kind": "input", "content": data["content"]},
+            write=lambda: runs.run_start(session_id=session.id, content=data["content"])[1],
         )
+        body = {"runId": message.input_run, "index": message.index, "message": message.to_wire()}
+        return _written(body, replayed)
 
 
 class SessionMessagesApi(APIView):
@@ -107,29 +141,36 @@ class SessionMessagesApi(APIView):
         arguments = AnyJSONField(required=False, allow_null=True)
         isError = serializers.BooleanField(required=False, allow_null=True)
         snapshotId = serializers.CharField(max_length=64, required=False, allow_null=True)
+        clientMessageId = CLIENT_MESSAGE_ID
 
     @extend_schema(request=Input, responses={201: dict})
     def post(self, request: Request, session_id: str) -> Response:
         session = session_for(request, session_id)
         data = self.Input.parse(request.data)
-        message = messages.message_write(
+        fields = {
+            "role": data["role"],
+            "kind": data["kind"],
+            "content": data["content"],
+            "tool_call_id": data.get("toolCallId"),
+            "tool_name": data.get("toolName"),
+            "arguments": data.get("arguments"),
+            "is_error": data.get("isError"),
+            "snapshot_id": data.get("snapshotId"),
+        }
+        message, replayed = client_writes.write_once(
             session_id=session.id,
-            role=data["role"],
-            kind=data["kind"],
-            content=data["content"],
-            tool_call_id=data.get("toolCallId"),
-            tool_name=data.get("toolName"),
-            arguments=data.get("arguments"),
-            is_error=data.get("isError"),
-            snapshot_id=data.get("snapshotId"),
+            client_message_id=data.get("clientMessageId"),
+            request=fields,
+            write=lambda: messages.message_write(session_id=session.id, **fields),
         )
-        return Response(to_raw(message).to_wire(), status=status.HTTP_201_CREATED)
+        return _written(message.to_wire(), replayed)
 
-    @extend_schema(responses={200: dict})
+    @extend_schema(parameters=[WINDOW, AFTER_INDEX, LIMIT], responses={200: dict})
     def get(self, request: Request, session_id: str) -> Response:
         session = session_for(request, session_id)
         limit = page_limit(request.query_params.get("limit"))
-        after = _int_param(request, "afterIndex", 0)
+        # -1 reads from the start, as context_history_list's afterIndex does.
+        after = max(_int_param(request, "afterIndex", 0, minimum=-1), 0)
         window = request.query_params.get("window") or None
         page = selectors.log_page(session.id, window_id=window, after_index=after, limit=limit + 1)
         more = len(page) > limit
@@ -142,14 +183,22 @@ class SessionMessagesApi(APIView):
         )
 
 
-def _int_param(request: Request, name: str, default: int) -> int:
+def _int_param(request: Request, name: str, default: int, *, minimum: int) -> int:
     raw = request.query_params.get(name)
     if raw in (None, ""):
         return default
+    maximum = catalog.JSON_INTEGER_MAX
     try:
-        return int(raw)
-    except ValueError as exc:
-        raise ApplicationError("invalid_request", f"{name} must be an integer.") from exc
+        value = int(raw) if raw.isascii() and len(raw) <= 20 else None
+    except ValueError:
+        value = None
+    if value is None or not minimum <= value <= maximum:
+        raise ApplicationError(
+            "invalid_request",
+            f"{name} must be an integer between {minimum} and {maximum}.",
+            {"field": name},
+        )
+    return value
 
 
 class ProjectionApi(APIView):
@@ -194,23 +243,25 @@ class ToolDispatchApi(APIView):
         return Response(receipt.to_wire())
 
 
-def _keyset_page(request: Request) -> tuple[dict[str, Any] | None, int]:
-    return decode_cursor(request.query_params.get("cursor")), page_limit(
+def _keyset_page(
+    request: Request, shape: dict[str, type]
+) -> tuple[dict[str, Any] | None, int]:
+    return decode_cursor(request.query_params.get("cursor"), shape), page_limit(
         request.query_params.get("limit")
     )
 
 
 class WindowsApi(APIView):
-    @extend_schema(responses={200: dict})
+    @extend_schema(parameters=PAGE, responses={200: dict})
     def get(self, request: Request, session_id: str) -> Response:
         session = session_for(request, session_id)
-        cursor, limit = _keyset_page(request)
+        cursor, limit = _keyset_page(request, {"c": int, "w": str})
         rows = WindowRecord.objects.filter(session=session).order_by(
             "created_at_index", "window_id"
         )
         if cursor:
-            rows = rows.filter(created_at_index__gte=cursor.get("c", 0)).exclude(
-                created_at_index=cursor.get("c", 0), window_id__lte=cursor.get("w", "")
+            rows = rows.filter(created_at_index__gte=cursor["c"]).exclude(
+                created_at_index=cursor["c"], window_id__lte=cursor["w"]
             )
         page = list(rows[: limit + 1])
         more = len(page) > limit
@@ -239,13 +290,13 @@ class WindowsApi(APIView):
 
 
 class FoldsApi(APIView):
-    @extend_schema(responses={200: dict})
+    @extend_schema(parameters=PAGE, responses={200: dict})
     def get(self, request: Request, session_id: str) -> Response:
         session = session_for(request, session_id)
-        cursor, limit = _keyset_page(request)
+        cursor, limit = _keyset_page(request, {"id": int})
         rows = FoldRecord.objects.filter(session=session).order_by("id")
         if cursor:
-            rows = rows.filter(id__gt=cursor.get("id", 0))
+            rows = rows.filter(id__gt=cursor["id"])
         page = list(rows[: limit + 1])
         more = len(page) > limit
         page = page[:limit]
@@ -269,14 +320,15 @@ class FoldsApi(APIView):
 
 
 class SnapshotsApi(APIView):
-    @extend_schema(responses={200: dict})
+    @extend_schema(parameters=PAGE, responses={200: dict})
     def get(self, request: Request, session_id: str) -> Response:
         session = session_for(request, session_id)
-        cursor, limit = _keyset_page(request)
+        cursor, limit = _keyset_page(request, {"t": str, "id": str})
         rows = ProjectionSnapshot.objects.filter(session=session).order_by("-created_at", "-id")
         if cursor:
-            rows = rows.filter(created_at__lte=cursor["t"]).exclude(
-                created_at=cursor["t"], id__gte=cursor["id"]
+            created_at, snapshot_id = _snapshot_position(cursor)
+            rows = rows.filter(created_at__lte=created_at).exclude(
+                created_at=created_at, id__gte=snapshot_id
             )
         page = list(rows[: limit + 1])
         more = len(page) > limit
@@ -294,17 +346,29 @@ class SnapshotsApi(APIView):
         )
 
 
+def _snapshot_position(cursor: dict[str, Any]) -> tuple[datetime, UUID]:
+    """The (createdAt, id) a snapshots cursor holds; 400 `invalid_cursor` if it holds else."""
+    try:
+        created_at = parse_datetime(cursor["t"])
+        snapshot_id = UUID(cursor["id"])
+    except ValueError as exc:
+        raise invalid_cursor() from exc
+    if created_at is None or created_at.tzinfo is None:
+        raise invalid_cursor()
+    return created_at, snapshot_id
+
+
 class KvApi(APIView):
-    @extend_schema(responses={200: dict})
+    @extend_schema(parameters=[*PAGE, PREFIX], responses={200: dict})
     def get(self, request: Request, session_id: str) -> Response:
         session = session_for(request, session_id)
-        cursor, limit = _keyset_page(request)
+        cursor, limit = _keyset_page(request, {"k": str})
         rows = KVEntry.objects.filter(session=session).order_by("key")
         prefix = request.query_params.get("prefix")
         if prefix:
             rows = rows.filter(key__startswith=prefix)
         if cursor:
-            rows = rows.filter(key__gt=cursor.get("k", ""))
+            rows = rows.filter(key__gt=cursor["k"])
         page = list(rows[: limit + 1])
         more = len(page) > limit
         page = page[:limit]
@@ -320,7 +384,7 @@ class KvApi(APIView):
 class HealthApi(APIView):
     """Node role, catalog fingerprint and reachability of the database and the cache/broker."""
 
-    @extend_schema(responses={200: dict})
+    @extend_schema(auth=[], responses={200: dict})
     def get(self, request: Request) -> Response:
         checks: dict[str, str] = {}
         try:
@@ -405,17 +469,10 @@ class MaintenancePlanApi(APIView):
         session = session_for(request, session_id)
         _window_of(session, window_id)
         data = self.Input.parse(request.data)
-        job, created = maintenance.maintenance_request(
-            session_id=session.id, window_id=window_id, trigger="external", external=True
+        # A refused plan writes no job (it would block the window); see the service.
+        job, plan = maintenance.maintenance_external_plan(
+            session_id=session.id, window_id=window_id, through_index=data.get("throughIndex")
         )
-        if not created and not job.external:
-            raise ApplicationError(
-                "maintenance_busy",
-                "The built-in maintainer is working on this window; try again later.",
-                {"jobId": str(job.id)},
-                status=409,
-            )
-        plan = maintenance.maintenance_plan(job=job, through_index=data.get("throughIndex"))
         return Response(
             {
                 "jobId": str(job.id),

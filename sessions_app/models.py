@@ -347,3 +347,28 @@ class ArchiveChunk(models.Model):
 
     def __str__(self) -> str:
         return f"archive #{self.first_index}-#{self.last_index}"
+
+
+class ClientWrite(models.Model):
+    """A host write sent with a client message id: a retry replays it instead of writing twice.
+
+    Kept apart from Message so the archive never moves it: a retry finds the message by index,
+    hot or cold.
+    """
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="client_writes")
+    client_message_id = models.CharField(max_length=128)
+    # sha256 of the request the id was first used with; another request with it is refused.
+    request_hash = models.CharField(max_length=64)
+    message_index = models.BigIntegerField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["session", "client_message_id"], name="client_write_unique_id"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.client_message_id} → #{self.message_index}"

@@ -1,0 +1,130 @@
+"""Request-scoped plumbing of the JSON API: request ids, refusals before routing, JSON 404/500.
+
+Everything under `/api/` answers the one error shape, whether a view ran or not: an unrouted
+path is a JSON 404 `not_found`, a crash a JSON 500 `internal_error` carrying the request id
+that the service log also names (see contextproto.api_errors).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import uuid
+from collections.abc import Callable
+
+from django.http import HttpRequest, HttpResponse, JsonResponse
+
+logger = logging.getLogger("contextproto.requests")
+
+API_PREFIX = "/api/"
+REQUEST_ID_HEADER = "X-Request-Id"
+# A caller's own id is kept when it looks like one (so logs join across services).
+_CALLER_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{8,128}$")
+
+
+def error_body(code: str, message: str, status: int, details: dict | None = None) -> dict:
+    """The one error shape (SPEC §9), with the RFC 9457 fields."""
+    return {
+        "error": {"code": code, "message": message, "details": details or {}},
+        "type": f"about:blank#{code}",
+        "title": code.replace("_", " "),
+        "status": status,
+    }
+
+
+def request_id_of(request: HttpRequest) -> str:
+    """The id of this request: set by RequestIdMiddleware, or made up on the spot."""
+    found = getattr(request, "request_id", None)
+    if found is None:
+        found = uuid.uuid4().hex
+        request.request_id = found  # type: ignore[attr-defined]
+    return found
+
+
+def is_api(request: HttpRequest) -> bool:
+    return request.path.startswith(API_PREFIX)
+
+
+class RequestIdMiddleware:
+    """Give each request an id (X-Request-Id in and out) and refuse NUL in paths and queries.
+
+    PostgreSQL refuses NUL in text, so a `%00` in a path segment or a query value would
+    fail inside a query as a 500; it is refused here, before routing, with a 400.
+    """
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        incoming = request.META.get("HTTP_X_REQUEST_ID", "")
+        request.request_id = (  # type: ignore[attr-defined]
+            incoming if _CALLER_REQUEST_ID.match(incoming) else uuid.uuid4().hex
+        )
+        if is_api(request):
+            refused = _refuse_nul(request)
+            response = refused if refused is not None else self.get_response(request)
+        else:
+            response = self.get_response(request)
+        response[REQUEST_ID_HEADER] = request.request_id
+        return response
+
+
+def _refuse_nul(request: HttpRequest) -> HttpResponse | None:
+    where = None
+    if "\x00" in request.path:
+        where = "path"
+    else:
+        for name, values in request.GET.lists():
+            if "\x00" in name or any("\x00" in value for value in values):
+                where = name.replace("\x00", "\\u0000")
+                break
+    if where is None:
+        return None
+    return JsonResponse(
+        error_body(
+            "unsupported_character",
+            f"{where}: contains a NUL character (%00), which no id, key or filter can hold.",
+            400,
+            {"field": where},
+        ),
+        status=400,
+    )
+
+
+def api_not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    """handler404: JSON for the API, Django's page for the admin and the rest."""
+    if is_api(request):
+        return JsonResponse(
+            error_body(
+                "not_found",
+                f"No API endpoint at {request.path}; see /api/v1/schema/ for the routes.",
+                404,
+            ),
+            status=404,
+        )
+    from django.views.defaults import page_not_found
+
+    return page_not_found(request, exception)
+
+
+def api_server_error(request: HttpRequest) -> HttpResponse:
+    """handler500: JSON with the request id for the API, Django's page elsewhere."""
+    if is_api(request):
+        return internal_error_response(request)
+    from django.views.defaults import server_error
+
+    return server_error(request)
+
+
+def internal_error_body(request_id: str) -> dict:
+    return error_body(
+        "internal_error",
+        "The service failed while handling this request; nothing you sent was at fault as "
+        f"far as it can tell. Report request id {request_id} to the operator.",
+        500,
+        {"requestId": request_id},
+    )
+
+
+def internal_error_response(request: HttpRequest) -> JsonResponse:
+    return JsonResponse(internal_error_body(request_id_of(request)), status=500)
