@@ -7,5 +7,6 @@ class SessionsAppConfig(AppConfig):
     verbose_name = "Sessions"
 
     def ready(self) -> None:
-        # Load the Celery app so @shared_task binds to it in every process.
-        from contextproto import celery  # noqa: F401
+        # The Celery app, so @shared_task binds to it in every process; the deploy check
+        # refusing the public dev SECRET_KEY.
+        from contextproto import celery, checks  # noqa: F401

@@ -27,6 +27,7 @@ CONTROLLED = (
     "ALLOWED_HOSTS",
     "DATABASE_URL",
     "REDIS_URL",
+    "DJANGO_ALLOW_ASYNC_UNSAFE",  # set by the browser tests' conftest; check --deploy flags it
 )
 
 
@@ -63,11 +64,33 @@ def test_check_deploy_names_what_plain_http_leaves_open(tmp_path):
         assert check in result.stderr, result.stderr
 
 
-def test_the_dev_secret_key_is_refused_with_debug_off(tmp_path):
-    result = manage(tmp_path, "check")
+def test_the_dev_secret_key_fails_the_deploy_check_with_debug_off(tmp_path):
+    result = manage(tmp_path, "check", "--deploy")
     assert result.returncode != 0
-    assert "ImproperlyConfigured: SECRET_KEY is not set" in result.stderr, result.stderr
+    assert "contextproto.E001" in result.stderr, result.stderr
     assert "ALLOW_DEV_SECRET_KEY=true" in result.stderr
+
+
+@pytest.mark.parametrize("entry_point", ["contextproto.asgi", "contextproto.wsgi"])
+def test_a_production_server_refuses_to_load_the_app_on_the_dev_key(tmp_path, entry_point):
+    clean = {k: v for k, v in os.environ.items() if k not in CONTROLLED}
+    clean.update(VAR_DIR=str(tmp_path))
+    result = subprocess.run(
+        [sys.executable, "-c", f"import {entry_point}"],
+        cwd=ROOT,
+        env=clean,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode != 0
+    assert "ImproperlyConfigured: SECRET_KEY is the public dev key" in result.stderr
+
+
+def test_management_commands_still_run_on_the_dev_key(tmp_path):
+    # Hosts and operators script `manage.py create_application NAME` (SPEC 9.1).
+    result = manage(tmp_path, "check")
+    assert result.returncode == 0, result.stderr
 
 
 @pytest.mark.parametrize(
