@@ -49,28 +49,39 @@ class BearerKeyAuthentication(BaseAuthentication):
             raise ApplicationError(
                 "not_authenticated", "Use 'Authorization: Bearer <key>'.", status=401
             )
-        digest = hash_key(raw)
-        key = (
-            ApiKey.objects.select_related("application")
-            .filter(key_hash=digest, revoked_at__isnull=True)
-            .first()
-        )
-        if key is not None:
-            return None, Credential(application=key.application)
-        from sessions_app.models import Session
-
-        session = (
-            Session.objects.select_related("application")
-            .filter(session_key_hash=digest)
-            .only("id", "application")
-            .first()
-        )
-        if session is not None:
-            return None, Credential(application=session.application, session_id=session.id)
-        raise ApplicationError("not_authenticated", "Unknown or revoked key.", status=401)
+        credential = credential_for_key(raw)
+        if credential is None:
+            raise ApplicationError("not_authenticated", "Unknown or revoked key.", status=401)
+        return None, credential
 
     def authenticate_header(self, request: Request) -> str:
         return 'Bearer realm="api"'
+
+
+def credential_for_key(raw: str) -> Credential | None:
+    """The credential a raw application or session key stands for; None if unknown or revoked.
+
+    The one lookup behind the API's bearer authentication and the MCP server's.
+    """
+    digest = hash_key(raw)
+    key = (
+        ApiKey.objects.select_related("application")
+        .filter(key_hash=digest, revoked_at__isnull=True)
+        .first()
+    )
+    if key is not None:
+        return Credential(application=key.application)
+    from sessions_app.models import Session
+
+    session = (
+        Session.objects.select_related("application")
+        .filter(session_key_hash=digest)
+        .only("id", "application")
+        .first()
+    )
+    if session is not None:
+        return Credential(application=session.application, session_id=session.id)
+    return None
 
 
 def credential_of(request: Request) -> Credential:

@@ -269,3 +269,57 @@ def _perform_effects(session_id: UUID, effects: tuple[tuple[str, dict], ...]) ->
             maintenance_request(
                 session_id=session_id, window_id=payload["windowId"], trigger="tool"
             )
+
+
+def tool_call_record_and_dispatch(
+    *, session_id: UUID | str, tool_call_id: str, tool_name: str, arguments: Any
+) -> Receipt:
+    """Record a protocol tool call against the session's latest view, then dispatch it once.
+
+    For callers that hold no snapshot id of their own (MCP `tools/call`): the call is written
+    as generated from the session's latest projection snapshot (one is built when none
+    exists), then goes through `tool_dispatch` like any other call, so receipts, stale
+    state, the window guard and one call per turn all hold. The same toolCallId again with
+    the same tool and arguments replays the receipt; with others it is 409
+    `tool_call_id_reused`.
+    """
+    from sessions_app.services.messages import message_write
+    from sessions_app.services.projection import projection_build
+
+    if tool_name not in catalog.PROTOCOL_TOOL_NAMES:
+        raise ApplicationError(
+            "not_a_protocol_tool",
+            f"{tool_name} is not a protocol tool; only context_* tools are served here.",
+            {"toolName": tool_name},
+        )
+    with transaction.atomic():
+        session = session_lock(session_id)
+        recorded = Message.objects.filter(
+            session=session, kind="tool_call", tool_call_id=tool_call_id
+        ).first() or archived_row_by_tool_call(session.id, tool_call_id, "tool_call")
+        if recorded is None:
+            snapshot = (
+                ProjectionSnapshot.objects.filter(session=session)
+                .order_by("-created_at", "-id")
+                .only("id")
+                .first()
+            ) or projection_build(session_id=session.id)
+            message_write(
+                session_id=session.id,
+                role="assistant",
+                kind="tool_call",
+                content="",
+                tool_call_id=tool_call_id,
+                tool_name=tool_name,
+                arguments=arguments,
+                snapshot_id=str(snapshot.id),
+            )
+        elif recorded.tool_name != tool_name or recorded.arguments != arguments:
+            raise ApplicationError(
+                "tool_call_id_reused",
+                f"toolCallId {tool_call_id} was already used for another call "
+                f"({recorded.tool_name}); use a new id for a new call.",
+                {"toolCallId": tool_call_id, "toolName": recorded.tool_name},
+                status=409,
+            )
+        return tool_dispatch(session_id=session.id, tool_call_id=tool_call_id)
