@@ -1,7 +1,7 @@
 # Two commands: `make demo` and `make test`. Both build the venv from Python 3.12 first.
 SHELL := /bin/bash
-# These targets are development runs on the public dev SECRET_KEY, which settings.py
-# refuses with DEBUG off unless this is set (a real SECRET_KEY in the environment wins).
+# These targets are development runs on the public dev SECRET_KEY, which production servers
+# refuse with DEBUG off unless this is set (a real SECRET_KEY in the environment wins).
 export ALLOW_DEV_SECRET_KEY ?= true
 PYENV_ROOT ?= $(shell pyenv root 2>/dev/null || echo $$HOME/.pyenv)
 PYTHON312 ?= $(PYENV_ROOT)/versions/3.12.1/bin/python
@@ -9,7 +9,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: venv test test-fast lint demo bench clean
+.PHONY: venv test test-fast lint demo serve worker bench clean
 
 $(STAMP): pyproject.toml
 	@if [ ! -x "$(PYTHON312)" ]; then \
@@ -36,6 +36,30 @@ demo: $(STAMP)
 	$(PY) manage.py migrate --noinput
 	$(PY) manage.py demo
 	$(PY) manage.py runserver 127.0.0.1:8000
+
+# The production server (uvicorn, SERVE_WORKERS processes) on PostgreSQL + Redis: the API,
+# the admin, static files and MCP at /mcp/. Run `make worker` beside it for maintenance.
+SERVE_DATABASE_URL := postgres://postgres@127.0.0.1:5432/contextproto
+SERVE_REDIS_URL := redis://127.0.0.1:6379/0
+SERVE_HOST ?= 127.0.0.1
+SERVE_PORT ?= 8000
+SERVE_WORKERS ?= 4
+serve: $(STAMP)
+	@set -euo pipefail; \
+	export DATABASE_URL="$${DATABASE_URL:-$(SERVE_DATABASE_URL)}"; \
+	export REDIS_URL="$${REDIS_URL:-$(SERVE_REDIS_URL)}"; \
+	if ! psql "$$DATABASE_URL" -Atqc 'SELECT 1' >/dev/null 2>&1; then \
+	  createdb --maintenance-db="$${DATABASE_URL%/*}/postgres" "$${DATABASE_URL##*/}"; \
+	fi; \
+	$(PY) manage.py migrate --noinput; \
+	$(PY) manage.py collectstatic --noinput >/dev/null; \
+	exec $(VENV)/bin/uvicorn contextproto.asgi:application --host $(SERVE_HOST) \
+	  --port $(SERVE_PORT) --workers $(SERVE_WORKERS) --proxy-headers
+
+worker: $(STAMP)
+	DATABASE_URL="$${DATABASE_URL:-$(SERVE_DATABASE_URL)}" \
+	REDIS_URL="$${REDIS_URL:-$(SERVE_REDIS_URL)}" NODE_ROLE=worker \
+	  $(VENV)/bin/celery -A contextproto worker -B -Q contextproto -l info
 
 # PostgreSQL only: DATABASE_URL defaults to a local contextproto_bench database, created
 # with createdb if missing and migrated first. Figures go to BENCHMARKS.md.

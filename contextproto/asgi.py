@@ -1,12 +1,37 @@
-"""ASGI entry point."""
+"""ASGI entry point: Django (API, admin, static files) and the MCP server at /mcp/.
+
+Serve it with uvicorn (see the README's production section and `make serve`).
+"""
 
 import os
 
 from django.core.asgi import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "contextproto.settings")
-application = get_asgi_application()
+django_application = get_asgi_application()
 
-from contextproto.checks import refuse_dev_key_when_serving  # noqa: E402 (needs settings)
+from django.conf import settings  # noqa: E402 (needs the settings module set above)
+
+from contextproto.checks import refuse_dev_key_when_serving  # noqa: E402
+from contextproto.mcp_server import mcp_http_app  # noqa: E402
 
 refuse_dev_key_when_serving()
+mcp_application = mcp_http_app(settings.ALLOWED_HOSTS)
+MCP_PREFIX = "/mcp"
+
+
+async def application(scope, receive, send):
+    """Route /mcp and /mcp/… to the MCP app, everything else to Django.
+
+    The lifespan belongs to the MCP app (its session manager); Django has none.
+    """
+    if scope["type"] == "lifespan":
+        await mcp_application(scope, receive, send)
+        return
+    path = scope.get("path", "")
+    if scope["type"] == "http" and (path == MCP_PREFIX or path.startswith(MCP_PREFIX + "/")):
+        if path == MCP_PREFIX:
+            scope = {**scope, "path": MCP_PREFIX + "/", "raw_path": b"/mcp/"}
+        await mcp_application(scope, receive, send)
+        return
+    await django_application(scope, receive, send)

@@ -81,6 +81,9 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "contextproto.middleware.RequestIdMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    # Static files (the admin's CSS and JS) from every server, runserver with DEBUG off and
+    # uvicorn included; without it the admin renders unstyled.
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -139,6 +142,10 @@ USE_I18N = True
 USE_TZ = True
 STATIC_URL = "static/"
 STATIC_ROOT = VAR_DIR / "static"
+# Serve straight from the apps' static folders too, so a checkout works before (or without)
+# collectstatic; `make serve` collects them into STATIC_ROOT, which WhiteNoise serves first.
+WHITENOISE_USE_FINDERS = True
+STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # WhiteNoise warns about a missing root
 
 # Bodies above this are refused with 413 (see contextproto.api_errors).
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("MAX_BODY_BYTES", 2 * 1024 * 1024)

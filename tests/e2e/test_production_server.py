@@ -1,0 +1,195 @@
+"""The production server (uvicorn, several workers) serving the API, static files and MCP.
+
+Started once, as the README's production command does, on the test's PostgreSQL + Redis;
+one host turn is driven over HTTP, then the MCP endpoint with the official client.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import secrets
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django.db import connection
+
+ROOT = Path(__file__).resolve().parents[2]
+
+pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def server_env(tmp_path: Path) -> dict[str, str]:
+    db = connection.settings_dict
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_VERSION", "DEBUG")}
+    env.update(
+        DATABASE_URL=f"postgres://{db['USER']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/"
+        f"{db['NAME']}",
+        REDIS_URL=settings.REDIS_URL,
+        SECRET_KEY=secrets.token_urlsafe(50),  # production: the dev key would be refused
+        ALLOW_DEV_SECRET_KEY="false",
+        ALLOWED_HOSTS="127.0.0.1,localhost",
+        VAR_DIR=str(tmp_path),
+        RUNTIME_AUTOSTART="false",
+    )
+    return env
+
+
+class Http:
+    def __init__(self, base: str, key: str) -> None:
+        self.base, self.key = base, key
+
+    def call(self, method: str, path: str, body: object = None) -> tuple[int, dict]:
+        data = json.dumps(body).encode() if body is not None else None
+        request = urllib.request.Request(
+            self.base + path,
+            data=data,
+            method=method,
+            headers={"Authorization": f"Bearer {self.key}", "Content-Type": "application/json"},
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=30) as response:
+                return response.status, json.loads(response.read() or b"{}")
+        except urllib.error.HTTPError as exc:
+            return exc.code, json.loads(exc.read() or b"{}")
+
+
+@pytest.fixture
+def production_server(tmp_path):
+    port = free_port()
+    log = tmp_path / "server.log"
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "contextproto.asgi:application",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--workers",
+            "2",
+        ],
+        cwd=ROOT,
+        env=server_env(tmp_path),
+        stdout=log.open("wb"),
+        stderr=subprocess.STDOUT,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(base + "/api/v1/health/", timeout=2):
+                    break
+            except urllib.error.HTTPError:
+                break  # it answers
+            except OSError:
+                if process.poll() is not None or time.monotonic() > deadline:
+                    raise AssertionError("server did not start:\n" + log.read_text()) from None
+                time.sleep(0.3)
+        yield base
+    finally:
+        process.terminate()
+        try:
+            process.wait(15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_one_host_turn_and_mcp_against_the_production_server(production_server):
+    from agents.services import application_create
+
+    _app, key = application_create(name="production-check")
+    api = Http(production_server + "/api/v1/", key)
+
+    status, agent = api.call("POST", "agents/", {"name": "host"})
+    assert status == 201, agent
+    status, draft = api.call(
+        "POST",
+        f"agents/{agent['id']}/versions/",
+        {
+            "systemPrompt": "You help.\n{{context_protocol}}",
+            "contextProtocolId": "unified",
+            "contextProtocolVersion": 2,
+            "options": {},
+            "model": {"provider": "external", "name": "host-model", "maxInputTokens": 8000},
+        },
+    )
+    assert status == 201, draft
+    assert api.call("POST", f"agent-versions/{draft['id']}/publish/")[0] == 200
+    status, session = api.call("POST", "sessions/", {"agentVersionId": draft["id"], "inputs": {}})
+    assert status == 201, session
+    host = Http(production_server + f"/api/v1/sessions/{session['id']}/", session["sessionKey"])
+
+    # One host turn: input → projection → the model's tool call → dispatch → receipt.
+    assert host.call("POST", "inputs/", {"content": "open a window for the quote"})[0] == 201
+    status, view = host.call("POST", "projection/", {"provider": "openai-chat"})
+    assert status == 201, view
+    assert view["request"]["messages"][-1]["role"] == "assistant"  # the state message
+    status, _ = host.call(
+        "POST",
+        "messages/",
+        {
+            "role": "assistant",
+            "kind": "tool_call",
+            "content": "",
+            "toolCallId": "turn-1",
+            "toolName": "context_window_open",
+            "arguments": {
+                "purpose": "quote",
+                "windowId": "quote",
+                "goal": "prepare the quote",
+                "input": "customer wants 5000 units",
+                "expectedWindowId": "main",
+            },
+            "snapshotId": view["snapshotId"],
+        },
+    )
+    assert status == 201
+    status, receipt = host.call("POST", "tool-calls/turn-1/dispatch/", {})
+    assert status == 200 and receipt["result"]["success"] is True, receipt
+    assert host.call("GET", "")[1]["activeWindow"] == "quote"
+
+    # Static files are served by the same server (the admin is styled).
+    with urllib.request.urlopen(production_server + "/static/admin/css/base.css") as css:
+        assert css.status == 200 and b"body" in css.read()
+
+    # MCP over HTTP with the session key, on the same server.
+    status, _ = host.call("POST", "projection/", {})
+    assert status == 201
+    tools, result = asyncio.run(mcp_calls(production_server + "/mcp/", session["sessionKey"]))
+    assert "context_window_read" in tools
+    assert result["success"] is True and result["window"]["goal"] == "prepare the quote"
+
+
+async def mcp_calls(url: str, key: str) -> tuple[set[str], dict]:
+    import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {key}"}, timeout=30)
+    async with http, Client(streamable_http_client(url, http_client=http)) as mcp:
+        tools = {t.name for t in (await mcp.list_tools()).tools}
+        read = await mcp.call_tool(
+            "context_window_read",
+            {"purpose": "check", "windowId": "quote"},
+            meta={"toolCallId": "mcp-read-1"},
+        )
+        return tools, read.structured_content
