@@ -52,6 +52,8 @@ class BearerKeyAuthentication(BaseAuthentication):
         credential = credential_for_key(raw)
         if credential is None:
             raise ApplicationError("not_authenticated", "Unknown or revoked key.", status=401)
+        # For the request log line (contextproto.middleware), which sees the Django request.
+        request._request.credential = credential
         return None, credential
 
     def authenticate_header(self, request: Request) -> str:

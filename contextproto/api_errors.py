@@ -7,6 +7,7 @@ fields `type`, `title` and `status`, which clients may ignore).
 from __future__ import annotations
 
 import logging
+import math
 import uuid
 from typing import Any
 
@@ -73,6 +74,16 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response |
             "The request body exceeds the size limit; send less data per request.",
             http_status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
         )
+    if isinstance(exc, drf_exceptions.Throttled):
+        wait = max(1, math.ceil(exc.wait or 1))
+        response = error_response(
+            "rate_limited",
+            f"Too many requests for this key; retry in {wait} s.",
+            http_status.HTTP_429_TOO_MANY_REQUESTS,
+            {"retryAfterSeconds": wait},
+        )
+        response["Retry-After"] = str(wait)
+        return response
     if isinstance(exc, Http404):
         return error_response("not_found", "Not found.", 404)
     if isinstance(exc, drf_exceptions.ValidationError):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 import uuid
 from collections.abc import Callable
 
@@ -60,13 +61,44 @@ class RequestIdMiddleware:
         request.request_id = (  # type: ignore[attr-defined]
             incoming if _CALLER_REQUEST_ID.match(incoming) else uuid.uuid4().hex
         )
-        if is_api(request):
-            refused = _refuse_nul(request)
-            response = refused if refused is not None else self.get_response(request)
-        else:
+        if not is_api(request):
             response = self.get_response(request)
+            response[REQUEST_ID_HEADER] = request.request_id
+            return response
+        started = time.perf_counter()
+        refused = _refuse_nul(request)
+        response = refused if refused is not None else self.get_response(request)
         response[REQUEST_ID_HEADER] = request.request_id
+        _log_request(request, response, time.perf_counter() - started)
         return response
+
+
+def _log_request(request: HttpRequest, response: HttpResponse, seconds: float) -> None:
+    """One structured line per API request (JSON in `extra`, key=value in the message)."""
+    from contextproto import metrics
+
+    credential = getattr(request, "credential", None)
+    match = getattr(request, "resolver_match", None)
+    data = getattr(response, "data", None)
+    error = data.get("error") if isinstance(data, dict) else None
+    fields = {
+        "requestId": request.request_id,  # type: ignore[attr-defined]
+        "method": request.method,
+        "path": request.path,
+        "status": response.status_code,
+        "ms": round(seconds * 1000, 1),
+        "application": str(credential.application.id) if credential else None,
+        "session": str(credential.session_id) if credential and credential.session_id else None,
+        "toolCallId": match.kwargs.get("tool_call_id") if match else None,
+        "outcome": error.get("code") if isinstance(error, dict) else "ok",
+    }
+    metrics.REQUESTS.labels(method=request.method, status=str(response.status_code)).inc()
+    level = logging.WARNING if response.status_code >= 500 else logging.INFO
+    logger.log(
+        level,
+        " ".join(f"{k}={v}" for k, v in fields.items() if v is not None),
+        extra={"request": fields},
+    )
 
 
 def _refuse_nul(request: HttpRequest) -> HttpResponse | None:

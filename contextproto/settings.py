@@ -7,6 +7,7 @@ REDIS_URL absent → local-memory cache and Celery tasks run in-process (eager).
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import dj_database_url
@@ -158,6 +159,29 @@ REST_FRAMEWORK = {
     "EXCEPTION_HANDLER": "contextproto.api_errors.api_exception_handler",
     "DEFAULT_SCHEMA_CLASS": "contextproto.api_schema.AutoSchema",
     "UNAUTHENTICATED_USER": None,
+    "DEFAULT_THROTTLE_CLASSES": [
+        "contextproto.throttles.ApplicationRateThrottle",
+        "contextproto.throttles.SessionRateThrottle",
+    ],
+}
+# Requests per second ("N/s", "N/m", ...; "off" for none) per Application and per session
+# key; over the rate: 429 with Retry-After (contextproto.throttles).
+def env_rate(name: str, default: str) -> str | None:
+    raw = env_str(name, default).strip()
+    if raw.lower() == "off":
+        return None
+    count, _, period = raw.partition("/")
+    if not (count.isdigit() and int(count) > 0 and period[:1] in ("s", "m", "h", "d")):
+        raise ImproperlyConfigured(f"{name} must look like 50/s, 3000/m or off, got {raw!r}")
+    return raw
+
+
+# /metrics answers only this bearer token; unset, the endpoint does not exist (404).
+METRICS_TOKEN = env_str("METRICS_TOKEN")
+
+API_THROTTLE_RATES = {
+    "application": env_rate("THROTTLE_APPLICATION_RATE", "500/s"),
+    "session": env_rate("THROTTLE_SESSION_RATE", "50/s"),
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "contextproto API",
@@ -202,6 +226,23 @@ CELERY_BEAT_SCHEDULE = {
 }
 
 NODE_ROLE = env_str("NODE_ROLE", "api")
+# Several nodes (SPEC §12, contextproto.nodes): each process registers in Redis for
+# NODE_TTL_SECONDS, refreshed every NODE_REFRESH_SECONDS. NODE_CODE_VERSION names the build
+# (unset: `git describe`, else the package version).
+NODE_TTL_SECONDS = env_int("NODE_TTL_SECONDS", 30)
+NODE_REFRESH_SECONDS = env_int("NODE_REFRESH_SECONDS", 10)
+if not 0 < NODE_REFRESH_SECONDS < NODE_TTL_SECONDS:
+    raise ImproperlyConfigured("NODE_REFRESH_SECONDS must be above 0 and below NODE_TTL_SECONDS")
+NODE_CODE_VERSION = env_str("NODE_CODE_VERSION")
+# Protocol versions this process does not carry ("unified@3,prefix@2"): it reports a smaller
+# catalog and, as a worker, fails their jobs with protocol_unknown_on_worker. For skew tests,
+# and to keep a version (say the experimental unified@3) off a pool of workers.
+NODE_HIDE_PROTOCOLS = tuple(
+    key.strip() for key in env_str("NODE_HIDE_PROTOCOLS").split(",") if key.strip()
+)
+for _key in NODE_HIDE_PROTOCOLS:
+    if not re.fullmatch(r"[a-z][a-z0-9_]*@[1-9][0-9]*", _key):
+        raise ImproperlyConfigured(f"NODE_HIDE_PROTOCOLS: {_key!r} is not id@version")
 
 # Maintenance (SPEC §6): attempts per job, backoff between them, the lease a worker holds.
 MAINTENANCE_MAX_ATTEMPTS = env_int("MAINTENANCE_MAX_ATTEMPTS", 5)
@@ -231,4 +272,9 @@ LOGGING = {
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "WARNING")},
+    # One line per API request and per job (contextproto.middleware, sessions_app.tasks).
+    "loggers": {
+        name: {"level": env_str("REQUEST_LOG_LEVEL", "INFO")}
+        for name in ("contextproto.requests", "contextproto.jobs")
+    },
 }

@@ -3,9 +3,12 @@
 from django.contrib import admin
 from django.urls import include, path
 
+from contextproto.metrics import metrics_view
+
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/v1/", include("contextproto.api_urls")),
+    path("metrics", metrics_view, name="metrics"),
 ]
 
 # Under /api/ an unrouted path or a crash answers the JSON error shape (SPEC §9).

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import logging
+import time
+
 from celery import shared_task
 from celery.signals import worker_ready
 
 from sessions_app.tasks_archive import archive_sweep  # noqa: F401  (registers the task)
+
+job_log = logging.getLogger("contextproto.jobs")
 
 
 @shared_task(acks_late=True, reject_on_worker_lost=True, ignore_result=True)
@@ -13,7 +18,15 @@ def maintenance_job_run(job_id: str) -> str:
     """One attempt of a maintenance job; a retry is scheduled as a new delivery."""
     from sessions_app.services.maintenance import maintenance_execute
 
+    started = time.perf_counter()
     outcome = maintenance_execute(job_id=job_id)
+    job_log.info(
+        "job=maintenance jobId=%s outcome=%s ms=%.1f reason=%s",
+        job_id,
+        outcome.status,
+        (time.perf_counter() - started) * 1000,
+        outcome.reason or "-",
+    )
     if outcome.retry_in is not None:
         maintenance_job_run.apply_async((job_id,), countdown=outcome.retry_in)
     return outcome.status
@@ -38,4 +51,12 @@ def run_advance_task(run_id: str) -> str:
     """Advance a run with the built-in runtime (one worker per session at a time)."""
     from sessions_app.services.runtime import run_advance
 
-    return run_advance(run_id=run_id)
+    started = time.perf_counter()
+    outcome = run_advance(run_id=run_id)
+    job_log.info(
+        "job=run_advance runId=%s outcome=%s ms=%.1f",
+        run_id,
+        outcome,
+        (time.perf_counter() - started) * 1000,
+    )
+    return outcome

@@ -33,6 +33,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip_redis)
 
 
+@pytest.fixture(autouse=True)
+def _no_rate_limits(settings):
+    """Rate limits off: tests drive the API far faster than any host; test_throttling sets them."""
+    settings.API_THROTTLE_RATES = {"application": None, "session": None}
+
+
 @pytest.fixture
 def application(db):
     from agents.services import application_create

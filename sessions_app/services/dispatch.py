@@ -16,6 +16,7 @@ from uuid import UUID
 
 from django.db import InterfaceError, OperationalError, transaction
 
+from contextproto import metrics
 from contextproto.errors import ApplicationError, NotFound
 from contextproto.protocol import catalog, tools
 from sessions_app.models import Message, ProjectionSnapshot, Session, ToolReceipt
@@ -70,6 +71,7 @@ def tool_dispatch(*, session_id: UUID | str, tool_call_id: str) -> Receipt:
         # No select_related: its inner join would hide a receipt whose result is archived.
         existing = ToolReceipt.objects.filter(session=session, tool_call_id=tool_call_id).first()
         if existing is not None:
+            metrics.REPLAYS.inc()
             result_message = Message.objects.filter(
                 pk=existing.result_message_id
             ).first() or archived_row_by_tool_call(session.id, tool_call_id, "tool_result")
@@ -132,6 +134,8 @@ def tool_dispatch(*, session_id: UUID | str, tool_call_id: str) -> Receipt:
             state_revision=revision,
             result_message=result_message,
         )
+        result, tool_name = outcome.result, call.tool_name
+        transaction.on_commit(lambda: metrics.dispatch_outcome(tool_name, result))
         effects = tuple(outcome.effects)
         if effects:
             transaction.on_commit(lambda: _perform_effects(session.id, effects))

@@ -13,6 +13,7 @@ from django.conf import settings
 from django.db import transaction
 
 from agents.models import AgentVersion
+from contextproto import metrics
 from contextproto.errors import ApplicationError
 from contextproto.protocol import adapters, catalog
 from contextproto.protocol import projection as engine
@@ -32,6 +33,7 @@ def tools_for(version: AgentVersion, protocol: catalog.ProtocolVersion) -> list[
     return list(protocol.tools.values()) + host
 
 
+@metrics.timed(metrics.PROJECTION_SECONDS)
 def projection_build(
     *,
     session_id: UUID | str,

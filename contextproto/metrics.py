@@ -1,0 +1,133 @@
+"""Prometheus metrics at /metrics (prometheus_client): counters in code, gauges at scrape.
+
+Not public: the endpoint answers only `Authorization: Bearer <METRICS_TOKEN>` and does not
+exist (404) while METRICS_TOKEN is unset. With several server processes set
+PROMETHEUS_MULTIPROC_DIR (prometheus_client's multiprocess mode) so a scrape sees them all.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+import os
+import time
+from collections.abc import Callable, Iterator
+from functools import wraps
+from typing import Any, TypeVar
+
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    generate_latest,
+    multiprocess,
+)
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import REGISTRY, Collector
+
+from contextproto.middleware import error_body
+
+logger = logging.getLogger(__name__)
+
+DISPATCHES = Counter(
+    "contextproto_dispatches_total",
+    "Protocol tool dispatches (not replays) by tool and outcome (ok or the error code).",
+    ["tool", "outcome"],
+)
+REPLAYS = Counter("contextproto_dispatch_replays_total", "Dispatches answered from a receipt.")
+PROJECTION_SECONDS = Histogram(
+    "contextproto_projection_seconds",
+    "Time to build and store one projection snapshot.",
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5),
+)
+REQUESTS = Counter(
+    "contextproto_http_requests_total", "API requests by method and status.", ["method", "status"]
+)
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def timed(histogram: Histogram) -> Callable[[F], F]:
+    """Observe the wall time of every call of the decorated function, failures included."""
+
+    def decorate(function: F) -> F:
+        @wraps(function)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            started = time.perf_counter()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                histogram.observe(time.perf_counter() - started)
+
+        return wrapper  # type: ignore[return-value]
+
+    return decorate
+
+
+def dispatch_outcome(tool: str, result: dict[str, Any]) -> None:
+    error = result.get("error")
+    code = error.get("code") if isinstance(error, dict) else None
+    DISPATCHES.labels(tool=tool, outcome="ok" if result.get("success") else str(code)).inc()
+
+
+class StateCollector(Collector):
+    """Gauges read at scrape time: maintenance jobs by state, the Celery queue's depth."""
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        from django.db.models import Count
+
+        from sessions_app.models import MaintenanceJob
+
+        jobs = GaugeMetricFamily(
+            "contextproto_maintenance_jobs", "Maintenance jobs by status.", labels=["status"]
+        )
+        counts = dict(
+            MaintenanceJob.objects.values_list("status").annotate(n=Count("id")).order_by()
+        )
+        for status in MaintenanceJob.Status.values:
+            jobs.add_metric([status], counts.get(status, 0))
+        yield jobs
+        depth = _queue_depth()
+        if depth is not None:
+            yield GaugeMetricFamily(
+                "contextproto_queue_depth", "Tasks waiting in the Celery queue.", value=depth
+            )
+
+
+def _queue_depth() -> int | None:
+    if not settings.REDIS_URL:
+        return None
+    try:
+        import redis
+
+        client = redis.Redis.from_url(settings.REDIS_URL, socket_timeout=1)
+        return int(client.llen(settings.CELERY_TASK_DEFAULT_QUEUE))
+    except Exception as exc:  # a scrape reports what it can
+        logger.warning("queue depth unavailable: %s", exc)
+        return None
+
+
+def metrics_view(request: HttpRequest) -> HttpResponse:
+    token = settings.METRICS_TOKEN
+    if not token:
+        return JsonResponse(error_body("not_found", "Not found.", 404), status=404)
+    sent = request.headers.get("Authorization", "").removeprefix("Bearer ").strip()
+    if not hmac.compare_digest(sent.encode(), token.encode()):
+        response = JsonResponse(
+            error_body("not_authenticated", "Send 'Authorization: Bearer <METRICS_TOKEN>'.", 401),
+            status=401,
+        )
+        response["WWW-Authenticate"] = 'Bearer realm="metrics"'
+        return response
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        registry = CollectorRegistry()
+        multiprocess.MultiProcessCollector(registry)
+    else:
+        registry = REGISTRY
+    scrape = CollectorRegistry()
+    scrape.register(StateCollector())
+    body = generate_latest(registry) + generate_latest(scrape)
+    return HttpResponse(body, content_type=CONTENT_TYPE_LATEST)
