@@ -16,7 +16,7 @@ from contextproto.checks import refuse_dev_key_when_serving  # noqa: E402
 from contextproto.mcp_server import mcp_http_app  # noqa: E402
 
 refuse_dev_key_when_serving()
-mcp_application = mcp_http_app(settings.ALLOWED_HOSTS)
+mcp_application = mcp_http_app(settings.ALLOWED_HOSTS, settings.DATA_UPLOAD_MAX_MEMORY_SIZE)
 MCP_PREFIX = "/mcp"
 
 

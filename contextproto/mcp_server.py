@@ -223,8 +223,11 @@ def build_server(resolve: CredentialResolver = credential_from_http) -> Server:
     )
 
 
-def mcp_http_app(allowed_hosts: list[str]) -> Any:
-    """The Starlette app serving the MCP server at /mcp/ (stateless, JSON responses)."""
+def mcp_http_app(allowed_hosts: list[str], max_body_bytes: int) -> Any:
+    """The Starlette app serving the MCP server at /mcp/ (stateless, JSON responses).
+
+    Bodies above `max_body_bytes` (the API's own limit) are answered 413 by the SDK.
+    """
     hosts = [h for h in allowed_hosts if h != "*"]
     security = TransportSecuritySettings(
         # Django's ALLOWED_HOSTS already decides which hosts are served; "*" disables it.
@@ -239,4 +242,5 @@ def mcp_http_app(allowed_hosts: list[str]) -> Any:
         stateless_http=True,
         json_response=True,
         transport_security=security,
+        max_request_body_size=max_body_bytes,
     )

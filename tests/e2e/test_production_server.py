@@ -171,6 +171,19 @@ def test_one_host_turn_and_mcp_against_the_production_server(production_server):
     with urllib.request.urlopen(production_server + "/static/admin/css/base.css") as css:
         assert css.status == 200 and b"body" in css.read()
 
+    # MCP refuses bodies over the API's limit too (413), before parsing them.
+    too_big = urllib.request.Request(
+        production_server + "/mcp/",
+        data=b'{"jsonrpc": "2.0", "pad": "' + b"x" * (3 * 1024 * 1024) + b'"}',
+        method="POST",
+        headers={"Content-Type": "application/json", "Accept": "application/json"},
+    )
+    try:
+        urllib.request.urlopen(too_big, timeout=30)
+        raise AssertionError("an oversized MCP body was accepted")
+    except urllib.error.HTTPError as exc:
+        assert exc.code == 413
+
     # MCP over HTTP with the session key, on the same server.
     status, _ = host.call("POST", "projection/", {})
     assert status == 201
