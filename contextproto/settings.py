@@ -180,8 +180,8 @@ def env_rate(name: str, default: str) -> str | None:
 METRICS_TOKEN = env_str("METRICS_TOKEN")
 
 API_THROTTLE_RATES = {
-    "application": env_rate("THROTTLE_APPLICATION_RATE", "500/s"),
-    "session": env_rate("THROTTLE_SESSION_RATE", "50/s"),
+    "application": env_rate("THROTTLE_APPLICATION_RATE", "1000/s"),
+    "session": env_rate("THROTTLE_SESSION_RATE", "300/s"),
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "contextproto API",
