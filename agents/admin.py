@@ -36,6 +36,7 @@ from agents.forms import (
 from agents.models import Agent, AgentVersion, ApiKey, Application, Tool
 from agents.services import (
     agent_create,
+    agent_version_archive,
     agent_version_create,
     agent_version_duplicate,
     agent_version_problems,
@@ -190,7 +191,7 @@ class AgentVersionAdmin(ApplicationScopedAdmin):
     list_filter = ("status",)
     list_select_related = ("agent", "agent__application")
     search_fields = ("agent__name",)
-    actions = ["duplicate_selected"]
+    actions = ["duplicate_selected", "archive_selected"]
 
     # ------------------------------------------------------------ which form
 
@@ -497,6 +498,29 @@ class AgentVersionAdmin(ApplicationScopedAdmin):
     def duplicate_selected(self, request: HttpRequest, queryset: QuerySet) -> None:
         copies = [self._duplicate(request, v) for v in queryset.select_related("agent")]
         self.message_user(request, f"Created {len(copies)} draft(s).")
+
+    def has_archive_permission(self, request: HttpRequest) -> bool:
+        # Archiving changes a version's status, so it needs the change permission
+        # (has_change_permission(request, obj) is False for every non-draft row).
+        return request.user.has_perm(f"{self.opts.app_label}.change_agentversion")
+
+    @admin.action(description="Archive selected published versions", permissions=["archive"])
+    def archive_selected(self, request: HttpRequest, queryset: QuerySet) -> None:
+        # Sessions already running on an archived version go on; only new sessions are refused.
+        archived, skipped = 0, 0
+        for version in queryset.select_related("agent"):
+            if version.status != AgentVersion.Status.PUBLISHED:
+                skipped += 1
+                continue
+            agent_version_archive(version=version)
+            self.log_change(request, version, "Archived.")
+            archived += 1
+        level = messages.SUCCESS if archived else messages.WARNING
+        text = f"Archived {archived} version(s): new sessions on them are refused, their "
+        text += "sessions go on."
+        if skipped:
+            text += f" Skipped {skipped} that were not published (drafts or already archived)."
+        self.message_user(request, text, level)
 
     def catalog_view(self, request: HttpRequest) -> TemplateResponse:
         """Every protocol version: status, summary, options with defaults and ranges, tools,

@@ -145,6 +145,20 @@ class AgentVersionDuplicateApi(APIView):
         return Response(selectors.agent_version_to_wire(copy), status=status.HTTP_201_CREATED)
 
 
+class AgentVersionArchiveApi(APIView):
+    """Archive a published version: no new sessions on it; its sessions go on (idempotent)."""
+
+    @extend_schema(request=None, responses={200: dict})
+    def post(self, request: Request, version_id: str) -> Response:
+        version = selectors.agent_version_get(
+            application=application_of(request, "AgentVersion"), version_id=version_id
+        )
+        if request.data not in ({}, None):
+            StrictSerializer.parse(request.data)
+        version = services.agent_version_archive(version=version)
+        return Response(selectors.agent_version_to_wire(version))
+
+
 def _protocol(protocol_id: str, version: str) -> catalog.ProtocolVersion:
     # isdigit() alone accepts characters like "²" that int() refuses.
     numeric = version.isascii() and version.isdigit()

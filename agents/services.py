@@ -405,3 +405,27 @@ def agent_version_duplicate(*, version: AgentVersion) -> AgentVersion:
         tool_ids=[t.id for t in version.tools.all()],
         maintainer_agent_id=version.maintainer_agent_id,
     )
+
+
+@transaction.atomic
+def agent_version_archive(*, version: AgentVersion) -> AgentVersion:
+    """Archive a published version: no new session starts on it; its sessions go on.
+
+    Locks the version row. Idempotent: an archived version is returned as it is. Refuses a
+    draft (409 `agent_version_not_published`): a draft was never usable, so archiving it
+    would mean nothing; there is nothing to undo it either (duplicate it as a new draft).
+    """
+    locked = AgentVersion.objects.select_for_update().select_related("agent").get(pk=version.pk)
+    if locked.status == AgentVersion.Status.ARCHIVED:
+        return locked
+    if locked.status != AgentVersion.Status.PUBLISHED:
+        raise ApplicationError(
+            "agent_version_not_published",
+            f"Version {locked.number} is a {locked.status}; only published versions can be "
+            "archived.",
+            {"status": locked.status},
+            status=409,
+        )
+    locked.status = AgentVersion.Status.ARCHIVED
+    locked.save(update_fields=["status"])
+    return locked

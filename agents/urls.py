@@ -39,4 +39,9 @@ urlpatterns = [
         apis.AgentVersionDuplicateApi.as_view(),
         name="agent-version-duplicate",
     ),
+    path(
+        "agent-versions/<str:version_id>/archive/",
+        apis.AgentVersionArchiveApi.as_view(),
+        name="agent-version-archive",
+    ),
 ]

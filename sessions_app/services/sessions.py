@@ -22,8 +22,17 @@ def session_create(
 ) -> tuple[Session, str]:
     """Start a session on a published version with the initial KV; return it and its key.
 
-    The session key is returned in clear only here; it is stored hashed.
+    The session key is returned in clear only here; it is stored hashed. An archived version
+    refuses new sessions (409 `agent_version_archived`); its existing sessions go on.
     """
+    if agent_version.status == AgentVersion.Status.ARCHIVED:
+        raise ApplicationError(
+            "agent_version_archived",
+            f"Version {agent_version.number} is archived: its sessions go on, but new "
+            "sessions start only on published versions; use a newer published version.",
+            {"agentVersionId": str(agent_version.id), "status": agent_version.status},
+            status=409,
+        )
     if agent_version.status != AgentVersion.Status.PUBLISHED:
         raise ApplicationError(
             "agent_version_not_published",
