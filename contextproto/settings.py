@@ -147,6 +147,17 @@ STATIC_ROOT = VAR_DIR / "static"
 # collectstatic; `make serve` collects them into STATIC_ROOT, which WhiteNoise serves first.
 WHITENOISE_USE_FINDERS = True
 STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # WhiteNoise warns about a missing root
+# Hashed, compressed names (cached for a year) once collectstatic wrote the manifest: make
+# demo, make serve and the production command collect first. Tests render pages without
+# collecting, so they keep plain names whatever a developer's var/static holds.
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {
+        "BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"
+        if "PYTEST_VERSION" in os.environ
+        else "contextproto.staticfiles.ManifestStaticFilesStorage"
+    },
+}
 
 # Bodies above this are refused with 413 (see contextproto.api_errors).
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("MAX_BODY_BYTES", 2 * 1024 * 1024)
