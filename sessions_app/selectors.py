@@ -7,12 +7,13 @@ Every reader of raw messages goes through `log_*` functions here, which merge th
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 from uuid import UUID
 
 from django.db import transaction
-from django.db.models import Exists, Q, QuerySet
+from django.db.models import CharField, Exists, Q, QuerySet, Value
 
 from contextproto.api import parse_uuid
 from contextproto.errors import NotFound
@@ -49,6 +50,46 @@ def _raw(rows: Iterable[Message]) -> list[RawMessage]:
     return [to_raw(row) for row in rows]
 
 
+def raw_from_values(values: Sequence[Any]) -> RawMessage:
+    """RawMessage from a `values_list(*RAW_FIELDS)` row: equal to `to_raw` of the model row.
+
+    The hot path reads rows as tuples: building ~200 Message instances (and their foreign
+    key descriptors) per turn cost more than the query (BENCHMARKS.md).
+    """
+    (
+        message_id,
+        index,
+        window_id,
+        role,
+        kind,
+        content,
+        run_id,
+        input_run,
+        tool_call_id,
+        tool_name,
+        arguments,
+        is_error,
+        snapshot_id,
+        created_at,
+    ) = values[: len(RAW_FIELDS)]
+    return RawMessage(
+        id=str(message_id),
+        index=index,
+        window_id=window_id,
+        role=role,
+        kind=kind,
+        content=content,
+        run_id=run_id.hex if run_id else None,
+        input_run=input_run,
+        tool_call_id=tool_call_id,
+        tool_name=tool_name,
+        arguments=arguments,
+        is_error=is_error,
+        snapshot_id=str(snapshot_id) if snapshot_id else None,
+        created_at=created_at.isoformat(),
+    )
+
+
 # Cold and hot are merged by MessageIndex (SPEC §7). The cold part is #1..B (see
 # sessions_app.services.archive). A reader takes the hot rows and B in one statement, then
 # decompresses only the chunks overlapping its range, each chunk query reporting B again: if
@@ -83,17 +124,32 @@ def _merge(
     return merged if limit is None else merged[:limit]
 
 
+# The columns of a RawMessage with content and arguments left empty: what a reader of the
+# group structure needs (ids, indices, kinds, roles, call ids), without the bodies.
+OUTLINE_FIELDS = tuple(
+    Value("" if name == "content" else None, output_field=CharField())
+    if name in ("content", "arguments")
+    else name
+    for name in RAW_FIELDS
+)
+
+
 def _hot_and_boundary(
-    session_id: Any, rows: QuerySet[Message], limit: int | None
+    session_id: Any,
+    rows: QuerySet[Message],
+    limit: int | None,
+    fields: Sequence[Any] = RAW_FIELDS,
 ) -> tuple[list[RawMessage], int] | None:
     """Hot rows of `rows` (ordered, limited) and B from the same statement; None: retry.
 
     Without hot rows B comes from one statement that also re-checks there are none.
     """
-    annotated = rows.annotate(archived_through=cold.archived_through_expr(session_id))
+    annotated = rows.annotate(
+        archived_through=cold.archived_through_expr(session_id)
+    ).values_list(*fields, "archived_through")
     found = list(annotated[:limit] if limit is not None else annotated)
     if found:
-        return _raw(found), found[0].archived_through
+        return [raw_from_values(row) for row in found], found[0][-1]
     state = (
         Session.objects.filter(pk=session_id)
         .annotate(b=cold.archived_through_expr(session_id), hot=Exists(rows))
@@ -114,8 +170,11 @@ def _merged_range(
     limit: int | None,
     hot_rows: QuerySet[Message],
     wanted: Callable[[RawMessage], bool],
+    outline: bool = False,
 ) -> list[RawMessage]:
     """`wanted` cold messages in (after, through] merged with `hot_rows`, first `limit`.
+
+    With `outline`, content and arguments are left empty (see OUTLINE_FIELDS).
 
     Decompresses only the chunks overlapping the range; with a limit, a few at a time,
     stopping once it has enough.
@@ -128,7 +187,9 @@ def _merged_range(
     rows = hot_rows.order_by("index")
 
     def attempt() -> list[RawMessage] | None:
-        hot = _hot_and_boundary(session_id, rows, limit)
+        hot = _hot_and_boundary(
+            session_id, rows, limit, OUTLINE_FIELDS if outline else RAW_FIELDS
+        )
         if hot is None:
             return None
         hot_messages, boundary = hot
@@ -147,7 +208,7 @@ def _merged_range(
             seen.add(chunk.archived_through)
             reached = chunk.last_index
             found.extend(
-                m
+                replace(m, content="", arguments=None) if outline else m
                 for m in cold.chunk_messages(chunk)
                 if after_index < m.index
                 and (through_index is None or m.index <= through_index)
@@ -164,9 +225,18 @@ def _merged_range(
 
 
 def log_window(
-    session_id: Any, window_id: str, after_index: int, through_index: int, limit: int | None = None
+    session_id: Any,
+    window_id: str,
+    after_index: int,
+    through_index: int,
+    limit: int | None = None,
+    *,
+    outline: bool = False,
 ) -> list[RawMessage]:
-    """W's messages with after < index <= through, index order (message_window_index)."""
+    """W's messages with after < index <= through, index order (message_window_index).
+
+    With `outline`, without content and arguments (group structure only).
+    """
     rows = Message.objects.filter(
         session_id=session_id,
         window_id=window_id,
@@ -180,6 +250,7 @@ def log_window(
         limit=limit,
         hot_rows=rows,
         wanted=lambda m: m.window_id == window_id,
+        outline=outline,
     )
 
 

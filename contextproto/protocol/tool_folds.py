@@ -137,7 +137,7 @@ def fold_create(inv: Invocation) -> ToolOutcome:
     low, high = min(first, last), max(first, last)
     messages = validate_fold_range(
         window_id=window_id,
-        window_messages=inv.reader.window_messages(window_id, covered, bound),
+        window_messages=inv.reader.window_outline(window_id, covered, bound),
         covered_through=covered,
         upper_bound=bound,
         from_index=first,

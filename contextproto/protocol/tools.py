@@ -54,6 +54,16 @@ class SessionReader(Protocol):
         """Return the window's messages with after_index < index <= through_index, by index."""
         ...
 
+    def window_outline(
+        self, window_id: str, after_index: int, through_index: int
+    ) -> list[RawMessage]:
+        """Like `window_messages` with content "" and arguments None: the group structure.
+
+        For handlers that need ids, indices, kinds, roles and call ids only (fold rules);
+        reading the bodies of a whole live window is most of such a call's cost.
+        """
+        ...
+
     def message_windows(self, indices: Sequence[int]) -> dict[int, str]:
         """Return index -> window id for those of `indices` that exist."""
         ...

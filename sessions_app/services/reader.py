@@ -35,6 +35,13 @@ class DbSessionReader:
     ) -> list[RawMessage]:
         return selectors.log_window(self.session_id, window_id, after_index, through_index)
 
+    def window_outline(
+        self, window_id: str, after_index: int, through_index: int
+    ) -> list[RawMessage]:
+        return selectors.log_window(
+            self.session_id, window_id, after_index, through_index, outline=True
+        )
+
     def message_windows(self, indices: Sequence[int]) -> dict[int, str]:
         return selectors.log_windows_of(self.session_id, indices)
 

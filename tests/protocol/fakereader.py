@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from contextproto.protocol.messages import Fold, RawMessage
@@ -64,6 +65,16 @@ class FakeReader:
         self.calls.append("window_messages")
         return [
             m
+            for m in self.messages
+            if m.window_id == window_id and after_index < m.index <= through_index
+        ]
+
+    def window_outline(
+        self, window_id: str, after_index: int, through_index: int
+    ) -> list[RawMessage]:
+        self.calls.append("window_outline")
+        return [
+            replace(m, content="", arguments=None)
             for m in self.messages
             if m.window_id == window_id and after_index < m.index <= through_index
         ]

@@ -1,0 +1,43 @@
+"""The tuple path of the hot reads returns exactly what the ORM model path returns."""
+
+from __future__ import annotations
+
+from sessions_app.models import Message
+from sessions_app.selectors import RAW_FIELDS, log_window, raw_from_values, to_raw
+
+
+def test_values_rows_map_to_the_same_raw_messages_as_model_rows(api_session):
+    s = api_session()
+    s.input("plain text input")
+    s.input(
+        [
+            {"type": "text", "text": "parts ü"},
+            {"type": "image", "mediaType": "image/png", "data": "AAAA"},
+        ]
+    )
+    s.host_tool_work()
+    s.write(role="assistant", kind="text", content="an answer")
+    rows = Message.objects.filter(session_id=s.id).order_by("index")
+    by_model = [to_raw(row) for row in rows]
+    by_values = [raw_from_values(v) for v in rows.values_list(*RAW_FIELDS)]
+    assert by_values == by_model
+    assert {m.kind for m in by_values} == {"input", "tool_call", "tool_result", "text"}
+    call = next(m for m in by_values if m.kind == "tool_call")
+    assert call.snapshot_id and call.run_id and len(call.run_id) == 32  # N-format RunId
+    assert log_window(s.id, "main", 0, 10**6) == by_model
+
+
+def test_the_outline_is_the_window_without_bodies_hot_and_archived(api_session):
+    from dataclasses import replace
+
+    from sessions_app.services.archive import archive_session
+
+    s = api_session()
+    for n in range(3):
+        s.input(f"input {n}")
+        s.host_tool_work(result="x" * 50)
+    full = log_window(s.id, "main", 0, 10**6)
+    archive_session(session_id=s.id, keep_last=3, chunk_size=4)
+    outline = log_window(s.id, "main", 0, 10**6, outline=True)
+    assert outline == [replace(m, content="", arguments=None) for m in full]
+    assert log_window(s.id, "main", 0, 10**6) == full
