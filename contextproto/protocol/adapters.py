@@ -238,8 +238,12 @@ def _anthropic_message(message: ModelMessage, projection: Projection) -> tuple[s
     return role, _anthropic_blocks(message.content)
 
 
-def _edge_derived_positions(projection: Projection) -> set[int]:
-    """Positions of derived assistant messages before the first / after the last raw one."""
+def _edge_derived_positions(projection: Projection, *, keep_trailing: bool = False) -> set[int]:
+    """Positions of derived assistant messages before the first / after the last raw one.
+
+    With `keep_trailing` (the model accepts a prefill) the ones after the last raw message
+    are not edges: they stay assistant turns, so a trailing assistant state keeps its role.
+    """
     raw = [
         i
         for i, m in enumerate(projection.messages)
@@ -252,18 +256,20 @@ def _edge_derived_positions(projection: Projection) -> set[int]:
         for i, m in enumerate(projection.messages)
         if m.kind in _DERIVED_KINDS
         and m.role == ROLE_ASSISTANT
-        and (i < first_raw or i > last_raw)
+        and (i < first_raw or (i > last_raw and not keep_trailing))
     }
 
 
 _DERIVED_KINDS = frozenset({"context_header", "context_fold", "context_state"})
 
 
-def _adapt_anthropic(projection: Projection, tools: Sequence[dict[str, Any]]) -> AdaptedRequest:
+def _adapt_anthropic(
+    projection: Projection, tools: Sequence[dict[str, Any]], *, assistant_prefill: bool = False
+) -> AdaptedRequest:
     notes: list[str] = []
     system_texts: list[str] = []
     merged: list[dict[str, Any]] = []
-    edges = _edge_derived_positions(projection)
+    edges = _edge_derived_positions(projection, keep_trailing=assistant_prefill)
     moved: list[str] = []
     for position, message in enumerate(projection.messages):
         if message.role == ROLE_SYSTEM:
@@ -329,10 +335,17 @@ def _adapt_anthropic(projection: Projection, tools: Sequence[dict[str, Any]]) ->
 
 
 def adapt(
-    projection: Projection, provider: str, tools: Sequence[dict[str, Any]] = ()
+    projection: Projection,
+    provider: str,
+    tools: Sequence[dict[str, Any]] = (),
+    *,
+    assistant_prefill: bool = False,
 ) -> AdaptedRequest:
     """Render `projection` (and tools `{name, description, inputSchema}`) for `provider`.
 
+    `assistant_prefill`: the model accepts a trailing assistant turn (an Anthropic prefill),
+    so derived messages after the history keep the assistant role (noted as a prefill)
+    instead of travelling as marked user text. Other providers ignore it.
     Raises ProtocolError `provider_unknown` for a provider not in PROVIDERS.
     """
     if provider == PROVIDER_NEUTRAL:
@@ -341,7 +354,7 @@ def adapt(
     if provider == PROVIDER_OPENAI_CHAT:
         return _adapt_openai(projection, tools)
     if provider == PROVIDER_ANTHROPIC_MESSAGES:
-        return _adapt_anthropic(projection, tools)
+        return _adapt_anthropic(projection, tools, assistant_prefill=assistant_prefill)
     raise ProtocolError(
         errors.PROVIDER_UNKNOWN,
         f"unknown provider {provider!r}; use one of {', '.join(PROVIDERS)}.",
