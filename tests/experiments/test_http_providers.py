@@ -1,0 +1,170 @@
+"""The harness over local fake provider APIs (no real model, no network): the request
+bodies carry the three placements as specified, and tokens are the provider's."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from contextproto.protocol.projection import HEADER_LEAD, STATE_LEAD
+from tests.experiments.conftest import group, runs
+from tests.providers.servers import Answer, FakeAPI, serve
+
+pytestmark = pytest.mark.django_db
+
+OPENAI_TEXT_REPLY = {
+    "id": "chatcmpl-1",
+    "object": "chat.completion",
+    "created": 1_767_225_600,
+    "model": "gpt-test",
+    "choices": [
+        {
+            "index": 0,
+            "message": {"role": "assistant", "content": "The total is 4150 EUR, within budget."},
+            "finish_reason": "stop",
+        }
+    ],
+    "usage": {"prompt_tokens": 123, "completion_tokens": 7, "total_tokens": 130},
+}
+ANTHROPIC_TEXT_REPLY = {
+    "id": "msg_1",
+    "type": "message",
+    "role": "assistant",
+    "model": "claude-test",
+    "content": [{"type": "text", "text": "The total is 4150 EUR, within budget."}],
+    "stop_reason": "end_turn",
+    "stop_sequence": None,
+    "usage": {"input_tokens": 321, "output_tokens": 9},
+}
+
+
+@pytest.fixture
+def placements_plan(example_plan: dict[str, Any]) -> dict[str, Any]:
+    """Groups A, B, C answering the stage-1 question once each; no scripted section."""
+    example_plan["groups"] = example_plan["groups"][:3]
+    example_plan["stages"] = example_plan["stages"][:1]
+    example_plan["stages"][0]["sessions"] = 1
+    del example_plan["scripted"]
+    return example_plan
+
+
+@pytest.fixture
+def api_key(monkeypatch: pytest.MonkeyPatch) -> str:
+    monkeypatch.setenv("EXPERIMENT_TEST_KEY", "sk-test-experiment")
+    return "EXPERIMENT_TEST_KEY"
+
+
+@pytest.fixture
+def openai_api() -> Iterator[FakeAPI]:
+    with serve(Answer(body=OPENAI_TEXT_REPLY)) as api:
+        yield api
+
+
+@pytest.fixture
+def anthropic_api() -> Iterator[FakeAPI]:
+    with serve(Answer(body=ANTHROPIC_TEXT_REPLY)) as api:
+        yield api
+
+
+def _shape(body: dict[str, Any]) -> list[tuple[str, str]]:
+    """(role, what) per message: system / header / state / input."""
+    out = []
+    for message in body["messages"]:
+        content = message["content"]
+        text = content if isinstance(content, str) else "".join(b["text"] for b in content)
+        what = (
+            "state"
+            if text.startswith(STATE_LEAD)
+            else "header"
+            if text.startswith(HEADER_LEAD)
+            else message["role"]
+            if message["role"] == "system"
+            else "input"
+        )
+        out.append((message["role"], what))
+    return out
+
+
+def test_openai_requests_carry_the_three_placements_and_reported_tokens(
+    placements_plan: dict[str, Any], run_plan: Any, openai_api: FakeAPI, api_key: str
+) -> None:
+    report, stdout = run_plan(
+        placements_plan,
+        "--model",
+        "gpt-test",
+        "--base-url",
+        openai_api.url,
+        "--api-key-env",
+        api_key,
+        provider="openai-chat",
+    )
+    bodies = [r.body for r in openai_api.received]
+    assert [b["model"] for b in bodies] == ["gpt-test"] * 3
+    assert all(
+        r.headers["authorization"] == "Bearer sk-test-experiment" for r in openai_api.received
+    )
+    # Groups run in plan order: A, B, C.
+    assert [_shape(b) for b in bodies] == [
+        [("system", "system"), ("assistant", "header"), ("user", "input"), ("assistant", "state")],
+        [("system", "system"), ("assistant", "header"), ("assistant", "state"), ("user", "input")],
+        [("system", "system"), ("assistant", "header"), ("user", "input"), ("user", "state")],
+    ]
+    assert report["resultsKind"] == "model" and "SCRIPTED" not in stdout
+    for group_id in ("A", "B", "C"):
+        entry = group(report, group_id)
+        assert entry["tokens"] == {
+            "input": 123,
+            "output": 7,
+            "total": 130,
+            "calls": 1,
+            "source": "provider-reported",
+        }
+        assert entry["comparability"]["comparable"] is True
+        (run,) = runs(report, group_id, "stage1")
+        assert run["verdict"] == "pass"
+        assert run["tokens"]["source"] == "provider-reported"
+    assert report["budget"]["spentTokens"] == 3 * 130
+
+
+@pytest.mark.parametrize("adaptation", ["prefill", "user_role"])
+def test_anthropic_marks_groups_whose_state_role_changed_as_not_comparable(
+    placements_plan: dict[str, Any],
+    run_plan: Any,
+    anthropic_api: FakeAPI,
+    api_key: str,
+    adaptation: str,
+) -> None:
+    placements_plan["providerAdaptation"] = {"anthropicTrailingAssistantState": adaptation}
+    report, _ = run_plan(
+        placements_plan,
+        "--model",
+        "claude-test",
+        "--base-url",
+        anthropic_api.url,
+        "--api-key-env",
+        api_key,
+        provider="anthropic-messages",
+    )
+    a, b, c = (r.body for r in anthropic_api.received)
+    # The edge rule re-roles B's leading state (and every header) to marked user text.
+    assert [m["role"] for m in b["messages"]] == ["user"]
+    assert [m["role"] for m in c["messages"]] == ["user"]
+    assert c["messages"][-1]["content"][-1]["text"].startswith(STATE_LEAD)
+    comparable = {g["id"]: g["comparability"] for g in report["groups"]}
+    assert comparable["B"]["comparable"] is False
+    assert "not comparable on anthropic-messages" in comparable["B"]["reason"]
+    assert comparable["C"]["comparable"] is True
+    if adaptation == "prefill":
+        # A keeps the assistant role as a prefill: A and C differ in role here too.
+        assert [m["role"] for m in a["messages"]] == ["user", "assistant"]
+        assert a["messages"][-1]["content"][0]["text"].startswith(STATE_LEAD)
+        assert comparable["A"]["comparable"] is True
+        assert "prefill" in comparable["A"]["reason"]
+    else:
+        assert [m["role"] for m in a["messages"]] == ["user"]
+        assert comparable["A"]["comparable"] is False
+        assert comparable["A"]["observed"] == [{"role": "user", "position": "trailing"}]
+    assert group(report, "A")["tokens"]["input"] == 321
+    assert group(report, "A")["tokens"]["source"] == "provider-reported"
