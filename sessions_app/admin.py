@@ -19,6 +19,7 @@ from django.utils.html import format_html
 from contextproto.admin_site import HugeTableAdmin
 from sessions_app import admin_views
 from sessions_app.admin_views import content_text, preview, url
+from sessions_app.experiments.admin_pages import ExperimentPages
 from sessions_app.models import (
     ArchiveChunk,
     KVEntry,
@@ -91,7 +92,11 @@ class SessionAdmin(HugeTableAdmin):
         )
 
     def get_urls(self) -> list:
-        return admin_views.SessionBrowser(self).get_urls() + super().get_urls()
+        return (
+            admin_views.SessionBrowser(self).get_urls()
+            + ExperimentPages(self).get_urls()
+            + super().get_urls()
+        )
 
     def change_view(self, request: HttpRequest, object_id: str, *args: Any, **kw: Any):
         # The browser is the session's page (it 404s outside the user's Applications).
