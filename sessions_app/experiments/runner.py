@@ -337,9 +337,7 @@ class ExperimentRunner:
             for group in ran:
                 if self.stop is not None:
                     break
-                records[group.id]["sessions"].append(
-                    self._session(group, stage, repetition, len(ran))
-                )
+                records[group.id]["sessions"].append(self._session(group, stage, repetition))
         passed = []
         for group in self.groups:
             record = records[group.id]
@@ -380,9 +378,7 @@ class ExperimentRunner:
             return "incomplete", f"{len(done)} of {expected} run(s) passed before the stop"
         return checks.PASS, f"all {expected} run(s) passed"
 
-    def _session(
-        self, group: GroupState, stage: dict[str, Any], repetition: int, groups: int
-    ) -> dict[str, Any]:
+    def _session(self, group: GroupState, stage: dict[str, Any], repetition: int) -> dict[str, Any]:
         version = self._version(group, stage["id"])
         session, _key = session_create(
             agent_version=version, inputs=self.plan["agent"].get("sessionInputs") or {}
