@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from mcp import Client
@@ -31,7 +32,10 @@ def server_for(key: str | None):
 
 
 def run(coroutine):
-    return asyncio.run(coroutine)
+    # A thread of its own: Playwright's sync API (browser tests) may have left an event loop
+    # running in this one, and asyncio.run() refuses to nest.
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()
 
 
 def test_an_application_key_sees_the_catalog_and_prompts_but_no_tools(tenant):

@@ -16,6 +16,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -187,7 +188,12 @@ def test_one_host_turn_and_mcp_against_the_production_server(production_server):
     # MCP over HTTP with the session key, on the same server.
     status, _ = host.call("POST", "projection/", {})
     assert status == 201
-    tools, result = asyncio.run(mcp_calls(production_server + "/mcp/", session["sessionKey"]))
+    # In a thread of its own: Playwright's sync API (browser tests) may have left an event
+    # loop running in this one, and asyncio.run() refuses to nest.
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        tools, result = pool.submit(
+            asyncio.run, mcp_calls(production_server + "/mcp/", session["sessionKey"])
+        ).result()
     assert "context_window_read" in tools
     assert result["success"] is True and result["window"]["goal"] == "prepare the quote"
 
