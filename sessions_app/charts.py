@@ -23,6 +23,7 @@ class Turn:
 
     label: str
     input_tokens: int | None
+    href: str = ""  # where a click on the point leads (the turn's snapshot), if anywhere
 
 
 @dataclass(frozen=True)
@@ -136,8 +137,8 @@ def input_tokens_chart(
                 " ".join(f"{x},{y}" for x, y, _ in points),
             )
         )
-    parts.extend(
-        format_html(
+    for x, y, turn in points:
+        circle = format_html(
             '<circle class="turn" cx="{}" cy="{}" r="3" fill="#417690">'
             "<title>turn {}: {} input tokens</title></circle>",
             x,
@@ -145,8 +146,7 @@ def input_tokens_chart(
             turn.label,
             turn.input_tokens,
         )
-        for x, y, turn in points
-    )
+        parts.append(format_html('<a href="{}">{}</a>', turn.href, circle) if turn.href else circle)
     parts.append(
         format_html(
             '<text x="{}" y="{}" font-size="10" fill="#666">turn 1</text>'

@@ -90,3 +90,109 @@ def bulk_messages(session, count: int, windows: tuple[str, ...] = ("main", "w1",
     Message.objects.bulk_create(rows, batch_size=2000)
     Session.objects.filter(pk=session.pk).update(next_message_index=start + count)
     session.refresh_from_db()
+
+
+class HostTurns:
+    """Drive a session as a host would: project, write the model's call, answer or dispatch.
+
+    Every write goes through the services the API uses; `views` collects each snapshot.
+    """
+
+    def __init__(self, session) -> None:
+        self.session = session
+        self.calls = 0
+        self.views = []
+
+    def project(self):
+        from sessions_app.services.projection import projection_build
+
+        view = projection_build(session_id=self.session.id)
+        self.views.append(view)
+        return view
+
+    def _call(self, name: str, arguments: dict):
+        from sessions_app.services.messages import message_write
+
+        view = self.project()
+        self.calls += 1
+        call_id = f"call_{self.calls}"
+        call = message_write(
+            session_id=self.session.id,
+            role="assistant",
+            kind="tool_call",
+            content="",
+            tool_call_id=call_id,
+            tool_name=name,
+            arguments=arguments,
+            snapshot_id=str(view.id),
+        )
+        return call_id, call
+
+    def host(self, name: str, result: str):
+        """A host tool call and its result: returns (call, result) messages."""
+        from sessions_app.services.messages import message_write
+
+        call_id, call = self._call(name, {"q": name})
+        answer = message_write(
+            session_id=self.session.id,
+            role="tool",
+            kind="tool_result",
+            content=result,
+            tool_call_id=call_id,
+        )
+        return call, answer
+
+    def context(self, name: str, **arguments) -> dict:
+        """A protocol tool call dispatched through the dispatcher: returns its result."""
+        from sessions_app.services.dispatch import tool_dispatch
+
+        call_id, _ = self._call(name, {"purpose": "test", **arguments})
+        receipt = tool_dispatch(session_id=self.session.id, tool_call_id=call_id)
+        assert receipt.result["success"], receipt.result
+        return receipt.result
+
+
+def build_context_session(version):
+    """A unified@2 session whose last view has every raw-message status.
+
+    main: #1 the run's input, then a host lookup (#2/#3). The agent opens window `research`;
+    there lookup A stays raw until a checkpoint covers it, lookups B and C are folded, lookup
+    D stays in view. Returns (session, turns, messages by name, fold_id).
+    """
+    from sessions_app.services.runs import run_start
+    from sessions_app.services.sessions import session_create
+    from sessions_app.services.state import kv_commit
+
+    session, _key = session_create(agent_version=version, inputs={"customer": "ACME"})
+    turns = HostTurns(session)
+    named = {"input": run_start(session_id=session.id, content="Prepare the ACME quote.")[1]}
+    named["main_call"], named["main_result"] = turns.host("crm_lookup", "ACME is a customer.")
+    turns.context(
+        "context_window_open",
+        expectedWindowId="main",
+        windowId="research",
+        goal="Research prices",
+        input="Find laptop prices.",
+    )
+    named["a_call"], named["a_result"] = turns.host("price_lookup", "Laptop A: 1300 EUR.")
+    named["b_call"], named["b_result"] = turns.host("price_lookup", "Laptop B: 1250 EUR.")
+    named["c_call"], named["c_result"] = turns.host("price_lookup", "Laptop C: 1400 EUR.")
+    fold = turns.context(
+        "context_fold_create",
+        expectedWindowId="research",
+        fromIndex=named["b_call"].index,
+        throughIndex=named["c_result"].index,
+        summary="Laptops B and C: 1250 and 1400 EUR.",
+    )
+    named["d_call"], named["d_result"] = turns.host("price_lookup", "Laptop D: 1100 EUR.")
+    # What a committed maintenance job writes: the checkpoint and its coverage.
+    kv_commit(
+        session_id=session.id,
+        writes={
+            "checkpoint/research": "Laptop A costs 1300 EUR.",
+            "coveredThrough/research": named["a_result"].index,
+        },
+    )
+    turns.project()
+    session.refresh_from_db()
+    return session, turns, named, fold["foldId"]

@@ -41,6 +41,8 @@ def test_xss_payload_in_messages_and_state_renders_escaped(admin_client_for, sup
         base + f"messages/{message.pk}/",
         base + f"folds/{fold_id}/",
         base + f"snapshots/{snapshot.pk}/",
+        base + f"snapshots/{snapshot.pk}/?raw_after=0",  # the raw pane beside the view
+        base + f"snapshots/{snapshot.pk}/diff/",
         base + "kv/",
         "/admin/sessions_app/message/",
         "/admin/sessions_app/kventry/",

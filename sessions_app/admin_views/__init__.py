@@ -1,0 +1,18 @@
+"""The session browser: custom admin pages inside one session (SPEC §10).
+
+`pages` holds the views (SessionBrowser, mounted by SessionAdmin.get_urls), `reads` the
+bounded read-only selectors they use, `context` the context viewer (a turn's view beside
+its raw log, the token breakdown), `diff` the diff of two consecutive turns, and `common`
+URL and text helpers. The names below are what other modules import from here.
+"""
+
+from sessions_app.admin_views.common import (
+    SNAPSHOT_HEAVY_FIELDS,
+    content_text,
+    pretty,
+    preview,
+    url,
+)
+from sessions_app.admin_views.pages import SessionBrowser
+
+__all__ = ["SNAPSHOT_HEAVY_FIELDS", "SessionBrowser", "content_text", "pretty", "preview", "url"]

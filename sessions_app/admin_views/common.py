@@ -1,0 +1,83 @@
+"""Small helpers every page of the session browser uses: URLs, text rendering, parameters."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+from uuid import UUID
+
+from django.http import HttpRequest
+from django.urls import reverse
+
+from contextproto.protocol.catalog import JSON_INTEGER_MAX
+from sessions_app.models import Session
+
+PAGE_SIZE = 100
+MAX_PAGE_SIZE = 500
+RAW_INLINE_LIMIT = 20_000
+PREVIEW_CHARS = 400
+SNAPSHOT_HEAVY_FIELDS = ("messages", "sources", "request", "options", "notes")
+
+
+def url(name: str, session: Session | UUID | str, *args: Any) -> str:
+    """The browser page `name` of `session` (extra path arguments after the session id)."""
+    session_id = session.pk if isinstance(session, Session) else session
+    return reverse(f"admin:sessions_app_session_browse_{name}", args=[session_id, *args])
+
+
+def pretty(value: Any) -> str:
+    """Indented JSON for <pre> blocks (non-ASCII kept readable)."""
+    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False, default=str)
+
+
+def content_text(content: Any) -> str:
+    """Flatten a message content (text or parts) into readable text; images become markers."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        pieces = []
+        for part in content:
+            if isinstance(part, dict) and part.get("type") == "text":
+                pieces.append(str(part.get("text", "")))
+            elif isinstance(part, dict) and part.get("type") == "image":
+                pieces.append(f"[image {part.get('mediaType', '')}]")
+            else:
+                pieces.append(json.dumps(part, ensure_ascii=False))
+        return "\n".join(pieces)
+    return json.dumps(content, ensure_ascii=False)
+
+
+def preview(text: str, limit: int = PREVIEW_CHARS) -> str:
+    """`text` cut to `limit` characters, saying how long it was."""
+    return text if len(text) <= limit else text[:limit] + f"… ({len(text):,} characters)"
+
+
+def int_param(request: HttpRequest, name: str, default: int | None = None) -> int | None:
+    """An integer query parameter; junk and numbers beyond the index range give `default`."""
+    raw = request.GET.get(name, "")
+    try:
+        value = int(raw) if raw != "" else default
+    except ValueError:
+        return default
+    # A number beyond the index columns' range would reach the database and fail there.
+    if value is not None and abs(value) > JSON_INTEGER_MAX:
+        return default
+    return value
+
+
+def limit_param(request: HttpRequest, default: int = PAGE_SIZE, name: str = "limit") -> int:
+    """A page size from the query string, between 1 and MAX_PAGE_SIZE."""
+    value = int_param(request, name, default) or default
+    return max(1, min(value, MAX_PAGE_SIZE))
+
+
+def query(request: HttpRequest, **changes: Any) -> str:
+    """The current query string with `changes` applied (None removes a key)."""
+    params = request.GET.copy()
+    for key, value in changes.items():
+        if value is None:
+            params.pop(key, None)
+        else:
+            params[key] = str(value)
+    encoded = params.urlencode()
+    return "?" + encoded if encoded else "?"

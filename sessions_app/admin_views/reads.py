@@ -1,0 +1,347 @@
+"""Read-only selectors of the session browser: each a fixed number of queries whatever the
+session's size (keyset pages by MessageIndex or time, grouped counts, bounded side tables).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from django.db.models import Count, Q, QuerySet
+from django.http import HttpRequest
+from django.utils.dateparse import parse_datetime
+
+from contextproto.protocol.messages import RawMessage
+from contextproto.protocol.state import checkpoint_key, covered_key, fold_key, window_key
+from sessions_app import charts, selectors
+from sessions_app.admin_views.common import RAW_INLINE_LIMIT, content_text, pretty, preview, url
+from sessions_app.models import (
+    FoldRecord,
+    MaintenanceJob,
+    ProjectionSnapshot,
+    Run,
+    Session,
+    WindowRecord,
+)
+from sessions_app.selectors import kv_values
+
+CHART_TURNS = 200
+
+
+@dataclass(frozen=True)
+class WindowRow:
+    window_id: str
+    active: bool
+    status: str
+    goal: str
+    opened_from: str | None
+    created_at_index: int | None
+    covered_through: int
+    checkpoint: str
+    memory: str
+    outcomes: list[Any]
+    message_count: int
+    fold_count: int
+    has_record: bool
+
+
+def windows_table(session: Session) -> list[WindowRow]:
+    """Every window of the session with coverage, checkpoint and counts, in four queries.
+
+    Message counts: the per-window counters kept on write (archived messages included), so
+    no message table is counted. Fold counts: one GROUP BY over FoldRecord.
+    """
+    records = list(
+        WindowRecord.objects.filter(session=session)
+        .order_by("created_at_index", "window_id")
+        .values_list("window_id", "status", "created_at_index")
+    )
+    message_counts = dict(
+        WindowRecord.objects.filter(session=session).values_list("window_id", "message_count")
+    )
+    fold_counts = dict(
+        FoldRecord.objects.filter(session=session)
+        .values("window_id")
+        .annotate(n=Count("*"))
+        .order_by()
+        .values_list("window_id", "n")
+    )
+    ids = [r[0] for r in records]
+    ids += sorted(w for w in message_counts if w not in set(ids))
+    keys = [k for w in ids for k in (window_key(w), checkpoint_key(w), covered_key(w))]
+    kv = kv_values(session.id, keys)
+    status_of = {r[0]: r[1] for r in records}
+    rows = []
+    for window_id in ids:
+        record = kv.get(window_key(window_id)) or {}
+        rows.append(
+            WindowRow(
+                window_id=window_id,
+                active=window_id == session.active_window,
+                status=str(record.get("status") or status_of.get(window_id) or "—"),
+                goal=str(record.get("goal", "")),
+                opened_from=record.get("openedFrom"),
+                created_at_index=record.get("createdAtIndex"),
+                covered_through=int(kv.get(covered_key(window_id)) or 0),
+                checkpoint=str(kv.get(checkpoint_key(window_id)) or ""),
+                memory=str(record.get("memory", "")),
+                outcomes=list(record.get("outcomes") or []),
+                message_count=message_counts.get(window_id, 0),
+                fold_count=fold_counts.get(window_id, 0),
+                has_record=window_id in status_of,
+            )
+        )
+    return rows
+
+
+@dataclass(frozen=True)
+class MessagePage:
+    rows: list[dict[str, Any]]
+    next_after: int | None
+    prev_before: int | None
+    from_start: bool
+
+
+def message_row(message: RawMessage, session: Session) -> dict[str, Any]:
+    """A raw message as the message tables render it (preview, raw JSON if small enough)."""
+    raw = pretty(message.to_wire())
+    text = content_text(message.content)
+    return {
+        "message": message,
+        "run_hex": message.run_id or "",
+        "preview": preview(text),
+        "raw": raw if len(raw) <= RAW_INLINE_LIMIT else None,
+        "raw_size": len(raw),
+        "detail_url": url("message", session, message.id),
+    }
+
+
+def message_page(
+    session: Session,
+    *,
+    window: str | None,
+    run: Run | None,
+    after: int,
+    before: int | None,
+    limit: int,
+) -> MessagePage:
+    """One page of the raw log in index order, hot and cold merged (selectors.log_page).
+
+    Keyset by MessageIndex: `after` pages forward. The unfiltered log also pages backward
+    (`before`): MessageIndex is gapless, so the page before #N starts at N - limit. A run's
+    messages are scanned from the run's first input; a page then shows that run's rows
+    among the `limit` indices it read.
+    """
+    filtered = window is not None or run is not None
+    if run is not None:
+        inputs = selectors.log_run_inputs(session.id, run.id.hex, session.last_index)
+        if inputs:
+            after = max(after, inputs[0].index - 1)
+    elif before is not None and window is None:
+        after = max(before - limit - 1, 0)
+    found = selectors.log_page(session.id, window_id=window, after_index=after, limit=limit + 1)
+    more = len(found) > limit
+    found = found[:limit]
+    next_after = found[-1].index if found and more else None
+    if run is not None:
+        found = [m for m in found if m.run_id == run.id.hex]
+    return MessagePage(
+        rows=[message_row(m, session) for m in found],
+        next_after=next_after,
+        prev_before=after + 1 if after > 0 and not filtered else None,
+        from_start=after > 0 and filtered,
+    )
+
+
+def keyset_by_time(
+    queryset: QuerySet, request: HttpRequest, limit: int
+) -> tuple[list[Any], str | None]:
+    """Newest first, paged by (created_at, pk) through `?before=<iso>|<pk>`."""
+    before = request.GET.get("before", "")
+    if "|" in before:
+        stamp, _, raw_pk = before.partition("|")
+        try:
+            moment = parse_datetime(stamp)
+            pk = queryset.model._meta.pk.to_python(raw_pk)
+        except (ValueError, ValidationError):
+            moment = None
+        if moment is not None:
+            queryset = queryset.filter(Q(created_at__lt=moment) | Q(created_at=moment, pk__lt=pk))
+    found = list(queryset.order_by("-created_at", "-pk")[: limit + 1])
+    more = len(found) > limit
+    found = found[:limit]
+    cursor = f"{found[-1].created_at.isoformat()}|{found[-1].pk}" if found and more else None
+    return found, cursor
+
+
+def fold_rows(session: Session, records: list[FoldRecord]) -> list[dict[str, Any]]:
+    """Fold records joined with their KV values and their window's coverage (one query)."""
+    windows = sorted({r.window_id for r in records})
+    kv = kv_values(
+        session.id,
+        [fold_key(r.fold_id) for r in records] + [covered_key(w) for w in windows],
+    )
+    rows = []
+    for record in records:
+        value = kv.get(fold_key(record.fold_id)) or {}
+        covered = int(kv.get(covered_key(record.window_id)) or 0)
+        rows.append(
+            {
+                "record": record,
+                "summary": str(value.get("summary", "")),
+                "message_ids": list(value.get("messageIds") or []),
+                "created_at_index": value.get("createdAtIndex"),
+                "covered_through": covered,
+                "compressed": record.last_index <= covered,
+                "detail_url": url("fold", session, record.fold_id),
+                "range_url": url("messages", session)
+                + f"?window={record.window_id}&after={record.first_index - 1}",
+            }
+        )
+    return rows
+
+
+def chart_for(session: Session) -> dict[str, Any]:
+    """Input tokens of the latest turns with maintenance commits and folds marked.
+
+    Each point links to its turn's snapshot (the context viewer).
+    """
+    turns = list(
+        ProjectionSnapshot.objects.filter(session=session, usage__isnull=False)
+        .order_by("-created_at", "-pk")
+        .values_list("created_at", "upper_bound", "usage", "pk")[:CHART_TURNS]
+    )[::-1]
+    points = []
+    for created_at, upper_bound, usage, pk in turns:
+        tokens = usage.get("inputTokens") if isinstance(usage, dict) else None
+        points.append((created_at, upper_bound, tokens if isinstance(tokens, int) else None, pk))
+    markers: list[charts.Marker] = []
+    if points:
+        first_time, first_bound = points[0][0], points[0][1]
+        jobs = MaintenanceJob.objects.filter(
+            session=session, status=MaintenanceJob.Status.COMMITTED
+        ).filter(Q(finished_at__gte=first_time) | Q(finished_at__isnull=True))
+        for finished_at, through_index, window_id in jobs.order_by("finished_at").values_list(
+            "finished_at", "through_index", "window_id"
+        )[:CHART_TURNS]:
+            if finished_at is not None:
+                position = _position(points, lambda p, t=finished_at: p[0] >= t)
+            else:
+                position = _position(points, lambda p, b=through_index or 0: p[1] > b)
+            markers.append(
+                charts.Marker(
+                    position,
+                    charts.MAINTENANCE,
+                    f"maintenance of {window_id} through #{through_index}",
+                )
+            )
+        folds = FoldRecord.objects.filter(session=session, last_index__gte=first_bound)
+        for fold_id, window_id, first, last in folds.order_by("last_index").values_list(
+            "fold_id", "window_id", "first_index", "last_index"
+        )[:CHART_TURNS]:
+            # The fold_create call and its result come after the fold's last message.
+            position = _position(points, lambda p, b=last + 1: p[1] > b)
+            markers.append(
+                charts.Marker(
+                    position, charts.FOLD, f"fold {fold_id} ({window_id} #{first}-#{last})"
+                )
+            )
+    version = session.agent_version
+    threshold = (
+        int(version.maintenance_trigger_ratio * version.max_input_tokens)
+        if version.max_input_tokens and version.maintenance_trigger_ratio
+        else None
+    )
+    svg = charts.input_tokens_chart(
+        [
+            charts.Turn(str(i + 1), p[2], href=url("snapshot", session, p[3]))
+            for i, p in enumerate(points)
+        ],
+        markers,
+        threshold=threshold,
+    )
+    return {"svg": svg, "turns": len(points), "markers": markers, "threshold": threshold}
+
+
+def _position(points: list[tuple], after: Any) -> float:
+    """Half a turn before the first point for which `after(point)` holds (or past the end)."""
+    for i, point in enumerate(points):
+        if after(point):
+            return max(i - 0.5, 0)
+    return len(points) - 0.5 if len(points) > 1 else 0
+
+
+def neighbours(
+    session: Session, snapshot: ProjectionSnapshot
+) -> tuple[ProjectionSnapshot | None, ProjectionSnapshot | None]:
+    """The turns just before and after `snapshot` in the session, by (created_at, pk)."""
+    base = ProjectionSnapshot.objects.filter(session=session).only(
+        "id", "created_at", "upper_bound", "window_id", "revision"
+    )
+    at, pk = snapshot.created_at, snapshot.pk
+    previous = (
+        base.filter(Q(created_at__lt=at) | Q(created_at=at, pk__lt=pk))
+        .order_by("-created_at", "-pk")
+        .first()
+    )
+    following = (
+        base.filter(Q(created_at__gt=at) | Q(created_at=at, pk__gt=pk))
+        .order_by("created_at", "pk")
+        .first()
+    )
+    return previous, following
+
+
+def latest_view(session: Session) -> ProjectionSnapshot | None:
+    """The session's latest snapshot with what placing a message in it needs."""
+    return (
+        ProjectionSnapshot.objects.filter(session=session)
+        .defer("request", "options", "notes")
+        .order_by("-created_at", "-pk")
+        .first()
+    )
+
+
+def raw_pane(
+    session: Session,
+    snapshot: ProjectionSnapshot,
+    *,
+    after: int | None,
+    before: int | None,
+    window: str | None,
+    limit: int,
+) -> tuple[list[RawMessage], int | None, int | None, bool]:
+    """One page of the raw log up to the turn's bound: (messages, earlier, later, from_start).
+
+    All windows: by default the `limit` indices ending at the bound; `before`/`after` page
+    by index (gapless, so a page is an index range). One window: forward from `after`.
+    `earlier` is the `raw_before` of the page before, `later` the `raw_after` of the next.
+    """
+    bound = snapshot.upper_bound
+    if window:
+        start = max(after or 0, 0)
+        found = [
+            m
+            for m in selectors.log_page(
+                session.id, window_id=window, after_index=start, limit=limit + 1
+            )
+            if m.index <= bound
+        ]
+        more = len(found) > limit
+        found = found[:limit]
+        return found, None, found[-1].index if found and more else None, start > 0
+    if before is not None:
+        start = max(min(before, bound + 1) - limit - 1, 0)
+    elif after is not None:
+        start = max(min(after, bound), 0)
+    else:
+        start = max(bound - limit, 0)
+    count = min(limit, bound - start)
+    found = (
+        selectors.log_page(session.id, window_id=None, after_index=start, limit=count)
+        if count > 0
+        else []
+    )
+    later = start + count if start + count < bound else None
+    return found, start + 1 if start > 0 else None, later, False
