@@ -19,6 +19,8 @@ RUN_INPUTS = (
 )
 QUOTE_MEMORY = "Quote: 3 laptops at 1300 + shipping 250 = 4150 total; within budget."
 HOST_TOOLS = ("price_lookup", "shipping_lookup", "stock_lookup")
+# prefix@2's stand-in for a context tool call in the long story (a tiny host tool).
+NOTE_TOOL = "progress_note"
 
 
 def host_result(tool_name: str, arguments: dict[str, Any]) -> str:
@@ -191,21 +193,33 @@ def maintainer_script(turns: int = 20) -> dict[str, Any]:
 def answer_pending_host_calls(session_id: Any) -> int:
     """Play the host: write results for the unanswered host tool calls (hot or archived)."""
     from sessions_app.models import Session
-    from sessions_app.selectors import log_page
+    from sessions_app.selectors import log_page, log_run_inputs
     from sessions_app.services.messages import message_write
 
-    session = Session.objects.get(pk=session_id)
-    log = log_page(session.id, window_id=None, after_index=0, limit=session.last_index)
+    session = Session.objects.select_related("current_run").get(pk=session_id)
+    first = 1
+    if session.current_run is not None:
+        # Only the current run can have open calls: scan from its first input, not from #1.
+        inputs = log_run_inputs(session.id, session.current_run.id.hex, session.last_index)
+        first = inputs[0].index if inputs else 1
+    log = log_page(
+        session.id, window_id=None, after_index=first - 1, limit=session.last_index - first + 1
+    )
     answered = {m.tool_call_id for m in log if m.kind == "tool_result"}
     count = 0
     for call in log:
-        if call.kind == "tool_call" and call.tool_name in HOST_TOOLS:
+        if call.kind == "tool_call" and call.tool_name in (*HOST_TOOLS, NOTE_TOOL):
             if call.tool_call_id not in answered:
+                content = (
+                    "noted"
+                    if call.tool_name == NOTE_TOOL
+                    else host_result(call.tool_name, call.arguments or {})
+                )
                 message_write(
                     session_id=session.id,
                     role="tool",
                     kind="tool_result",
-                    content=host_result(call.tool_name, call.arguments or {}),
+                    content=content,
                     tool_call_id=call.tool_call_id,
                 )
                 count += 1
@@ -223,3 +237,207 @@ def drive_run(session_id: Any, content: str, on_turn: Any = None) -> str:
         answer_pending_host_calls(session_id)
         status = run_advance(run_id=run.id, on_turn=on_turn)
     return status
+
+
+# ---------------------------------------------------------------- the long story (manage.py demo)
+
+
+@dataclass(frozen=True)
+class Task:
+    """One task of the long story: a run that works in its own window (unified@2).
+
+    `folds` are ranges of this task's lookups (1-based, inclusive) the agent folds right after
+    the last lookup of each range; lookups outside every range stay in view. `resume` opens
+    the window again instead of creating it, and then reads back its first fold.
+    """
+
+    window: str
+    request: str
+    answer: str
+    goal: str = ""
+    lookups: int = 0
+    folds: tuple[tuple[int, int], ...] = ()
+    memory: str = ""
+    outcome: str = ""
+    resume: bool = False
+    maintainer_run: bool = False
+    expect_answer: tuple[str, ...] = ()
+
+
+STORY = (
+    Task(
+        window="quote-acme",
+        goal="Quote for 3 laptops for ACME (budget 5000)",
+        request="Prepare a quote for 3 laptops for ACME; the budget is 5000.",
+        lookups=15,
+        folds=((1, 5), (6, 10), (11, 15)),
+        memory=QUOTE_MEMORY,
+        outcome="ACME quote: 3 laptops, 4150 EUR including shipping.",
+        answer="Quote ready: 4150 for 3 laptops including shipping.",
+    ),
+    Task(
+        # The agent compares every carrier slot, so nothing is folded until it books: the
+        # view crosses the maintenance trigger and the worker compresses the oldest slots.
+        window="delivery-acme",
+        goal="Schedule the ACME laptop delivery for next Tuesday",
+        request="Now schedule the delivery of the laptops for next Tuesday.",
+        lookups=18,
+        folds=((15, 18),),
+        memory="Delivery: Tuesday 9:00-12:00, carrier C2, booking ref D-4471.",
+        outcome="ACME delivery booked: Tuesday 9:00-12:00 (ref D-4471).",
+        answer="Delivery scheduled for Tuesday 9:00-12:00.",
+    ),
+    Task(
+        window="quote-globex",
+        goal="Quote for 10 monitors for Globex (budget 3000)",
+        request="Prepare a quote for 10 monitors for Globex; the budget is 3000.",
+        lookups=15,
+        folds=((1, 5), (6, 10), (11, 15)),
+        memory="Quote: 10 monitors at 240 + shipping 250 = 2650 total; within budget.",
+        outcome="Globex quote: 10 monitors, 2650 EUR including shipping.",
+        answer="Quote ready: 2650 for 10 monitors including shipping.",
+    ),
+    Task(
+        window="quote-initech",
+        goal="Quote for 5 docking stations for Initech",
+        request="Prepare a quote for 5 docking stations for Initech.",
+        lookups=15,
+        folds=((1, 5), (6, 10), (11, 15)),
+        memory="Quote: 5 docking stations at 180 + shipping 250 = 1150 total.",
+        outcome="Initech quote: 5 docking stations, 1150 EUR including shipping.",
+        answer="Quote ready: 1150 for 5 docking stations including shipping.",
+    ),
+    Task(
+        window="quote-acme",
+        resume=True,
+        request="The budget is now 9000. Go back to the ACME quote and confirm it; "
+        "do not change it.",
+        lookups=3,
+        maintainer_run=True,
+        memory="Quote: 4150 total, confirmed within the new budget of 9000; unchanged.",
+        outcome="ACME quote confirmed at 4150 against the new budget of 9000.",
+        answer="The quote stays at 4150, well within the new budget of 9000.",
+        expect_answer=("4150", "budget is now 9000"),
+    ),
+)
+
+
+def story_scripts(tasks: tuple[Task, ...] = STORY) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The unified@2 script of the long story and its prefix@2 twin, step for step.
+
+    Where unified@2 calls a context tool, prefix@2 (which has none) calls the tiny host tool
+    `progress_note`; host lookups and answers are the same. So both sessions take exactly
+    the same turns and carry the same bulky tool output, and their token counts compare.
+    """
+    unified = ScriptBuilder()
+    twin: list[dict[str, Any]] = []
+    first_folds: dict[str, str] = {}
+
+    def context(name: str, arguments: dict[str, Any], **step: Any) -> str:
+        twin.append(
+            {
+                "toolCalls": [
+                    {
+                        "id": f"p{len(twin) + 1}",
+                        "name": NOTE_TOOL,
+                        "arguments": {"step": name.removeprefix("context_")},
+                    }
+                ]
+            }
+        )
+        return unified.call(name, arguments, **step)[2]
+
+    def lookup(task: int, n: int) -> tuple[int, int]:
+        name = HOST_TOOLS[n % len(HOST_TOOLS)]
+        arguments = {"item": f"task{task}-item{n}", "qty": n % 5 + 1}
+        twin.append(
+            {"toolCalls": [{"id": f"p{len(twin) + 1}", "name": name, "arguments": arguments}]}
+        )
+        first, last, _ = unified.call(name, arguments)
+        return first, last
+
+    for number, task in enumerate(tasks, start=1):
+        unified.user_input()
+        opening: dict[str, Any] = {
+            "purpose": "this task gets its own window",
+            "expectedWindowId": "main",
+            "windowId": task.window,
+            "input": f"{task.request} Come back to main with the outcome.",
+        }
+        if task.resume:
+            opening["resume"] = True
+        else:
+            opening["goal"] = task.goal
+        context("context_window_open", opening)
+        if task.resume and task.window in first_folds:
+            context(
+                "context_fold_read",
+                {"purpose": "re-check the earlier lookups", "foldId": first_folds[task.window]},
+            )
+        if task.maintainer_run:
+            # Asked before the remaining work, so the worker's checkpoint reaches this
+            # window's later views.
+            context(
+                "context_maintainer_run",
+                {"purpose": "compress the finished quote work", "expectedWindowId": task.window},
+            )
+        indices: dict[int, tuple[int, int]] = {}
+        for n in range(1, task.lookups + 1):
+            indices[n] = lookup(number, n)
+            for start, end in task.folds:
+                if n == end:
+                    call_id = context(
+                        "context_fold_create",
+                        {
+                            "purpose": "these lookups are finished",
+                            "expectedWindowId": task.window,
+                            "fromIndex": indices[start][0],
+                            "throughIndex": indices[end][1],
+                            "summary": f"Lookups {start}-{end} of task {number}: prices "
+                            "1200-1400, shipping 250, stock fine.",
+                        },
+                    )
+                    first_folds.setdefault(task.window, fold_id_for(call_id))
+        if task.memory:
+            context(
+                "context_window_memory_set",
+                {
+                    "purpose": "keep the result",
+                    "expectedWindowId": task.window,
+                    "memory": task.memory,
+                },
+            )
+        context(
+            "context_window_complete",
+            {"purpose": "task done", "expectedWindowId": task.window, "outcome": task.outcome},
+        )
+        step: dict[str, Any] = {}
+        if task.expect_answer:
+            step["expect"] = {"contains": list(task.expect_answer)}
+        unified.text(task.answer, **step)
+        twin.append({"text": task.answer})
+    return (
+        {"description": "ACME sales desk, unified@2", "steps": unified.steps},
+        {"description": "ACME sales desk, prefix@2 twin", "steps": twin},
+    )
+
+
+def story_inputs(tasks: tuple[Task, ...] = STORY) -> list[str]:
+    """The user input of each run of the long story."""
+    return [task.request for task in tasks]
+
+
+def story_maintainer_script(turns: int = 100) -> dict[str, Any]:
+    """The context-maintainer of the long story: one checkpoint per call."""
+    return {
+        "description": "context-maintainer (long story)",
+        "steps": [
+            {
+                "text": f"Checkpoint {n + 1}: the user runs quotes and deliveries for EU "
+                "customers. Lookups so far: prices 1200-1400 per unit, shipping 250 per "
+                "order, stock sufficient, carrier slots compared. Standing rule: never change "
+                "an agreed quote; re-check it against the current budget."
+            }
+            for n in range(turns)
+        ],
+    }

@@ -1,17 +1,24 @@
-"""`manage.py demo`: seed a demo Application, run the scenario with the scripted model, print
-a per-turn progress line and a summary, and create the admin login.
+"""`manage.py demo`: seed a demo Application, run the long story with the scripted model,
+print a per-turn progress line, compare the token economy, and create the admin login.
 
-unified@2 and prefix@2 agents run the same quote → schedule → "budget is now 9000" scenario.
-Token counts are estimates (characters / 4 of the request as sent), labelled as such.
+unified@2 and its prefix@2 twin work through the same five tasks of an ACME sales desk
+(scenario.STORY: quotes, a delivery, a resumed window), turn for turn. Maintenance jobs are
+executed as a Celery worker beside the runtime would: through the `maintenance_job_run`
+task body, one turn after they were queued (deterministic, so the figures repeat). Token
+counts are estimates (characters / 4 of each request as sent), labelled as such.
 """
 
 from __future__ import annotations
 
+import logging
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandParser
 from django.test.utils import override_settings
 
 from agents.models import Agent, AgentVersion, Application, Tool
@@ -23,7 +30,7 @@ from agents.services import (
 )
 from sessions_app import scenario, selectors
 from sessions_app.models import FoldRecord, MaintenanceJob, ProjectionSnapshot, Session
-from sessions_app.providers.base import canonical_json, estimate_tokens
+from sessions_app.providers.base import canonical_json
 from sessions_app.services.runtime import TurnReport
 from sessions_app.services.sessions import session_create
 
@@ -33,19 +40,100 @@ SYSTEM_PROMPT = (
     "You are ACME's sales assistant. You prepare quotes and schedule deliveries.\n\n"
     "{{context_protocol}}"
 )
+MAX_INPUT_TOKENS = 16000
+ESTIMATE = "estimates: characters / 4 of each request as sent, not a real tokenizer"
+
+
+@contextmanager
+def worker_queue() -> Iterator[None]:
+    """Queue Celery tasks instead of running them inline, so the demo can play the worker.
+
+    Without REDIS_URL, Celery runs every task eagerly inside the enqueuing call; the demo
+    wants maintenance to happen beside the agent's turns, as a worker would.
+    """
+    from contextproto.celery import app
+
+    previous = app.conf.task_always_eager
+    app.conf.task_always_eager = False
+    # The demo prints its own line per job; the worker's log line would repeat it.
+    jobs_log = logging.getLogger("contextproto.jobs")
+    level = jobs_log.level
+    jobs_log.setLevel(logging.WARNING)
+    try:
+        yield
+    finally:
+        app.conf.task_always_eager = previous
+        jobs_log.setLevel(level)
+
+
+@dataclass
+class Worker:
+    """Runs a session's queued maintenance jobs through the Celery task body, one turn late."""
+
+    write: Any
+    due: list[str] = field(default_factory=list)
+    committed: list[dict[str, Any]] = field(default_factory=list)
+
+    def _queued(self, session_id: Any) -> list[str]:
+        return [
+            str(pk)
+            for pk in MaintenanceJob.objects.filter(
+                session_id=session_id, external=False, status=MaintenanceJob.Status.QUEUED
+            )
+            .order_by("created_at")
+            .values_list("pk", flat=True)
+        ]
+
+    def tick(self, session_id: Any, turn: int) -> None:
+        """After a turn: run the jobs queued before it; the newer ones wait one turn."""
+        due, self.due = self.due, [j for j in self._queued(session_id) if j not in self.due]
+        for job_id in due:
+            self._run(job_id, turn)
+
+    def drain(self, session_id: Any, turn: int) -> None:
+        for job_id in self.due + [j for j in self._queued(session_id) if j not in self.due]:
+            self._run(job_id, turn)
+        self.due = []
+
+    def _run(self, job_id: str, turn: int) -> None:
+        from sessions_app.tasks import maintenance_job_run
+
+        outcome = maintenance_job_run.apply(args=(job_id,)).get()
+        job = MaintenanceJob.objects.get(pk=job_id)
+        if outcome == MaintenanceJob.Status.COMMITTED:
+            self.committed.append({"turn": turn, "job": job})
+            self.write(
+                f"    worker: checkpoint of {job.window_id} committed, covers "
+                f"#{job.from_index + 1}-#{job.through_index} "
+                f"({job.tokens_before or 0:,} -> {job.tokens_after or 0:,} tokens, est.; "
+                f"trigger: {job.trigger})"
+            )
+        else:
+            self.write(f"    worker: maintenance of {job.window_id} {outcome}: {job.reason}")
 
 
 class Command(BaseCommand):
-    help = "Run the demo scenario with the scripted model and create the admin login."
+    help = "Run the demo story with the scripted model and create the admin login."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument(
+            "--base-url",
+            default="http://127.0.0.1:8000",
+            help="Where the admin will be served, for the printed links.",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
+        self.base_url = options["base_url"].rstrip("/")
         application = self._application()
         versions = self._agents(application)
         results = []
-        with override_settings(RUNTIME_AUTOSTART=False):
+        with override_settings(RUNTIME_AUTOSTART=False), worker_queue():
             for label, version in versions:
                 results.append(self._run(label, version))
-        self._summary(results)
+        unified, prefix = results
+        full = full_history_tokens(prefix["session"], prefix["snapshots"])
+        self._summary(unified, prefix, full)
+        self._pages(unified, prefix)
         self._login()
 
     # ------------------------------------------------------------ seeding
@@ -55,7 +143,7 @@ class Command(BaseCommand):
         if application is None:
             application, key = application_create(name=DEMO_APPLICATION)
             self.stdout.write(f"Demo Application created; API key: {key}")
-        for name in scenario.HOST_TOOLS:
+        for name in (*scenario.HOST_TOOLS, scenario.NOTE_TOOL):
             Tool.objects.get_or_create(
                 application=application,
                 name=name,
@@ -84,16 +172,22 @@ class Command(BaseCommand):
                 "context_protocol_version": 2,
                 "model_provider": "scripted",
                 "model_name": "scripted-maintainer",
-                "max_input_tokens": 8000,
-                "model_config": scenario.maintainer_script(),
+                "max_input_tokens": MAX_INPUT_TOKENS,
+                "model_config": scenario.story_maintainer_script(),
             },
         )
-        tools = list(application.tools.values_list("id", flat=True))
+        unified_script, prefix_script = scenario.story_scripts()
         common = {
             "system_prompt": SYSTEM_PROMPT,
             "model_provider": "scripted",
             "model_name": "scripted-demo",
+            "max_input_tokens": MAX_INPUT_TOKENS,
+            "max_turns_per_run": 60,
         }
+        lookups = list(
+            application.tools.filter(name__in=scenario.HOST_TOOLS).values_list("id", flat=True)
+        )
+        note = list(application.tools.filter(name=scenario.NOTE_TOOL).values_list("id", flat=True))
         unified = self._version(
             application,
             "quote-assistant (unified@2)",
@@ -101,10 +195,9 @@ class Command(BaseCommand):
                 **common,
                 "context_protocol_id": "unified",
                 "context_protocol_version": 2,
-                "max_input_tokens": 8000,
-                "model_config": scenario.unified_script(),
+                "model_config": unified_script,
             },
-            tool_ids=tools,
+            tool_ids=lookups,
             maintainer_agent_id=maintainer.agent_id,
         )
         prefix = self._version(
@@ -114,10 +207,9 @@ class Command(BaseCommand):
                 **common,
                 "context_protocol_id": "prefix",
                 "context_protocol_version": 2,
-                "max_input_tokens": 4000,
-                "model_config": scenario.prefix_script(),
+                "model_config": prefix_script,
             },
-            tool_ids=tools,
+            tool_ids=lookups + note,
             maintainer_agent_id=maintainer.agent_id,
         )
         return [("unified@2", unified), ("prefix@2", prefix)]
@@ -127,71 +219,118 @@ class Command(BaseCommand):
     def _run(self, label: str, version: AgentVersion) -> dict[str, Any]:
         session, _ = session_create(agent_version=version, inputs={"customer": "ACME"})
         self.stdout.write(f"\n== {label}: session {session.id}")
+        worker = Worker(write=self.stdout.write)
+        turns = [0]
 
         def progress(turn: TurnReport) -> None:
+            turns[0] += 1
             self.stdout.write(
-                f"  run {turn.run_id[:8]} turn {turn.turn:>2}  window {turn.window_id:<6} "
-                f"tool {turn.tool or '-':<28} input tokens {turn.input_tokens or 0:>6} (est.)"
+                f"  turn {turns[0]:>3}  window {turn.window_id:<14} "
+                f"tool {turn.tool or '(answer)':<26} input tokens {turn.input_tokens or 0:>6,} "
+                "(est.)"
             )
+            worker.tick(session.id, turns[0])
 
-        for number, content in enumerate(scenario.RUN_INPUTS, start=1):
+        for number, content in enumerate(scenario.story_inputs(), start=1):
             self.stdout.write(f" run {number}: {content}")
             status = scenario.drive_run(session.id, content, on_turn=progress)
-            self.stdout.write(f"  -> {status}")
-        return {"label": label, "session": session, **self._measure(session)}
-
-    def _measure(self, session: Session) -> dict[str, Any]:
+            if status != "completed":
+                raise RuntimeError(f"{label}: run {number} ended {status}")
+        worker.drain(session.id, turns[0])
         snapshots = list(
-            ProjectionSnapshot.objects.filter(session=session).order_by("created_at", "id")
+            ProjectionSnapshot.objects.filter(session=session)
+            .order_by("created_at", "pk")
+            .only("id", "created_at", "upper_bound", "window_id", "usage", "sources")
         )
-        view_tokens = [int((s.usage or {}).get("inputTokens") or 0) for s in snapshots]
-        full_tokens = [self._full_history_tokens(session, s) for s in snapshots]
         return {
-            "turns": len(snapshots),
-            "view": sum(view_tokens),
-            "full": sum(full_tokens),
-            "last_view": view_tokens[-1] if view_tokens else 0,
-            "last_full": full_tokens[-1] if full_tokens else 0,
+            "label": label,
+            "session": session,
+            "snapshots": snapshots,
+            "tokens": [int((s.usage or {}).get("inputTokens") or 0) for s in snapshots],
+            "commits": worker.committed,
             "folds": FoldRecord.objects.filter(session=session).count(),
-            "checkpoints": MaintenanceJob.objects.filter(
-                session=session, status=MaintenanceJob.Status.COMMITTED
-            ).count(),
         }
 
-    def _full_history_tokens(self, session: Session, snapshot: ProjectionSnapshot) -> int:
-        """What sending every raw message up to the turn's bound would have cost (estimate)."""
-        history = selectors.log_page(
-            session.id, window_id=None, after_index=0, limit=snapshot.upper_bound
-        )
-        request = dict(snapshot.request)
-        system = snapshot.messages[0] if snapshot.messages else {}
-        request["messages"] = [system] + [
-            {
-                k: v
-                for k, v in m.to_wire().items()
-                if k in ("role", "content", "toolName", "toolCallId", "arguments")
-            }
-            for m in history
-        ]
-        request.pop("system", None)
-        return estimate_tokens(canonical_json(request))
+    # ------------------------------------------------------------ reporting
 
-    def _summary(self, results: list[dict[str, Any]]) -> None:
-        self.stdout.write("\nSummary (token counts are estimates: characters / 4)")
-        header = (
-            f"{'protocol':<10} {'turns':>5} {'view tok/turn':>14} {'full tok/turn':>14} "
-            f"{'saved':>6} {'last view':>10} {'last full':>10} {'folds':>5} {'checkpoints':>11}"
+    def _summary(self, unified: dict[str, Any], prefix: dict[str, Any], full: list[int]) -> None:
+        u, p = unified["tokens"], prefix["tokens"]
+        turns = len(u)
+        if len(p) != turns or len(full) != turns:
+            raise RuntimeError(f"the twins diverged: {turns} and {len(p)} turns")
+        after_commit = {c["turn"] + 1 for c in unified["commits"]}
+        shown = sorted(
+            {1, turns, *range(10, turns + 1, 10), *after_commit} & set(range(1, turns + 1))
         )
-        self.stdout.write(header)
-        for r in results:
-            per_view = r["view"] // max(r["turns"], 1)
-            per_full = r["full"] // max(r["turns"], 1)
-            saved = 100 - round(100 * r["view"] / r["full"]) if r["full"] else 0
+        windows = [s.window_id for s in unified["snapshots"]]
+        self.stdout.write(f"\nInput tokens per turn ({ESTIMATE})")
+        self.stdout.write(
+            f"{'turn':>5}  {'unified@2 window':<16} {'unified@2':>10} {'prefix@2':>10} "
+            f"{'full history':>13}"
+        )
+        for turn in shown:
+            i = turn - 1
+            note = "  <- first view after a checkpoint" if turn in after_commit else ""
             self.stdout.write(
-                f"{r['label']:<10} {r['turns']:>5} {per_view:>14} {per_full:>14} {saved:>5}% "
-                f"{r['last_view']:>10} {r['last_full']:>10} {r['folds']:>5} "
-                f"{r['checkpoints']:>11}"
+                f"{turn:>5}  {windows[i]:<16} {u[i]:>10,} {p[i]:>10,} {full[i]:>13,}{note}"
             )
+        self.stdout.write(
+            f"{'total':>5}  {f'{turns} turns':<16} {sum(u):>10,} {sum(p):>10,} {sum(full):>13,}"
+        )
+        self.stdout.write(
+            f"{'/turn':>5}  {'':<16} {sum(u) // turns:>10,} {sum(p) // turns:>10,} "
+            f"{sum(full) // turns:>13,}"
+        )
+        self.stdout.write(
+            f"unified@2 sent {100 - round(100 * sum(u) / sum(p))}% fewer input tokens than "
+            f"prefix@2 and {100 - round(100 * sum(u) / sum(full))}% fewer than the full history "
+            f"over the {turns} turns (estimates). Full history: every raw message up to the "
+            "turn, sent every turn (prefix@2's log, no compression)."
+        )
+        triggers = ", ".join(
+            f"{c['job'].window_id} at turn {c['turn']} ({c['job'].trigger})"
+            for c in unified["commits"]
+        )
+        opened = {s for s in windows if s != "main"}
+        self.stdout.write(
+            f"unified@2: {len(opened)} task windows (one resumed), {unified['folds']} folds, "
+            f"{len(unified['commits'])} checkpoints written by the worker: {triggers or 'none'}."
+        )
+        self.stdout.write(
+            f"prefix@2: one window, no folds, {len(prefix['commits'])} checkpoints written by "
+            "the worker."
+        )
+
+    def _pages(self, unified: dict[str, Any], prefix: dict[str, Any]) -> None:
+        from sessions_app.admin_views import url
+
+        session, snapshots = unified["session"], unified["snapshots"]
+        showcase = showcase_snapshot(session)
+        lines = [
+            ("session browser, unified@2", url("overview", session)),
+            ("input tokens chart", url("overview", session) + "#input-tokens"),
+        ]
+        if showcase is not None:
+            lines.append(
+                ("a turn with a fold and a checkpoint", url("snapshot", session, showcase.pk))
+            )
+            folded = first_view_with_fold(snapshots, showcase)
+            if folded is not None:
+                lines.append(
+                    ("the turn its fold was made (diff)", url("snapshot_diff", session, folded.pk))
+                )
+        if unified["commits"]:
+            # Turn N's worker commit shows in the view of turn N + 1 (snapshots[N]).
+            turn = unified["commits"][0]["turn"]
+            if turn < len(snapshots):
+                after = snapshots[turn]
+                lines.append(
+                    ("the turn after a checkpoint (diff)", url("snapshot_diff", session, after.pk))
+                )
+        lines.append(("session browser, prefix@2", url("overview", prefix["session"])))
+        self.stdout.write("\nLook inside (admin, login below):")
+        for label, path in lines:
+            self.stdout.write(f"  {label:<37} {self.base_url}{path}")
 
     def _login(self) -> None:
         password = os.environ.get("DEMO_ADMIN_PASSWORD", "contextproto-demo")
@@ -199,5 +338,70 @@ class Command(BaseCommand):
         user.is_staff = user.is_superuser = True
         user.set_password(password)
         user.save()
-        self.stdout.write("\nAdmin: http://127.0.0.1:8000/admin/")
+        self.stdout.write(f"\nAdmin: {self.base_url}/admin/")
         self.stdout.write(f"Login: {DEMO_USERNAME} / {password}")
+
+
+def full_history_tokens(session: Session, snapshots: list[ProjectionSnapshot]) -> list[int]:
+    """Per turn: the turn's request with every raw message up to its bound (estimate).
+
+    Computed incrementally from the sizes of the messages' JSON (the same characters / 4 a
+    direct `estimate_tokens(canonical_json(request))` gives), so a long story stays linear.
+    """
+    if not snapshots:
+        return []
+    last = max(s.upper_bound for s in snapshots)
+    history = selectors.log_page(session.id, window_id=None, after_index=0, limit=last)
+    keep = ("role", "content", "toolName", "toolCallId", "arguments")
+    sizes = [0]
+    for message in history:
+        wire = {k: v for k, v in message.to_wire().items() if k in keep}
+        sizes.append(sizes[-1] + len(canonical_json(wire)))
+    full = ProjectionSnapshot.objects.filter(pk__in=[s.pk for s in snapshots]).only(
+        "id", "messages", "request"
+    )
+    heavy = {s.pk: s for s in full}
+    tokens = []
+    for snapshot in snapshots:
+        loaded = heavy[snapshot.pk]
+        request = {k: v for k, v in loaded.request.items() if k != "system"}
+        request["messages"] = [loaded.messages[0]] if loaded.messages else []
+        base = len(canonical_json(request))
+        n = min(snapshot.upper_bound, len(history))
+        # "[system]" becomes "[system, m1, ..., mn]": each message adds ", " and its JSON.
+        tokens.append(-(-(base + sizes[n] + 2 * n) // 4))
+    return tokens
+
+
+def first_view_with_fold(
+    snapshots: list[ProjectionSnapshot], showcase: ProjectionSnapshot
+) -> ProjectionSnapshot | None:
+    """The first turn whose view holds the showcase's (last) fold: the turn it was made."""
+    fold_ids = [
+        s.get("foldId") for s in showcase.sources or [] if s.get("derivedType") == "context_fold"
+    ]
+    if not fold_ids:
+        return None
+    for snapshot in snapshots:
+        if any(s.get("foldId") == fold_ids[-1] for s in snapshot.sources or []):
+            return snapshot
+    return None
+
+
+def showcase_snapshot(session: Session) -> ProjectionSnapshot | None:
+    """The latest turn whose view holds a fold and a checkpoint of its window."""
+    candidates = (
+        ProjectionSnapshot.objects.filter(session=session)
+        .order_by("-created_at", "-pk")
+        .only("id", "sources", "messages")
+    )
+    for snapshot in candidates:
+        kinds = {s.get("derivedType") for s in snapshot.sources or []}
+        if "context_fold" not in kinds:
+            continue
+        header = next(
+            (m for m in snapshot.messages or [] if m.get("kind") == "context_header"), None
+        )
+        if header and '"current_window_checkpoint": null' not in str(header.get("content")):
+            return snapshot
+    return None
