@@ -196,3 +196,46 @@ def build_context_session(version):
     turns.project()
     session.refresh_from_db()
     return session, turns, named, fold["foldId"]
+
+
+def sql_bulk_messages(session, count: int, windows: tuple[str, ...] = ("w1", "w2", "w3")) -> None:
+    """Append `count` short assistant texts round-robin over `windows`, generated in SQL.
+
+    For sessions of 100k messages: building that many model instances in Python takes tens
+    of seconds, one INSERT … SELECT over a generated series takes about one. Raw inserts of
+    finished messages are allowed (the log refuses only updates and deletes).
+    """
+    from django.db import connection
+
+    from sessions_app.models import Message, Session
+
+    start = Session.objects.get(pk=session.pk).next_message_index
+    last = start + count - 1
+    table = Message._meta.db_table
+    names = list(windows)
+    now = connection.ops.adapt_datetimefield_value(timezone.now())
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute(
+                f"""INSERT INTO {table}
+                    (id, session_id, "index", window_id, role, kind, content, created_at)
+                SELECT gen_random_uuid(), %s, g, (%s::text[])[1 + (g - %s) %% %s],
+                    'assistant', 'text', to_jsonb('note ' || g), %s
+                FROM generate_series(%s::bigint, %s::bigint) AS g""",
+                [session.pk, names, start, len(names), now, start, last],
+            )
+        else:
+            choose = " ".join(f"WHEN {n} THEN '{w}'" for n, w in enumerate(names))
+            cursor.execute(
+                f"""WITH RECURSIVE seq(g) AS (
+                    SELECT %s UNION ALL SELECT g + 1 FROM seq WHERE g < %s)
+                INSERT INTO {table}
+                    (id, session_id, "index", window_id, role, kind, content, created_at)
+                SELECT lower(hex(randomblob(16))), %s, g,
+                    CASE (g - %s) %% {len(names)} {choose} END,
+                    'assistant', 'text', json_quote('note ' || g), %s
+                FROM seq""",
+                [start, last, session.pk.hex, start, now],
+            )
+    Session.objects.filter(pk=session.pk).update(next_message_index=last + 1)
+    session.refresh_from_db()

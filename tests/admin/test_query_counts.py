@@ -8,7 +8,7 @@ from django.test.utils import CaptureQueriesContext
 
 from contextproto.protocol.state import new_window_record
 from sessions_app.models import MaintenanceJob, ProjectionSnapshot
-from tests.admin.builders import build_session, bulk_messages
+from tests.admin.builders import build_session, bulk_messages, sql_bulk_messages
 
 PAGES = (
     "",
@@ -132,3 +132,63 @@ def test_agent_version_changelist_query_count_does_not_grow(published_version, s
         agent_version_duplicate(version=version)
     published_version("Other", agent_name="second")
     assert measure() == few
+
+
+# The context viewer and the pages that link back into it, at 100 and 100k messages.
+CONTEXT_PAGES = (
+    "",
+    "windows/",
+    "messages/?before=60",
+    "messages/{message}/",
+    "folds/{fold}/",
+    "snapshots/",
+    "snapshots/{snapshot}/",
+    "snapshots/{snapshot}/?raw_before=60&raw_limit=20",
+    "snapshots/{snapshot}/?raw_window=1",
+    "snapshots/{snapshot}/?raw_after=40",
+    "snapshots/{snapshot}/diff/",
+)
+
+
+def context_session(published_version, app_name: str, size: int):
+    """A built session, then `size` messages in other windows, then one more view.
+
+    The bulk messages stay out of `main`, so the view stays small while the log and the
+    turn's upper bound grow: what the pages read must not grow with them.
+    """
+    from sessions_app.services.projection import projection_build
+
+    session, fold_id, _ = build_session(published_version(app_name, version=2))
+    sql_bulk_messages(session, size)
+    snapshot = projection_build(session_id=session.id)
+    session.refresh_from_db()
+    first = session.messages.get(index=1)
+    return session, fold_id, snapshot, first
+
+
+def test_context_viewer_query_count_is_the_same_at_100_and_100k_messages(
+    published_version, superuser, client
+):
+    sessions = [
+        context_session(published_version, "Small", 100),
+        context_session(published_version, "Huge", 100_000),
+    ]
+    huge, _fold, huge_view, _first = sessions[1]
+    assert huge.last_index > 100_000 and huge_view.upper_bound == huge.last_index
+    assert huge.messages.count() == huge.last_index
+    middle = huge.messages.get(index=50_000)
+    assert middle.content == "note 50000" and middle.window_id in ("w1", "w2", "w3")
+    client.force_login(superuser)
+    html = client.get(
+        f"/admin/sessions_app/session/{huge.pk}/browse/snapshots/{huge_view.pk}/?raw_after=49999"
+    ).content.decode()
+    assert 'id="r50000"' in html and "note 50000" in html
+    counts: dict[str, list[int]] = {}
+    for session, fold_id, snapshot, first in sessions:
+        for page in CONTEXT_PAGES:
+            tail = page.format(fold=fold_id, snapshot=snapshot.pk, message=first.pk)
+            url = f"/admin/sessions_app/session/{session.pk}/browse/{tail}"
+            counts.setdefault(page, []).append(count_queries(client, url))
+    for page, (small, huge) in counts.items():
+        assert small == huge, f"{page or 'overview'}: {small} queries at 100, {huge} at 100k"
+        assert huge <= 16, f"{page or 'overview'} issues {huge} queries"
