@@ -127,6 +127,7 @@ def test_operator_configures_publishes_and_browses_a_session(
     expect(state_row.locator(".model-content")).to_contain_text("main")
     fold_source = page.locator('tr.projection-row[data-kind="context_fold"] .projection-source')
     expect(fold_source).to_contain_text(fold_id)
+    page.locator("#provider-request-details summary").click()  # the request on demand
     expect(page.locator("#provider-request")).to_be_visible()
     state_row.scroll_into_view_if_needed()
     screenshot("07-snapshot-context-state")
