@@ -382,10 +382,13 @@ class KvApi(APIView):
 
 
 class HealthApi(APIView):
-    """Node role, catalog fingerprint and reachability of the database and the cache/broker."""
+    """Node role, catalog fingerprint, reachability of the database and the cache/broker, and
+    the live nodes with `skew: true` when their catalogs differ (SPEC §12)."""
 
     @extend_schema(auth=[], responses={200: dict})
     def get(self, request: Request) -> Response:
+        from contextproto import nodes
+
         checks: dict[str, str] = {}
         try:
             with connection.cursor() as cursor:
@@ -403,9 +406,12 @@ class HealthApi(APIView):
             {
                 "status": "ok" if healthy else "degraded",
                 "role": settings.NODE_ROLE,
-                "catalogFingerprint": catalog.fingerprint(),
+                "catalogFingerprint": nodes.local_fingerprint(),
                 "redis": bool(settings.REDIS_URL),
                 "checks": checks,
+                # Skew is reported, not a 503: during a rolling deploy every node would
+                # otherwise leave the load balancer at once.
+                **nodes.registry_report(),
             },
             status=200 if healthy else 503,
         )

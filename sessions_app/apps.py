@@ -8,5 +8,5 @@ class SessionsAppConfig(AppConfig):
 
     def ready(self) -> None:
         # The Celery app, so @shared_task binds to it in every process; the deploy check
-        # refusing the public dev SECRET_KEY.
-        from contextproto import celery, checks  # noqa: F401
+        # refusing the public dev SECRET_KEY; the node registry's signal handlers (SPEC §12).
+        from contextproto import celery, checks, nodes  # noqa: F401
