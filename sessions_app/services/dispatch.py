@@ -19,9 +19,10 @@ from django.db import InterfaceError, OperationalError, transaction
 from contextproto import metrics
 from contextproto.errors import ApplicationError, NotFound
 from contextproto.protocol import catalog, tools
+from contextproto.protocol.messages import RawMessage
 from sessions_app.models import Message, ProjectionSnapshot, Session, ToolReceipt
-from sessions_app.selectors import log_at, to_raw
-from sessions_app.services.archive import archived_row_by_tool_call
+from sessions_app.selectors import RAW_FIELDS, log_at, raw_from_values, to_raw
+from sessions_app.services.archive import archived_message_by_tool_call, archived_row_by_tool_call
 from sessions_app.services.messages import message_append_locked
 from sessions_app.services.reader import DbSessionReader
 from sessions_app.services.state import kv_apply_locked, session_lock
@@ -40,7 +41,7 @@ class Receipt:
     replayed: bool
     state_revision: int
     result: dict[str, Any]
-    result_message: Message
+    result_message: RawMessage
     effects: tuple[tuple[str, dict], ...] = ()
 
     def to_wire(self) -> dict[str, Any]:
@@ -49,7 +50,7 @@ class Receipt:
             "replayed": self.replayed,
             "stateRevision": self.state_revision,
             "result": self.result,
-            "resultMessage": to_raw(self.result_message).to_wire(),
+            "resultMessage": self.result_message.to_wire(),
         }
 
 
@@ -65,30 +66,26 @@ def tool_dispatch(*, session_id: UUID | str, tool_call_id: str) -> Receipt:
 
     Raises NotFound for a call that is not in this session, and `not_a_protocol_tool` (400)
     for a host tool. Everything the model got wrong is an error result, not an exception.
+    Statements on the first dispatch: the session lock, one read of the call and its
+    answer, the handler's reads, its writes, the result, the receipt, one session update.
     """
     with transaction.atomic():
         session = session_lock(session_id)
-        # No select_related: its inner join would hide a receipt whose result is archived.
-        existing = ToolReceipt.objects.filter(session=session, tool_call_id=tool_call_id).first()
-        if existing is not None:
-            metrics.REPLAYS.inc()
-            result_message = Message.objects.filter(
-                pk=existing.result_message_id
-            ).first() or archived_row_by_tool_call(session.id, tool_call_id, "tool_result")
-            return Receipt(
-                tool_call_id=tool_call_id,
-                replayed=True,
-                state_revision=existing.state_revision,
-                result=existing.result,
-                result_message=result_message,
-            )
-        call = Message.objects.filter(
-            session=session, kind="tool_call", tool_call_id=tool_call_id
-        ).first()
-        # A call archived while unanswered is dispatched from its archived copy (SPEC §7).
-        archived = call is None
-        if archived:
-            call = archived_row_by_tool_call(session.id, tool_call_id, "tool_call")
+        call, answer = _call_and_answer(session.id, tool_call_id)
+        if answer is not None:
+            # No select_related: its inner join would hide a receipt whose result is archived.
+            existing = ToolReceipt.objects.filter(
+                session=session, tool_call_id=tool_call_id
+            ).first()
+            if existing is not None:
+                metrics.REPLAYS.inc()
+                return Receipt(
+                    tool_call_id=tool_call_id,
+                    replayed=True,
+                    state_revision=existing.state_revision,
+                    result=existing.result,
+                    result_message=answer,
+                )
         if call is None:
             raise NotFound("Tool call", {"toolCallId": tool_call_id})
         if call.tool_name not in catalog.PROTOCOL_TOOL_NAMES:
@@ -98,15 +95,7 @@ def tool_dispatch(*, session_id: UUID | str, tool_call_id: str) -> Receipt:
                 "with POST sessions/{id}/messages/.",
                 {"toolCallId": tool_call_id, "toolName": call.tool_name},
             )
-        if Message.objects.filter(
-            session=session, kind="tool_result", tool_call_id=tool_call_id
-        ).exists() or (
-            archived
-            and archived_row_by_tool_call(
-                session.id, tool_call_id, "tool_result", after_index=call.index
-            )
-            is not None
-        ):
+        if answer is not None:
             raise ApplicationError(
                 "tool_call_already_answered",
                 f"toolCallId {tool_call_id} already has a result.",
@@ -114,17 +103,20 @@ def tool_dispatch(*, session_id: UUID | str, tool_call_id: str) -> Receipt:
                 status=409,
             )
         outcome, revision = _execute_and_apply(session, call)
-        result_message = message_append_locked(
+        result_row = message_append_locked(
             session,
             role="tool",
             kind="tool_result",
             content=json.dumps(outcome.result, ensure_ascii=False, sort_keys=True),
             window_id=call.window_id,
-            run=call.run,
+            run_id=call.run_id,
             tool_call_id=tool_call_id,
             tool_name=call.tool_name,
             is_error=not outcome.result.get("success", False),
+            save_session=False,
         )
+        # One update of the session row for the revision, the active window and the index.
+        session.save(update_fields=["state_revision", "active_window", "next_message_index"])
         ToolReceipt.objects.create(
             session=session,
             tool_call_id=tool_call_id,
@@ -132,7 +124,7 @@ def tool_dispatch(*, session_id: UUID | str, tool_call_id: str) -> Receipt:
             result=outcome.result,
             success=bool(outcome.result.get("success")),
             state_revision=revision,
-            result_message=result_message,
+            result_message=result_row,
         )
         result, tool_name = outcome.result, call.tool_name
         transaction.on_commit(lambda: metrics.dispatch_outcome(tool_name, result))
@@ -144,12 +136,43 @@ def tool_dispatch(*, session_id: UUID | str, tool_call_id: str) -> Receipt:
             replayed=False,
             state_revision=revision,
             result=outcome.result,
-            result_message=result_message,
+            result_message=to_raw(result_row),
             effects=effects,
         )
 
 
-def _execute_and_apply(session: Session, call: Message) -> tuple[tools.ToolOutcome, int]:
+def _call_and_answer(
+    session_id: UUID, tool_call_id: str
+) -> tuple[RawMessage | None, RawMessage | None]:
+    """The call `tool_call_id` and the result after it, hot or archived (one query if hot).
+
+    A call archived while unanswered is dispatched from its archived copy (SPEC §7).
+    """
+    rows = [
+        raw_from_values(values)
+        for values in Message.objects.filter(
+            session_id=session_id,
+            tool_call_id=tool_call_id,
+            kind__in=("tool_call", "tool_result"),
+        )
+        .order_by("index")
+        .values_list(*RAW_FIELDS)
+    ]
+    call = next((m for m in rows if m.kind == "tool_call"), None)
+    if call is None:
+        call = archived_message_by_tool_call(session_id, tool_call_id, "tool_call")
+    after = call.index if call is not None else 0
+    answer = next((m for m in rows if m.kind == "tool_result" and m.index > after), None)
+    if answer is None and (call is None or not rows):
+        # Cold only when the hot table cannot settle it: the call itself is archived (or
+        # unknown), so its result may be archived too.
+        answer = archived_message_by_tool_call(
+            session_id, tool_call_id, "tool_result", after_index=after
+        )
+    return call, answer
+
+
+def _execute_and_apply(session: Session, call: RawMessage) -> tuple[tools.ToolOutcome, int]:
     """Run the handler and apply its KV writes; any failure becomes an error result.
 
     A call must never be left without its receipt (SPEC §5.1: errors are receipts, each call
@@ -163,7 +186,8 @@ def _execute_and_apply(session: Session, call: Message) -> tuple[tools.ToolOutco
             outcome = _execute(session, call)
             revision = session.state_revision
             if outcome.kv_writes:
-                revision = kv_apply_locked(session, outcome.kv_writes)
+                # The caller saves the session row once, with the next message index.
+                revision = kv_apply_locked(session, outcome.kv_writes, save_session=False)
             return outcome, revision
     except (OperationalError, InterfaceError):
         raise
@@ -191,7 +215,7 @@ def _execute_and_apply(session: Session, call: Message) -> tuple[tools.ToolOutco
     return tools.ToolOutcome(result=result), session.state_revision
 
 
-def _execute(session: Session, call: Message) -> tools.ToolOutcome:
+def _execute(session: Session, call: RawMessage) -> tools.ToolOutcome:
     """Run the engine handler for `call` against the frozen snapshot and current revision."""
     version = session.agent_version
     protocol = catalog.get_version(version.context_protocol_id, version.context_protocol_version)
@@ -246,7 +270,7 @@ def _execute(session: Session, call: Message) -> tools.ToolOutcome:
     return tools.dispatch(tool_call, context, DbSessionReader(session.id))
 
 
-def _earlier_call_of_same_answer(session: Session, call: Message) -> str | None:
+def _earlier_call_of_same_answer(session: Session, call: RawMessage) -> str | None:
     """The first call of the answer `call` belongs to, when `call` is not that first call.
 
     Calls of one model answer are written back to back from one snapshot; a call whose

@@ -24,17 +24,21 @@ def message_append_locked(
     content: Any,
     window_id: str | None = None,
     run: Run | None = None,
+    run_id: UUID | str | None = None,
     input_run: str | None = None,
     tool_call_id: str | None = None,
     tool_name: str | None = None,
     arguments: dict[str, Any] | None = None,
     is_error: bool | None = None,
     snapshot_id: UUID | str | None = None,
+    save_session: bool = True,
 ) -> Message:
     """Write one message with the next index of the locked session.
 
     Precondition: inside a transaction, `session` locked by `session_lock`. The window is the
-    active window unless given (a tool result carries its call's window).
+    active window unless given (a tool result carries its call's window); the run is `run`,
+    else `run_id`, else the session's current run. With `save_session=False` the caller
+    saves `next_message_index` of the session row itself, in the same transaction.
     """
     if ROLE_OF_KIND.get(kind) != role:
         raise ValueError(f"kind {kind!r} needs role {ROLE_OF_KIND.get(kind)!r}, not {role!r}")
@@ -46,7 +50,13 @@ def message_append_locked(
         role=role,
         kind=kind,
         content=content,
-        run=run if run is not None else session.current_run,
+        run_id=(
+            run.id
+            if run is not None
+            else UUID(str(run_id))
+            if run_id is not None
+            else session.current_run_id
+        ),
         input_run=input_run,
         tool_call_id=tool_call_id,
         tool_name=tool_name,
@@ -60,7 +70,8 @@ def message_append_locked(
         message_count=F("message_count") + 1
     )
     session.next_message_index = index + 1
-    session.save(update_fields=["next_message_index"])
+    if save_session:
+        session.save(update_fields=["next_message_index"])
     return message
 
 

@@ -13,6 +13,7 @@ from uuid import UUID
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Count, Q
 
 from contextproto.errors import ApplicationError, NotFound
 from contextproto.protocol import state as kvkeys
@@ -70,15 +71,16 @@ def _check_writes(session: Session, writes: Mapping[str, Any]) -> None:
             )
     added = [k for k, v in writes.items() if v is not KV_DELETE]
     removed = [k for k, v in writes.items() if v is KV_DELETE]
-    existing = set(
-        KVEntry.objects.filter(session=session, key__in=added + removed).values_list(
-            "key", flat=True
-        )
+    # One statement: the session's key count and how many of these keys exist already.
+    counts = KVEntry.objects.filter(session=session).aggregate(
+        total=Count("id"),
+        added_present=Count("id", filter=Q(key__in=added)),
+        removed_present=Count("id", filter=Q(key__in=removed)),
     )
-    new_keys = len([k for k in added if k not in existing])
-    gone = len([k for k in removed if k in existing])
+    new_keys = len(added) - counts["added_present"]
+    gone = counts["removed_present"]
     if new_keys:
-        count = KVEntry.objects.filter(session=session).count()
+        count = counts["total"]
         limit = settings.KV_MAX_KEYS_PER_SESSION
         if count - gone + new_keys > limit:
             raise ApplicationError(
@@ -139,11 +141,15 @@ def _sync_secondary(session: Session, writes: Mapping[str, Any]) -> None:
         )
 
 
-def kv_apply_locked(session: Session, writes: Mapping[str, Any]) -> int:
+def kv_apply_locked(
+    session: Session, writes: Mapping[str, Any], *, save_session: bool = True
+) -> int:
     """Apply `writes` (key → JSON value or KV_DELETE) and bump the revision once.
 
     Precondition: inside a transaction, `session` locked by `session_lock`. Returns the new
     revision. Raises ApplicationError (kv_*) before writing anything if a limit is broken.
+    With `save_session=False` the caller saves `state_revision` and `active_window` of the
+    session row itself, in the same transaction (one row update per dispatch).
     """
     if not writes:
         return session.state_revision
@@ -171,7 +177,8 @@ def kv_apply_locked(session: Session, writes: Mapping[str, Any]) -> int:
     if isinstance(active, str):
         session.active_window = active
         update_fields.append("active_window")
-    session.save(update_fields=update_fields)
+    if save_session:
+        session.save(update_fields=update_fields)
     return revision
 
 
