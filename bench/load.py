@@ -1,0 +1,192 @@
+"""`make load`: concurrent host loops over HTTP against the production server, then an audit.
+
+Each loop is one session driven the way an external host drives it (SPEC §9): an input, a
+projection, the model's protocol tool call (task memory, a new window, or a fold of the
+previous host lookup, in turn), its dispatch, a second projection, then a host tool call and
+its result. N loops run at once against uvicorn with several worker processes on PostgreSQL
++ Redis, for a bounded number of turns and seconds, on loopback only. Afterwards every
+session is audited in the database (MessageIndex gapless, one result per call, one receipt
+per protocol call, revision = the successful mutating receipts, every acknowledged write
+present and nothing written twice), and every call is dispatched once more over HTTP, which
+must replay its original receipt.
+
+    make load                                         # 16 loops x 10 turns, 4 workers
+    make load LOAD_ARGS="--sessions 32 --turns 20 --server-workers 2"
+    DATABASE_URL=... REDIS_URL=... .venv/bin/python bench/load.py --help
+
+Writes carry a clientMessageId and dispatches are keyed by their toolCallId, so a loop
+retries any request whose answer it did not get (a dropped connection, 502/503/504, 429
+after Retry-After) without writing twice. The fault tests (tests/reliability/) drive the
+same loops and the same audit while they kill processes under them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import benchlib
+import hostloops
+from hostloops import Attempt, Audit, HttpClient, Server, Stats
+
+ROOT = hostloops.ROOT
+DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/contextproto_load"
+DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/8"
+
+
+# --------------------------------------------------------------------------- report
+
+
+def percentile(values: list[float], share: float) -> float:
+    """Nearest-rank percentile."""
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(share * len(ordered)) - 1)]
+
+
+def latency_rows(stats: Stats, wall: float) -> list[list[Any]]:
+    by_endpoint: dict[str, list[Attempt]] = {}
+    for attempt in stats.attempts:
+        by_endpoint.setdefault(attempt.endpoint, []).append(attempt)
+    rows = []
+    for endpoint, attempts in sorted(by_endpoint.items()):
+        answered = [a.seconds * 1000 for a in attempts if a.status is not None]
+        rows.append(
+            [
+                endpoint,
+                len(attempts),
+                round(len(attempts) / wall, 1) if wall else float("nan"),
+                percentile(answered, 0.50),
+                percentile(answered, 0.95),
+                percentile(answered, 0.99),
+                max(answered) if answered else float("nan"),
+                sum(1 for a in attempts if a.status is not None and a.status >= 500),
+                sum(1 for a in attempts if a.status is None),
+            ]
+        )
+    return rows
+
+
+LATENCY_HEADERS = ["endpoint", "requests", "req/s", "p50 ms", "p95 ms", "p99 ms", "max ms"]
+LATENCY_HEADERS += ["5xx", "no answer"]
+
+
+def audit_rows(audit: Audit, stats: Stats) -> list[list[Any]]:
+    return [
+        ["sessions audited", audit.sessions],
+        ["messages", audit.messages],
+        ["tool calls / receipts", f"{audit.calls} / {audit.receipts}"],
+        ["MessageIndex gaps", audit.gaps],
+        ["duplicates (calls, results, receipts, inputs)", audit.duplicates],
+        ["lost effects (acknowledged writes, results, receipts, KV)", audit.lost],
+        ["sessions with revision != 1 + successful mutating receipts", audit.revision_mismatches],
+        ["replayed dispatches checked / not replaying", f"{audit.replays_checked} / "
+         f"{audit.replay_mismatches}"],
+        ["5xx answers", stats.server_errors()],
+    ]
+
+
+# --------------------------------------------------------------------------- main
+
+
+def _django_setup() -> None:
+    sys.path.insert(0, str(ROOT))
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "contextproto.settings")
+    os.environ.setdefault("ALLOW_DEV_SECRET_KEY", "true")  # this process serves nothing
+    import django
+
+    django.setup()
+
+
+def _loadavg() -> str:
+    try:
+        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    except OSError:
+        return "unknown"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sessions", type=int, default=16, help="concurrent host loops")
+    parser.add_argument("--turns", type=int, default=10, help="measured turns per loop")
+    parser.add_argument("--seconds", type=float, default=180, help="stop starting turns after")
+    parser.add_argument("--server-workers", type=int, default=4, help="uvicorn worker processes")
+    parser.add_argument("--var-dir", default=str(ROOT / "var" / "load"))
+    args = parser.parse_args(argv)
+    if not 1 <= args.sessions <= 256 or not 1 <= args.turns <= 1000 or args.seconds <= 0:
+        parser.error("--sessions 1..256, --turns 1..1000, --seconds > 0")
+
+    os.environ.setdefault("DATABASE_URL", DEFAULT_DATABASE_URL)
+    os.environ.setdefault("REDIS_URL", DEFAULT_REDIS_URL)
+    database_url, redis_url = os.environ["DATABASE_URL"], os.environ["REDIS_URL"]
+    if not database_url.startswith(("postgres://", "postgresql://")) or not redis_url:
+        sys.exit("load: runs on PostgreSQL + Redis (DATABASE_URL, REDIS_URL)")
+    # Loopback only: the server binds 127.0.0.1 and the loops talk to nothing else.
+    _django_setup()
+    from django.core.management import call_command
+
+    from agents.services import application_create
+
+    call_command("migrate", verbosity=0)
+    var_dir = Path(args.var_dir)
+    var_dir.mkdir(parents=True, exist_ok=True)
+    server = Server(
+        env=hostloops.server_env(database_url=database_url, redis_url=redis_url, var_dir=var_dir),
+        log_path=var_dir / "server.log",
+        workers=args.server_workers,
+    )
+    print(
+        f"load: {args.sessions} loops x (1 warm-up + {args.turns}) turns, at most "
+        f"{args.seconds:g} s; uvicorn --workers {args.server_workers} at {server.base_url}; "
+        f"{os.cpu_count()} CPUs, load average before {_loadavg()}",
+        flush=True,
+    )
+    server.start()
+    stats = Stats()
+    try:
+        _app, key = application_create(name=f"load-{int(time.time())}")
+        app_client = HttpClient(server.base_url, key, Stats())
+        version_id = hostloops.setup_agent_version(app_client)
+        runs = [hostloops.create_session(app_client, version_id) for _ in range(args.sessions)]
+        app_client.close()
+        # One turn per loop first, not measured: each worker imports and connects lazily.
+        hostloops.run_loops(server.base_url, runs, Stats(), turns=1, seconds=args.seconds)
+        wall = hostloops.run_loops(
+            server.base_url, runs, stats, turns=1 + args.turns, seconds=args.seconds
+        )
+        audit = hostloops.audit_sessions(runs)
+        hostloops.verify_replays(server.base_url, runs, Stats(), audit)
+    finally:
+        server.stop()
+
+    turns = sum(r.turns_done for r in runs) - len(runs)
+    print(
+        f"\n{turns} measured turns, {len(stats.attempts)} requests in {wall:.1f} s: "
+        f"{len(stats.attempts) / wall:.1f} requests/s, {turns / wall:.2f} turns/s; statuses "
+        f"{dict(sorted(stats.statuses().items(), key=str))}; client retries "
+        f"{len(stats.attempts) - stats.requests}; load average after {_loadavg()}"
+    )
+    print()
+    print(benchlib.table(LATENCY_HEADERS, latency_rows(stats, wall)))
+    print()
+    print(benchlib.table(["integrity check", "count"], audit_rows(audit, stats)))
+    failed = [r for r in runs if r.error]
+    for run in failed:
+        print(f"loop failed: session {run.session_id}: {run.error}")
+    for line in audit.problems[:50]:
+        print("problem:", line)
+    clean = audit.clean and not failed and stats.server_errors() == 0
+    print("\nintegrity: " + ("OK" if clean else "FAILED"))
+    return 0 if clean else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
