@@ -1,0 +1,53 @@
+"""Fault tests on PostgreSQL + Redis: real server and worker processes killed under load."""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+
+from django.db import connection
+
+
+def database_url() -> str:
+    """The URL of the test database, for server and worker processes the test starts."""
+    db = connection.settings_dict
+    return (
+        f"postgres://{db['USER']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+    )
+
+
+def wait_for[T](predicate: Callable[[], T], timeout: float, what: str, every: float = 0.1) -> T:
+    """Poll `predicate` until it returns something truthy; fail after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(every)
+
+
+def call(
+    base_url: str, key: str, method: str, path: str, body: object = None, timeout: float = 30
+) -> tuple[int, dict]:
+    """One request under /api/v1/, no retry: the test wants to see every answer."""
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(
+        f"{base_url}/api/v1/{path}",
+        data=data,
+        method=method,
+        headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return response.status, json.loads(response.read() or b"{}")
+    except urllib.error.HTTPError as exc:
+        raw = exc.read()
+        try:
+            return exc.code, json.loads(raw or b"{}")
+        except ValueError:  # not our JSON: keep the text for the assertion message
+            return exc.code, {"raw": raw[:2000].decode(errors="replace")}
