@@ -14,6 +14,9 @@ from typing import Any
 from django.core.exceptions import RequestDataTooBig
 from django.db import InterfaceError, OperationalError
 from django.http import Http404
+from django_redis.exceptions import ConnectionInterrupted
+from kombu.exceptions import OperationalError as BrokerUnavailable
+from redis.exceptions import RedisError
 from rest_framework import exceptions as drf_exceptions
 from rest_framework import status as http_status
 from rest_framework.response import Response
@@ -117,6 +120,17 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response |
             "The database is unavailable; nothing was written. Retry the same request later.",
             http_status.HTTP_503_SERVICE_UNAVAILABLE,
             {"dependency": "database"},
+        )
+    if isinstance(exc, RedisError | ConnectionInterrupted | BrokerUnavailable):
+        # The cache or the task broker is down. Whatever the request wrote in the database
+        # is committed or not as a whole; a retry with the same clientMessageId/toolCallId
+        # replays instead of writing twice.
+        logger.warning("redis unavailable: %s", exc)
+        return error_response(
+            "dependency_unavailable",
+            "Redis (cache and task broker) is unavailable. Retry the same request later.",
+            http_status.HTTP_503_SERVICE_UNAVAILABLE,
+            {"dependency": "redis"},
         )
     # Anything else is a defect of ours: log it with the request id, answer the one shape.
     request = getattr(context.get("request"), "_request", None)
