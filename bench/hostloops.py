@@ -27,8 +27,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 MUTATING = ("context_task_memory_set", "context_window_open", "context_fold_create")
-# Answers after which the same request is sent again: nothing was written (503 from our
-# error handler, 429 from the rate limiter) or the proxy/server did not get to answer.
+# Answers after which the same request is sent again: the rate limiter's 429, a 503 from a
+# lost dependency (nothing written, or a write the retry replays), a proxy's 502/504.
 RETRY_STATUSES = frozenset({429, 502, 503, 504})
 
 
