@@ -146,7 +146,7 @@ def snapshot_diff(old: ProjectionSnapshot, new: ProjectionSnapshot) -> SnapshotD
             badge=derived_badge(derived),
             role=str(message.get("role", "")),
             kind=str(message.get("kind", "")),
-            text=preview(content_text(message.get("content")), 600),
+            text=preview(content_text(message.get("content")), 300),
             first_index=source.get("firstIndex"),
             last_index=source.get("lastIndex"),
             **extra,
