@@ -2,6 +2,18 @@ from __future__ import annotations
 
 import pytest
 
+# The protected part of a unified@2 view (system prompt with the protocol prompt, header,
+# tool schemas) is about 3400 estimated tokens, so a smaller maxInputTokens is refused as
+# context_capacity_exceeded. These tests keep the small 250-token uncompressed tail they
+# were written with by scaling the tail share to the larger limit.
+MAX_INPUT_TOKENS = 4000
+TAIL_TOKENS = 250
+
+
+@pytest.fixture(autouse=True)
+def _small_tail(settings):
+    settings.MAINTENANCE_TAIL_SHARE = TAIL_TOKENS / MAX_INPUT_TOKENS
+
 
 @pytest.fixture
 def with_maintainer(tenant, make_version):
@@ -21,7 +33,7 @@ def with_maintainer(tenant, make_version):
         version = make_version(
             app,
             options={"pageSize": page_size},
-            max_input_tokens=1000,
+            max_input_tokens=MAX_INPUT_TOKENS,
             maintainer_agent=maintainer.agent,
         )
         created = client.post("sessions/", {"agentVersionId": str(version.id)}).json()

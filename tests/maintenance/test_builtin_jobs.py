@@ -141,9 +141,9 @@ def test_input_tokens_over_the_threshold_queue_exactly_one_job(with_maintainer):
 
     s = with_maintainer([{"text": "x"}], interactions=1)
     session = Session.objects.get(id=s.id)
-    # maxInputTokens 1000, ratio 0.75: 749 is below, 750 reaches it.
-    assert maintenance.maintenance_trigger_after_turn(session=session, input_tokens=749) is None
-    job = maintenance.maintenance_trigger_after_turn(session=session, input_tokens=750)
+    # maxInputTokens 4000, ratio 0.75: 2999 is below, 3000 reaches it.
+    assert maintenance.maintenance_trigger_after_turn(session=session, input_tokens=2999) is None
+    job = maintenance.maintenance_trigger_after_turn(session=session, input_tokens=3000)
     assert job is not None and job.trigger == "input_tokens"
-    assert maintenance.maintenance_trigger_after_turn(session=session, input_tokens=900) is None
+    assert maintenance.maintenance_trigger_after_turn(session=session, input_tokens=3600) is None
     assert MaintenanceJob.objects.filter(session_id=s.id).count() == 1

@@ -9,6 +9,7 @@ from django.utils import timezone
 
 from sessions_app.models import KVEntry, MaintenanceJob, Session
 from sessions_app.services.maintenance import maintenance_execute, maintenance_sweep
+from tests.maintenance.conftest import MAX_INPUT_TOKENS
 
 
 def kv(session_id) -> dict:
@@ -16,7 +17,9 @@ def kv(session_id) -> dict:
 
 
 def long_session(api_session, *, interactions: int = 12, **kwargs):
-    s = api_session(version=2, options={"pageSize": 10}, max_input_tokens=1000, **kwargs)
+    s = api_session(
+        version=2, options={"pageSize": 10}, max_input_tokens=MAX_INPUT_TOKENS, **kwargs
+    )
     s.input("prepare the quote; budget 5000")
     for n in range(interactions):
         s.host_tool_work(f"lookup{n}", "x" * 400)

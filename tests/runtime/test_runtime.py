@@ -162,7 +162,8 @@ def test_a_turn_over_the_token_threshold_queues_exactly_one_maintenance_job(
     version = make_version(
         application,
         provider="scripted",
-        max_input_tokens=1000,
+        # Above unified@2's protected part (~3400 estimated tokens); threshold 3000.
+        max_input_tokens=4000,
         maintainer_agent=maintainer.agent,
         model_config={
             "steps": [
@@ -170,9 +171,9 @@ def test_a_turn_over_the_token_threshold_queues_exactly_one_maintenance_job(
                     "toolCalls": [
                         {"name": "context_task_memory_get", "arguments": {"purpose": "p"}}
                     ],
-                    "usage": {"inputTokens": 800, "outputTokens": 5},
+                    "usage": {"inputTokens": 3200, "outputTokens": 5},
                 },
-                {"text": "done", "usage": {"inputTokens": 900, "outputTokens": 5}},
+                {"text": "done", "usage": {"inputTokens": 3600, "outputTokens": 5}},
             ]
         },
     )
