@@ -94,6 +94,78 @@ def audit_rows(audit: Audit, stats: Stats) -> list[list[Any]]:
     ]
 
 
+# --------------------------------------------------------------------------- BENCHMARKS.md
+
+SECTION_BEGIN = "<!-- make load: begin (bench/load.py writes this part; make bench keeps it) -->"
+SECTION_END = "<!-- make load: end -->"
+
+
+def keep_section(old_text: str, new_text: str) -> str:
+    """`new_text` with the load section of `old_text` appended (for bench/run.py's rewrite)."""
+    start, end = old_text.find(SECTION_BEGIN), old_text.find(SECTION_END)
+    if start < 0 or end < 0:
+        return new_text
+    return new_text.rstrip("\n") + "\n\n" + old_text[start : end + len(SECTION_END)] + "\n"
+
+
+def write_section(path: Path, section: str) -> None:
+    """Replace the load section of `path` (or append it); leave the rest of the file alone."""
+    text = path.read_text() if path.exists() else "# Benchmarks\n"
+    block = f"{SECTION_BEGIN}\n{section.strip()}\n{SECTION_END}"
+    start, end = text.find(SECTION_BEGIN), text.find(SECTION_END)
+    if start >= 0 and end >= 0:
+        text = text[:start] + block + text[end + len(SECTION_END) :]
+    else:
+        text = text.rstrip("\n") + "\n\n" + block + "\n"
+    path.write_text(text)
+
+
+def render_section(
+    args: argparse.Namespace,
+    *,
+    stats: Stats,
+    audit: Audit,
+    wall: float,
+    turns: int,
+    context: dict[str, str],
+    clean: bool,
+) -> str:
+    rps = len(stats.attempts) / wall
+    statuses = ", ".join(f"{k}: {v}" for k, v in sorted(stats.statuses().items(), key=str))
+    paragraphs = [
+        "## Load: concurrent host loops over HTTP (issue #15)",
+        f"`make load` (`bench/load.py`, loops and audit in `bench/hostloops.py`): "
+        f"{args.sessions} host loops at once, each driving its own unified@2 session over HTTP "
+        "the way an external host does: input -> projection (`openai-chat`) -> the model's "
+        "protocol tool call (in turn `context_task_memory_set`, `context_window_open` of a new "
+        "window, `context_fold_create` of the previous lookup) -> dispatch -> projection -> a "
+        "host tool call -> its result: 7 requests per turn. One warm-up turn per loop (not "
+        f"measured: each worker imports and connects lazily), then {args.turns} measured "
+        f"turns, at most {args.seconds:g} s. Server: `uvicorn contextproto.asgi:application "
+        f"--workers {args.server_workers}` with production settings on 127.0.0.1, PostgreSQL "
+        "+ Redis, rate limits at their defaults. Client: one thread and one keep-alive "
+        "connection per loop, on the same CPUs. Latency is per HTTP request as the client sees "
+        "it, waiting for a free worker included. Afterwards every session is audited in the "
+        "database and every call is dispatched again, which must replay its receipt.",
+        f"* Date: {context['date']}; code: {context['git']}\n"
+        f"* Command: `make load` ({context['command']})\n"
+        f"* Machine: {os.cpu_count()} CPUs, shared with other work during the run; load "
+        f"average (1/5/15 min) before / after: {context['load_before']} / "
+        f"{context['load_after']}\n"
+        f"* Throughput: {turns} measured turns, {len(stats.attempts)} requests in {wall:.1f} "
+        f"s: **{rps:.1f} requests/s, {turns / wall:.2f} turns/s**; statuses {statuses}; "
+        f"client retries {len(stats.attempts) - stats.requests}",
+        f"With {args.sessions} loops always waiting for an answer, the mean latency follows "
+        f"from the throughput ({args.sessions} / {rps:.1f} requests/s = "
+        f"{1000 * args.sessions / rps:.0f} ms): the loops queue for the "
+        f"{args.server_workers} workers, which share the CPUs with PostgreSQL and the client.",
+        benchlib.table(LATENCY_HEADERS, latency_rows(stats, wall)),
+        f"Integrity audit: **{'passed' if clean else 'FAILED'}**",
+        benchlib.table(["integrity check", "count"], audit_rows(audit, stats)),
+    ]
+    return "\n\n".join(paragraphs) + "\n"
+
+
 # --------------------------------------------------------------------------- main
 
 
@@ -120,7 +192,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=180, help="stop starting turns after")
     parser.add_argument("--server-workers", type=int, default=4, help="uvicorn worker processes")
     parser.add_argument("--var-dir", default=str(ROOT / "var" / "load"))
+    parser.add_argument(
+        "--output",
+        help="file whose load section to rewrite (default BENCHMARKS.md with the default "
+        "sizes, none otherwise)",
+    )
     args = parser.parse_args(argv)
+    defaults = parser.parse_args([])
     if not 1 <= args.sessions <= 256 or not 1 <= args.turns <= 1000 or args.seconds <= 0:
         parser.error("--sessions 1..256, --turns 1..1000, --seconds > 0")
 
@@ -149,6 +227,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{os.cpu_count()} CPUs, load average before {_loadavg()}",
         flush=True,
     )
+    load_before = _loadavg()
     server.start()
     stats = Stats()
     try:
@@ -185,7 +264,42 @@ def main(argv: list[str] | None = None) -> int:
         print("problem:", line)
     clean = audit.clean and not failed and stats.server_errors() == 0
     print("\nintegrity: " + ("OK" if clean else "FAILED"))
+    sizes = ("sessions", "turns", "seconds", "server_workers")
+    same = all(getattr(args, k) == getattr(defaults, k) for k in sizes)
+    output = args.output or ("BENCHMARKS.md" if same else None)
+    if output:
+        context = {
+            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+            "git": _git(),
+            "command": " ".join(["bench/load.py", *(argv or sys.argv[1:])]) or "bench/load.py",
+            "load_before": load_before,
+            "load_after": _loadavg(),
+        }
+        section = render_section(
+            args, stats=stats, audit=audit, wall=wall, turns=turns, context=context, clean=clean
+        )
+        write_section(ROOT / output, section)
+        print(f"load: wrote the load section of {output}")
     return 0 if clean else 1
+
+
+def _git() -> str:
+    import subprocess
+
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+        ).stdout.split("\n")
+    except OSError:
+        return "unknown"
+    changed = [line for line in dirty if line.strip()]
+    return f"{head} + {len(changed)} uncommitted file(s)" if changed else head or "unknown"
 
 
 if __name__ == "__main__":

@@ -145,7 +145,12 @@ def main() -> None:
     output = args.output or ("BENCHMARKS.md" if set(wanted) == set(SECTIONS) else None)
     if output:
         path = benchlib.ROOT / output
-        path.write_text(bench_report.render(results, verdicts, context))
+        text = bench_report.render(results, verdicts, context)
+        if path.exists():  # `make load` figures live in the same file: keep them
+            import load
+
+            text = load.keep_section(path.read_text(), text)
+        path.write_text(text)
         print(f"\nbench: wrote {path}")
     label = "make bench" if make_started else "bench/run.py"
     print(f"bench: {label} took {total / 60:.1f} min ({total:.0f} s; limit 15 min on 2 cores)")
