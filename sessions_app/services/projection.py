@@ -18,10 +18,16 @@ from contextproto.errors import ApplicationError
 from contextproto.protocol import adapters, catalog
 from contextproto.protocol import projection as engine
 from contextproto.protocol.errors import ProtocolError
+from contextproto.protocol.messages import DERIVED_HEADER, DERIVED_RAW, DERIVED_SYSTEM, RawMessage
 from contextproto.protocol.state import MAIN_WINDOW, covered_key
 from sessions_app import selectors
 from sessions_app.models import ProjectionSnapshot, Run, Session
+from sessions_app.providers.base import canonical_json, estimate_tokens
 from sessions_app.services.state import session_lock
+
+CONTEXT_CAPACITY_EXCEEDED = "context_capacity_exceeded"
+# The estimator of estimated usage (providers.base): characters / 4 of the canonical JSON.
+CAPACITY_ESTIMATOR = "chars/4"
 
 
 def tools_for(version: AgentVersion, protocol: catalog.ProtocolVersion) -> list[dict[str, Any]]:
@@ -43,7 +49,9 @@ def projection_build(
 ) -> ProjectionSnapshot:
     """Freeze the turn, project, adapt for `provider` and store the snapshot.
 
-    Refuses with `provider_unknown`, `run_not_found` or the engine's pairing error (400).
+    Refuses with `provider_unknown`, `run_not_found` or the engine's pairing error (400),
+    and with 422 `context_capacity_exceeded` when the protected part alone is above the
+    version's `maxInputTokens` (SPEC §6); a refusal stores nothing.
     Query count does not depend on the session's size.
     """
     if provider not in adapters.PROVIDERS:
@@ -117,7 +125,11 @@ def projection_build(
                 tool_result_preview_chars=settings.TOOL_RESULT_PREVIEW_CHARS,
             )
         )
-        adapted = adapters.adapt(projection, provider, tools_for(version, protocol))
+        tools = tools_for(version, protocol)
+        capacity_check(version, projection, run_inputs, tools)
+        adapted = adapters.adapt(
+            projection, provider, tools, assistant_prefill=_assistant_prefill(version)
+        )
     except ProtocolError as exc:
         raise ApplicationError.from_protocol(exc) from exc
     wire = projection.to_wire()
@@ -135,6 +147,56 @@ def projection_build(
         request=adapted.body,
         notes=list(adapted.notes),
     )
+
+
+def capacity_check(
+    version: AgentVersion,
+    projection: engine.Projection,
+    run_inputs: list[RawMessage],
+    tools: list[dict[str, Any]],
+) -> None:
+    """Refuse (422 `context_capacity_exceeded`) a view whose protected part exceeds the limit.
+
+    The protected part is what neither folds nor compression can shrink: the system prompt,
+    the context header (inputs, task memory, window record, checkpoint), this run's inputs
+    and the tool schemas. Each is measured as it is projected, with the estimator of
+    estimated usage, so the sizes in the error add up to the total compared.
+    """
+    limit = version.max_input_tokens
+    if not limit:
+        return
+    protected = {m.id for m in run_inputs}
+    sizes = {"system": 0, "header": 0, "runInputs": 0}
+    for message, source in zip(projection.messages, projection.sources, strict=True):
+        if source.derived_type == DERIVED_SYSTEM:
+            part = "system"
+        elif source.derived_type == DERIVED_HEADER:
+            part = "header"
+        elif source.derived_type == DERIVED_RAW and protected.intersection(source.message_ids):
+            part = "runInputs"
+        else:
+            continue
+        sizes[part] += estimate_tokens(canonical_json(message.content))
+    sizes["toolSchemas"] = estimate_tokens(canonical_json(tools)) if tools else 0
+    total = sum(sizes.values())
+    if total <= limit:
+        return
+    raise ApplicationError(
+        CONTEXT_CAPACITY_EXCEEDED,
+        f"The part of the view that folds and compression cannot shrink needs about {total} "
+        f"tokens (system {sizes['system']}, header {sizes['header']}, this run's inputs "
+        f"{sizes['runInputs']}, tool schemas {sizes['toolSchemas']}; {CAPACITY_ESTIMATOR} "
+        f"estimate), above maxInputTokens {limit}. Send a shorter input, shorten the task "
+        "memory or the system prompt, or use a model with a larger window.",
+        {**sizes, "total": total, "limit": limit, "estimator": CAPACITY_ESTIMATOR},
+        status=422,
+    )
+
+
+def _assistant_prefill(version: AgentVersion) -> bool:
+    # A model config may say the model accepts an assistant prefill (docs/decisions.md).
+    config = version.model_config
+    return isinstance(config, dict) and config.get("assistantPrefill") is True
 
 
 def _options(version: AgentVersion, protocol: catalog.ProtocolVersion) -> dict[str, Any]:
