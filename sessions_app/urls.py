@@ -1,6 +1,6 @@
 from django.urls import path
 
-from sessions_app import apis, apis_keys
+from sessions_app import apis, apis_keys, apis_usage
 
 S = "sessions/<str:session_id>/"
 
@@ -29,6 +29,11 @@ urlpatterns = [
     path(S + "windows/", apis.WindowsApi.as_view(), name="session-windows"),
     path(S + "folds/", apis.FoldsApi.as_view(), name="session-folds"),
     path(S + "snapshots/", apis.SnapshotsApi.as_view(), name="session-snapshots"),
+    path(
+        S + "snapshots/<str:snapshot_id>/usage/",
+        apis_usage.SnapshotUsageApi.as_view(),
+        name="session-snapshot-usage",
+    ),
     path(S + "kv/", apis.KvApi.as_view(), name="session-kv"),
     path(S + "maintenance/", apis.MaintenanceJobsApi.as_view(), name="session-maintenance-jobs"),
     path(

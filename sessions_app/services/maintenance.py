@@ -30,6 +30,7 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import F, Q, QuerySet, Sum
 from django.utils import timezone
 
+from contextproto import nodes
 from contextproto.errors import ApplicationError, NotFound
 from contextproto.protocol import catalog
 from contextproto.protocol import errors as planning_codes
@@ -192,7 +193,9 @@ def maintenance_request(
                 from sessions_app.tasks import maintenance_job_run
 
                 job_id = str(job.id)
-                transaction.on_commit(lambda: maintenance_job_run.delay(job_id))
+                # robust: with the broker down the publish fails after the commit; the job
+                # stays queued and maintenance_sweep re-enqueues it once Redis is back.
+                transaction.on_commit(lambda: maintenance_job_run.delay(job_id), robust=True)
     except IntegrityError:
         job = MaintenanceJob.objects.get(
             session_id=session_id, window_id=window_id, status__in=ACTIVE
@@ -326,30 +329,55 @@ def _busy(job: MaintenanceJob) -> ApplicationError:
     )
 
 
-def _reject(job: MaintenanceJob, where: str, current: int) -> ApplicationError:
-    reason = (
-        f"state revision moved from {job.frozen_revision} to {current} before the {where}; "
-        "the job must re-plan"
-    )
-    _record(job, "rejected", where=where, currentRevision=current)
+def _reject(
+    job: MaintenanceJob, where: str, current: int, *, source_hash: str | None = None
+) -> ApplicationError:
+    """Record and return the 409 for a moved revision or, at the same revision, a changed hash.
+
+    The reason names what changed: an operator reading "revision moved from 7 to 7" could
+    not tell a corrupted or re-archived source from a concurrent write.
+    """
+    details: dict[str, Any] = {"frozenRevision": job.frozen_revision, "currentRevision": current}
+    if current != job.frozen_revision:
+        changed = "revision"
+        what = f"state revision moved from {job.frozen_revision} to {current}"
+    else:
+        changed = "sourceHash"
+        what = (
+            f"source hash changed at the same revision {current} (planned "
+            f"{job.source_hash[:12]}…, now {(source_hash or '')[:12]}…): the previous "
+            "checkpoint or the raw messages of the range differ from the plan"
+        )
+        details.update(frozenSourceHash=job.source_hash, currentSourceHash=source_hash)
+    details["changed"] = changed
+    reason = f"{what} before the {where}; the job must re-plan"
+    _record(job, "rejected", where=where, currentRevision=current, changed=changed)
     job.reason = reason
     _save_fenced(job, ["history", "reason"])
-    return ApplicationError(
-        STATE_CHANGED,
-        reason,
-        {"frozenRevision": job.frozen_revision, "currentRevision": current},
-        status=409,
-    )
+    return ApplicationError(STATE_CHANGED, reason, details, status=409)
 
 
 def _covered_messages(job: MaintenanceJob, covered: int) -> list[RawMessage]:
     return selectors.log_window(job.session_id, job.window_id, covered, job.through_index)
 
 
-def maintenance_page(*, job: MaintenanceJob, page: int) -> tuple[list[RawMessage], int]:
-    """Page `page` (from 0) of the job's raw range, if the revision is still the frozen one.
+def _source_now(job: MaintenanceJob) -> tuple[str, list[RawMessage]]:
+    """The hash of the job's source as it is now, and the raw messages it covers."""
+    kv = selectors.kv_values(
+        job.session_id, [covered_key(job.window_id), checkpoint_key(job.window_id)]
+    )
+    covered = int(kv.get(covered_key(job.window_id), 0) or 0)
+    messages = _covered_messages(job, covered)
+    checkpoint = str(kv.get(checkpoint_key(job.window_id), ""))
+    return planning.source_hash(checkpoint, messages), messages
 
-    Raises 409 `maintenance_job_finished` once the job is no longer the caller's.
+
+def maintenance_page(*, job: MaintenanceJob, page: int) -> tuple[list[RawMessage], int]:
+    """Page `page` (from 0) of the job's raw range, if the revision and source hash are still
+    the frozen ones (SPEC §6: every page read re-checks both).
+
+    Raises 409 `maintenance_state_changed` (the reason says which changed) and 409
+    `maintenance_job_finished` once the job is no longer the caller's.
     """
     if job.frozen_revision is None:
         raise ApplicationError("maintenance_not_planned", "Plan the job before reading pages.")
@@ -364,10 +392,13 @@ def maintenance_page(*, job: MaintenanceJob, page: int) -> tuple[list[RawMessage
             {"pageCount": job.page_count},
             status=404,
         )
+    # The page is cut from the same rows the hash is computed on: the check costs no
+    # extra read of the range, and the page served is exactly the source checked.
+    digest, source = _source_now(job)
+    if digest != job.source_hash:
+        raise _reject(job, f"read of page {page}", current, source_hash=digest)
     size = _options(Session.objects.get(pk=job.session_id))["pageSize"]
-    rows = selectors.log_window(
-        job.session_id, job.window_id, job.from_index - 1, job.through_index
-    )[page * size : (page + 1) * size]
+    rows = source[page * size : (page + 1) * size]
     job.pages_read = max(job.pages_read, page + 1)
     _record(job, "page", page=page)
     _save_fenced(job, ["pages_read", "history"])
@@ -397,6 +428,7 @@ def maintenance_commit(*, job: MaintenanceJob, checkpoint: object) -> tuple[int,
             transaction.set_rollback(True)
         else:
             current = None
+        digest: str | None = None
         if current is None:
             kv = selectors.kv_values(
                 session.id, [covered_key(job.window_id), checkpoint_key(job.window_id)]
@@ -438,7 +470,7 @@ def maintenance_commit(*, job: MaintenanceJob, checkpoint: object) -> tuple[int,
                 held=held,
             )
             return revision, job.through_index
-    raise _reject(job, "commit", current)
+    raise _reject(job, "commit", current, source_hash=digest)
 
 
 def job_for(session: Session, window_id: str, job_id: Any) -> MaintenanceJob:
@@ -631,10 +663,27 @@ def maintenance_execute(*, job_id: UUID | str) -> ExecuteOutcome:
     if job is None:
         return ExecuteOutcome(status="skipped")
     try:
+        missing = _protocol_missing(job)
+        if missing is not None:
+            # Failed at once, never re-queued (SPEC §12): a skewed deploy shows up as a job
+            # failing with the missing version, not as work drifting between catalogs.
+            return _finish(job, MaintenanceJob.Status.FAILED, missing)
         with _Heartbeat(job):
             return _attempt(job)
     except LeaseLost as exc:
         return ExecuteOutcome(status="lease_lost", reason=exc.message)
+
+
+def _protocol_missing(job: MaintenanceJob) -> str | None:
+    """Return `protocol_unknown_on_worker: …` if this worker lacks the job's protocol, else None."""
+    protocol_id, version = Session.objects.filter(pk=job.session_id).values_list(
+        "agent_version__context_protocol_id", "agent_version__context_protocol_version"
+    ).get()
+    try:
+        nodes.require_protocol(protocol_id, version)
+    except ApplicationError as exc:
+        return f"{exc.code}: {exc.message}"
+    return None
 
 
 def _attempt(job: MaintenanceJob) -> ExecuteOutcome:

@@ -18,10 +18,11 @@ from django.db import transaction
 from django.db.models import Sum
 from django.utils import timezone
 
+from contextproto import nodes
 from contextproto.errors import ApplicationError
 from contextproto.protocol import catalog
 from sessions_app import selectors
-from sessions_app.models import ProjectionSnapshot, Run, Session
+from sessions_app.models import MaintenanceJob, ProjectionSnapshot, Run, Session
 from sessions_app.providers.base import storable_reply
 from sessions_app.services.dispatch import SINGLE_TOOL_CALL_PER_TURN, tool_dispatch
 from sessions_app.services.maintenance import maintenance_trigger_after_turn
@@ -85,7 +86,9 @@ def run_advance(*, run_id: UUID | str, on_turn: Any = None) -> str:
     session = Session.objects.select_related("agent_version").get(pk=run.session_id)
     version = session.agent_version
     try:
-        catalog.get_version(version.context_protocol_id, version.context_protocol_version)
+        # A version this worker does not carry fails the run with protocol_unknown_on_worker
+        # (SPEC §12), never re-queued: the skew shows instead of a run on another catalog.
+        nodes.require_protocol(version.context_protocol_id, version.context_protocol_version)
         provider = provider_for(version.model_provider, version.model_config or {})
     except Exception as exc:  # a misconfigured version fails the run loudly, with its reason
         _finish(
@@ -236,13 +239,17 @@ def _host_error(session: Session, tool_call_id: str, code: str, message: str) ->
 
 def turn_usage_record(
     *, snapshot: ProjectionSnapshot, usage: dict[str, Any] | None, raw: Any = None
-) -> None:
-    """Store the provider-reported usage on the turn's snapshot; trigger maintenance (§6)."""
+) -> MaintenanceJob | None:
+    """Store the provider-reported usage on the turn's snapshot; trigger maintenance (§6).
+
+    The one path for usage, whoever called the model: the built-in runtime, or an external
+    host through `snapshots/{id}/usage/`. Returns the maintenance job it queued, if any.
+    """
     snapshot.usage = dict(usage or {})
     snapshot.save(update_fields=["usage"])
     session = Session.objects.select_related("agent_version").get(pk=snapshot.session_id)
     tokens = snapshot.usage.get("inputTokens")
-    maintenance_trigger_after_turn(session=session, input_tokens=tokens)
+    return maintenance_trigger_after_turn(session=session, input_tokens=tokens)
 
 
 def run_enqueue(run: Run) -> None:

@@ -1,0 +1,144 @@
+"""An external host reports a turn's provider usage: stored once, drives maintenance (§6)."""
+
+from __future__ import annotations
+
+import pytest
+from rest_framework.test import APIClient
+
+from sessions_app.models import MaintenanceJob, ProjectionSnapshot
+from tests.conftest import KeyClient, SessionHandle
+
+
+@pytest.fixture
+def maintained(tenant, make_version):
+    """An external-host unified@2 session whose version binds a maintainer (8000 tokens)."""
+    app, client = tenant("usage")
+    maintainer = make_version(
+        app,
+        name="context-maintainer",
+        provider="scripted",
+        model_config={"steps": [{"text": "checkpoint"}]},
+        protocol="prefix",
+    )
+    version = make_version(app, max_input_tokens=8000, maintainer_agent=maintainer.agent)
+    created = client.post("sessions/", {"agentVersionId": str(version.id)}).json()
+    s = SessionHandle(app, client, KeyClient(created["sessionKey"]), created["id"], version)
+    s.input("prepare the quote")
+    return s
+
+
+def report(s, snapshot_id: str, body: dict, client=None):
+    client = client or s.client
+    return client.post(s.path(f"snapshots/{snapshot_id}/usage/"), body)
+
+
+def test_usage_below_the_threshold_is_stored_and_queues_nothing(maintained):
+    snapshot = maintained.project()
+    answer = report(maintained, snapshot["snapshotId"], {"inputTokens": 5999, "outputTokens": 7})
+    assert answer.status_code == 200, answer.content
+    assert answer.json() == {
+        "snapshotId": snapshot["snapshotId"],
+        "usage": {"inputTokens": 5999, "outputTokens": 7},
+        "replayed": False,
+        "maintenanceJobId": None,
+    }
+    stored = ProjectionSnapshot.objects.get(pk=snapshot["snapshotId"]).usage
+    assert stored == {"inputTokens": 5999, "outputTokens": 7}
+    assert not MaintenanceJob.objects.filter(session_id=maintained.id).exists()
+    # The snapshots list shows it, as for turns of the built-in runtime.
+    listed = maintained.client.get(maintained.path("snapshots/")).json()["snapshots"]
+    assert listed[0]["usage"] == stored
+
+
+def test_usage_over_the_threshold_queues_exactly_one_maintenance_job(
+    maintained, django_capture_on_commit_callbacks
+):
+    snapshot = maintained.project()
+    body = {"inputTokens": 6000, "outputTokens": 12, "cachedInputTokens": 4000}
+    with django_capture_on_commit_callbacks() as enqueued:
+        answer = report(maintained, snapshot["snapshotId"], body)
+    assert answer.status_code == 200, answer.content
+    [job] = MaintenanceJob.objects.filter(session_id=maintained.id)
+    assert (job.trigger, job.window_id, job.external) == ("input_tokens", "main", False)
+    assert answer.json()["maintenanceJobId"] == str(job.id)
+    assert len(enqueued) == 1  # the worker task, after commit
+
+    # The same report again (a host retry) replays: no second job, no second task.
+    with django_capture_on_commit_callbacks() as again:
+        replay = report(maintained, snapshot["snapshotId"], body)
+    assert replay.status_code == 200
+    assert replay.json()["replayed"] is True and replay.json()["maintenanceJobId"] is None
+    assert replay.json()["usage"] == body
+    assert len(again) == 0
+    assert MaintenanceJob.objects.filter(session_id=maintained.id).count() == 1
+
+
+def test_a_different_report_for_a_reported_snapshot_is_refused(maintained):
+    snapshot = maintained.project()
+    first = {"inputTokens": 100, "outputTokens": 5}
+    assert report(maintained, snapshot["snapshotId"], first).status_code == 200
+    refused = report(maintained, snapshot["snapshotId"], {"inputTokens": 7000, "outputTokens": 5})
+    assert refused.status_code == 409
+    error = refused.json()["error"]
+    assert error["code"] == "usage_already_reported"
+    assert error["details"]["usage"] == first
+    assert ProjectionSnapshot.objects.get(pk=snapshot["snapshotId"]).usage == first
+    assert not MaintenanceJob.objects.filter(session_id=maintained.id).exists()
+
+
+def test_another_sessions_snapshot_is_not_found(maintained, api_session):
+    other = api_session()
+    other.input("hello")
+    foreign = other.project()["snapshotId"]
+    body = {"inputTokens": 1, "outputTokens": 1}
+    refused = report(maintained, foreign, body)
+    assert refused.status_code == 404
+    assert refused.json()["error"]["code"] == "not_found"
+    # Nor with the application key of the session, nor a malformed id.
+    assert report(maintained, foreign, body, maintained.app_client).status_code == 404
+    assert report(maintained, "not-a-uuid", body).status_code == 404
+    # Another session's key cannot reach this session's snapshots.
+    own = maintained.project()["snapshotId"]
+    assert report(maintained, own, body, other.client).status_code == 404
+    assert ProjectionSnapshot.objects.get(pk=foreign).usage is None
+
+
+def test_the_application_key_of_the_session_may_report(maintained):
+    snapshot = maintained.project()
+    body = {"inputTokens": 10, "outputTokens": 2}
+    answer = report(maintained, snapshot["snapshotId"], body, maintained.app_client)
+    assert answer.status_code == 200, answer.content
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"inputTokens": 10},
+        {"inputTokens": "10", "outputTokens": 2},
+        {"inputTokens": 10.5, "outputTokens": 2},
+        {"inputTokens": True, "outputTokens": 2},
+        {"inputTokens": -1, "outputTokens": 2},
+        {"inputTokens": 2**53, "outputTokens": 2},
+        {"inputTokens": 10, "outputTokens": 2, "cachedInputTokens": None},
+        {"inputTokens": 10, "outputTokens": 2, "totalTokens": 12},
+        [10, 2],
+    ],
+)
+def test_the_body_is_strict(maintained, body):
+    snapshot = maintained.project()
+    refused = report(maintained, snapshot["snapshotId"], body)
+    assert refused.status_code == 400, refused.content
+    assert ProjectionSnapshot.objects.get(pk=snapshot["snapshotId"]).usage is None
+
+
+def test_the_operation_is_declared_in_the_openapi_schema(db):
+    schema = APIClient().get("/api/v1/schema/", {"format": "json"}).json()
+    operation = schema["paths"]["/api/v1/sessions/{session_id}/snapshots/{snapshot_id}/usage/"]
+    post = operation["post"]
+    ref = post["requestBody"]["content"]["application/json"]["schema"]["$ref"]
+    component = schema["components"]["schemas"][ref.rsplit("/", 1)[1]]
+    assert set(component["properties"]) == {"inputTokens", "outputTokens", "cachedInputTokens"}
+    assert set(component["required"]) == {"inputTokens", "outputTokens"}
+    assert component["properties"]["inputTokens"]["type"] == "integer"
+    assert component["properties"]["inputTokens"]["minimum"] == 0
+    assert "200" in post["responses"]
