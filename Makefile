@@ -9,7 +9,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: venv test test-fast lint demo serve worker bench clean
+.PHONY: venv test test-fast lint demo serve worker bench load clean
 
 $(STAMP): pyproject.toml
 	@if [ ! -x "$(PYTHON312)" ]; then \
@@ -34,6 +34,7 @@ test: $(STAMP) lint
 
 demo: $(STAMP)
 	$(PY) manage.py migrate --noinput
+	$(PY) manage.py collectstatic --noinput >/dev/null
 	$(PY) manage.py demo
 	$(PY) manage.py runserver 127.0.0.1:8000
 
@@ -81,6 +82,23 @@ bench: $(STAMP)
 	fi; \
 	$(PY) manage.py migrate --noinput; \
 	env -u REDIS_URL $(PY) bench/run.py $(BENCH_ARGS)
+
+# Concurrent host loops over HTTP against uvicorn (several workers) on PostgreSQL + Redis,
+# loopback only, then an integrity audit of every session (bench/load.py). Figures go to
+# BENCHMARKS.md. DATABASE_URL defaults to a local contextproto_load database (created and
+# migrated if missing), REDIS_URL to db 8 of the local Redis.
+LOAD_DATABASE_URL := postgres://postgres@127.0.0.1:5432/contextproto_load
+LOAD_REDIS_URL := redis://127.0.0.1:6379/8
+load: $(STAMP)
+	@set -euo pipefail; \
+	export DATABASE_URL="$${DATABASE_URL:-$(LOAD_DATABASE_URL)}"; \
+	export REDIS_URL="$${REDIS_URL:-$(LOAD_REDIS_URL)}"; \
+	if ! psql "$$DATABASE_URL" -Atqc 'SELECT 1' >/dev/null 2>&1; then \
+	  name="$${DATABASE_URL##*/}"; name="$${name%%\?*}"; \
+	  echo "createdb $$name"; \
+	  createdb --maintenance-db="$${DATABASE_URL%/*}/postgres" "$$name"; \
+	fi; \
+	$(PY) bench/load.py $(LOAD_ARGS)
 
 clean:
 	rm -rf $(VENV) var
