@@ -27,6 +27,7 @@ venv: $(STAMP)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 	$(PY) manage.py makemigrations --check --dry-run
 
 test: $(STAMP) lint

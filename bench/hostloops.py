@@ -303,9 +303,7 @@ def setup_agent_version(client: HttpClient, *, name: str = "load") -> str:
         endpoint="setup",
         ok=(201,),
     )
-    client.expect(
-        "POST", f"agent-versions/{draft['id']}/publish/", endpoint="setup", ok=(200,)
-    )
+    client.expect("POST", f"agent-versions/{draft['id']}/publish/", endpoint="setup", ok=(200,))
     return draft["id"]
 
 

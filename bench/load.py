@@ -88,8 +88,10 @@ def audit_rows(audit: Audit, stats: Stats) -> list[list[Any]]:
         ["duplicates (calls, results, receipts, inputs)", audit.duplicates],
         ["lost effects (acknowledged writes, results, receipts, KV)", audit.lost],
         ["sessions with revision != 1 + successful mutating receipts", audit.revision_mismatches],
-        ["replayed dispatches checked / not replaying", f"{audit.replays_checked} / "
-         f"{audit.replay_mismatches}"],
+        [
+            "replayed dispatches checked / not replaying",
+            f"{audit.replays_checked} / {audit.replay_mismatches}",
+        ],
         ["5xx answers", stats.server_errors()],
     ]
 

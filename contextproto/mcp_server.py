@@ -234,7 +234,9 @@ def mcp_http_app(allowed_hosts: list[str], max_body_bytes: int) -> Any:
         enable_dns_rebinding_protection="*" not in allowed_hosts,
         allowed_hosts=[pattern for h in hosts for pattern in (h, f"{h}:*")],
         allowed_origins=[
-            pattern for h in hosts for pattern in (f"http://{h}:*", f"https://{h}:*", f"https://{h}")
+            pattern
+            for h in hosts
+            for pattern in (f"http://{h}:*", f"https://{h}:*", f"https://{h}")
         ],
     )
     return build_server().streamable_http_app(

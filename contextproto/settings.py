@@ -175,6 +175,8 @@ REST_FRAMEWORK = {
         "contextproto.throttles.SessionRateThrottle",
     ],
 }
+
+
 # Requests per second ("N/s", "N/m", ...; "off" for none) per Application and per session
 # key; over the rate: 429 with Retry-After (contextproto.throttles).
 def env_rate(name: str, default: str) -> str | None:

@@ -243,9 +243,7 @@ class ToolDispatchApi(APIView):
         return Response(receipt.to_wire())
 
 
-def _keyset_page(
-    request: Request, shape: dict[str, type]
-) -> tuple[dict[str, Any] | None, int]:
+def _keyset_page(request: Request, shape: dict[str, type]) -> tuple[dict[str, Any] | None, int]:
     return decode_cursor(request.query_params.get("cursor"), shape), page_limit(
         request.query_params.get("limit")
     )

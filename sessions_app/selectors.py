@@ -144,9 +144,9 @@ def _hot_and_boundary(
 
     Without hot rows B comes from one statement that also re-checks there are none.
     """
-    annotated = rows.annotate(
-        archived_through=cold.archived_through_expr(session_id)
-    ).values_list(*fields, "archived_through")
+    annotated = rows.annotate(archived_through=cold.archived_through_expr(session_id)).values_list(
+        *fields, "archived_through"
+    )
     found = list(annotated[:limit] if limit is not None else annotated)
     if found:
         return [raw_from_values(row) for row in found], found[0][-1]
@@ -187,9 +187,7 @@ def _merged_range(
     rows = hot_rows.order_by("index")
 
     def attempt() -> list[RawMessage] | None:
-        hot = _hot_and_boundary(
-            session_id, rows, limit, OUTLINE_FIELDS if outline else RAW_FIELDS
-        )
+        hot = _hot_and_boundary(session_id, rows, limit, OUTLINE_FIELDS if outline else RAW_FIELDS)
         if hot is None:
             return None
         hot_messages, boundary = hot

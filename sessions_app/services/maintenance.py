@@ -676,9 +676,13 @@ def maintenance_execute(*, job_id: UUID | str) -> ExecuteOutcome:
 
 def _protocol_missing(job: MaintenanceJob) -> str | None:
     """Return `protocol_unknown_on_worker: …` if this worker lacks the job's protocol, else None."""
-    protocol_id, version = Session.objects.filter(pk=job.session_id).values_list(
-        "agent_version__context_protocol_id", "agent_version__context_protocol_version"
-    ).get()
+    protocol_id, version = (
+        Session.objects.filter(pk=job.session_id)
+        .values_list(
+            "agent_version__context_protocol_id", "agent_version__context_protocol_version"
+        )
+        .get()
+    )
     try:
         nodes.require_protocol(protocol_id, version)
     except ApplicationError as exc:

@@ -156,9 +156,7 @@ def _turn(session: Session, version, run: Run, provider, on_turn) -> str:
         session_id=session.id, provider=provider.wire_format, run_id=run.id.hex, use_cache=False
     )
     step = _model_step(session)
-    reply = storable_reply(
-        provider.complete(snapshot.request, model=version.model_name, step=step)
-    )
+    reply = storable_reply(provider.complete(snapshot.request, model=version.model_name, step=step))
     tool_name = reply.tool_calls[0].name if reply.tool_calls else None
     if reply.tool_calls:
         outcome = _handle_tool_calls(session, version, snapshot, reply)

@@ -91,7 +91,7 @@ class FakeReader:
 
     def _folds(self) -> list[Fold]:
         folds = [
-            Fold.from_kv(key[len(FOLD_PREFIX):], value)
+            Fold.from_kv(key[len(FOLD_PREFIX) :], value)
             for key, value in self.kv.items()
             if key.startswith(FOLD_PREFIX)
         ]
@@ -133,7 +133,7 @@ class FakeReader:
 
     def _windows(self) -> list[tuple[str, dict]]:
         rows = [
-            (key[len(WINDOW_PREFIX):], copy.deepcopy(value))
+            (key[len(WINDOW_PREFIX) :], copy.deepcopy(value))
             for key, value in self.kv.items()
             if key.startswith(WINDOW_PREFIX)
         ]

@@ -36,12 +36,28 @@ RUN_1 = "1" * 32
 RUN_2 = "2" * 32
 
 DEFAULT_OPTIONS = {
-    1: {"guiProjection": True, "pageSize": 200, "checkpointMaxCharacters": 12000,
-        "maxWindows": 128, "maxFolds": 1024},
-    2: {"guiProjection": True, "pageSize": 200, "checkpointMaxCharacters": 3000,
-        "maxWindows": 128, "maxFolds": 1024},
-    3: {"guiProjection": True, "pageSize": 200, "checkpointMaxCharacters": 3000,
-        "maxWindows": 128, "maxFolds": 1024, "stateMessagePlacement": "trailing_assistant"},
+    1: {
+        "guiProjection": True,
+        "pageSize": 200,
+        "checkpointMaxCharacters": 12000,
+        "maxWindows": 128,
+        "maxFolds": 1024,
+    },
+    2: {
+        "guiProjection": True,
+        "pageSize": 200,
+        "checkpointMaxCharacters": 3000,
+        "maxWindows": 128,
+        "maxFolds": 1024,
+    },
+    3: {
+        "guiProjection": True,
+        "pageSize": 200,
+        "checkpointMaxCharacters": 3000,
+        "maxWindows": 128,
+        "maxFolds": 1024,
+        "stateMessagePlacement": "trailing_assistant",
+    },
 }
 PREFIX_OPTIONS = {"guiProjection": True, "pageSize": 200, "checkpointMaxCharacters": 12000}
 
@@ -83,22 +99,43 @@ class LogBuilder:
             role=ROLE_USER, kind=KIND_APPROVAL_FEEDBACK, content=text, tool_call_id=call_id
         )
 
-    def call(self, name: str = "search", arguments: dict | None = None,
-             *, call_id: str | None = None) -> str:
+    def call(
+        self, name: str = "search", arguments: dict | None = None, *, call_id: str | None = None
+    ) -> str:
         self._calls += 1
         call_id = call_id or f"call_{self._calls}"
         self._call_windows[call_id] = self.window
-        self._add(role=ROLE_ASSISTANT, kind=KIND_TOOL_CALL, content="", tool_call_id=call_id,
-                  tool_name=name, arguments=arguments if arguments is not None else {"q": "x"},
-                  snapshot_id="snap")
+        self._add(
+            role=ROLE_ASSISTANT,
+            kind=KIND_TOOL_CALL,
+            content="",
+            tool_call_id=call_id,
+            tool_name=name,
+            arguments=arguments if arguments is not None else {"q": "x"},
+            snapshot_id="snap",
+        )
         return call_id
 
-    def result(self, call_id: str, content: Any = "ok", *, is_error: bool = False,
-               window: str | None = None, name: str | None = None) -> RawMessage:
+    def result(
+        self,
+        call_id: str,
+        content: Any = "ok",
+        *,
+        is_error: bool = False,
+        window: str | None = None,
+        name: str | None = None,
+    ) -> RawMessage:
         # A result carries its call's window whatever window is active now.
         window = window or self._call_windows.get(call_id, self.window)
-        return self._add(role=ROLE_TOOL, kind=KIND_TOOL_RESULT, content=content,
-                         tool_call_id=call_id, is_error=is_error, window=window, tool_name=name)
+        return self._add(
+            role=ROLE_TOOL,
+            kind=KIND_TOOL_RESULT,
+            content=content,
+            tool_call_id=call_id,
+            is_error=is_error,
+            window=window,
+            tool_name=name,
+        )
 
     def exchange(self, name: str = "search", content: Any = "ok") -> tuple[int, int]:
         """Append a call and its result; return their indices."""
@@ -111,27 +148,42 @@ class LogBuilder:
     def at(self, index: int) -> RawMessage:
         return self.messages[index - 1]
 
-    def of_window(self, window: str, *, after: int = 0, through: int | None = None
-                  ) -> list[RawMessage]:
+    def of_window(
+        self, window: str, *, after: int = 0, through: int | None = None
+    ) -> list[RawMessage]:
         through = len(self.messages) if through is None else through
-        return [m for m in self.messages
-                if m.window_id == window and after < m.index <= through]
+        return [m for m in self.messages if m.window_id == window and after < m.index <= through]
 
     def run_inputs(self, run: str | None, *, through: int | None = None) -> list[RawMessage]:
         through = len(self.messages) if through is None else through
-        return [m for m in self.messages
-                if m.kind == KIND_INPUT and m.input_run == run and m.index <= through]
+        return [
+            m
+            for m in self.messages
+            if m.kind == KIND_INPUT and m.input_run == run and m.index <= through
+        ]
 
     def endpoint_windows(self, *indices: int) -> dict[int, str | None]:
-        return {i: (self.at(i).window_id if 1 <= i <= len(self.messages) else None)
-                for i in indices}
+        return {
+            i: (self.at(i).window_id if 1 <= i <= len(self.messages) else None) for i in indices
+        }
 
-    def fold(self, window: str, first: int, last: int, summary: str = "did the search",
-             *, call_id: str | None = None) -> Fold:
+    def fold(
+        self,
+        window: str,
+        first: int,
+        last: int,
+        summary: str = "did the search",
+        *,
+        call_id: str | None = None,
+    ) -> Fold:
         messages = [m for m in self.of_window(window) if first <= m.index <= last]
-        return make_fold(tool_call_id=call_id or f"fold-{window}-{first}-{last}",
-                         window_id=window, messages=messages, summary=summary,
-                         created_at_index=last + 1)
+        return make_fold(
+            tool_call_id=call_id or f"fold-{window}-{first}-{last}",
+            window_id=window,
+            messages=messages,
+            summary=summary,
+            created_at_index=last + 1,
+        )
 
 
 def make_input(

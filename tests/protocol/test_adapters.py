@@ -12,33 +12,59 @@ from contextproto.protocol.messages import ModelMessage, ProjectionSource
 from contextproto.protocol.projection import Projection, project
 from tests.protocol.logbuilder import LogBuilder, make_input
 
-TOOLS = [{"name": "search", "description": "Search the web.",
-          "inputSchema": {"type": "object", "properties": {"q": {"type": "string"}}}}]
+TOOLS = [
+    {
+        "name": "search",
+        "description": "Search the web.",
+        "inputSchema": {"type": "object", "properties": {"q": {"type": "string"}}},
+    }
+]
 
 
 def _projection(messages: list[ModelMessage], errors: frozenset[str] = frozenset()) -> Projection:
     return Projection(
         messages=tuple(messages),
         sources=tuple(ProjectionSource(derived_type="raw", session_id="s") for _ in messages),
-        window_id="main", revision=1, upper_bound=len(messages), run_id=None,
-        protocol="unified@2", options={}, error_tool_call_ids=errors,
+        window_id="main",
+        revision=1,
+        upper_bound=len(messages),
+        run_id=None,
+        protocol="unified@2",
+        options={},
+        error_tool_call_ids=errors,
     )
 
 
 def _two_parallel_calls() -> Projection:
-    return _projection([
-        ModelMessage(role="system", kind="system", content="sys"),
-        ModelMessage(role="assistant", kind="context_header", content="header"),
-        ModelMessage(role="user", kind="input", content="go"),
-        ModelMessage(role="assistant", kind="tool_call", content="", tool_call_id="c1",
-                     tool_name="search", arguments={"q": "Zürich"}),
-        ModelMessage(role="assistant", kind="tool_call", content="", tool_call_id="c2",
-                     tool_name="fetch", arguments={}),
-        ModelMessage(role="tool", kind="tool_result", content="r1", tool_call_id="c1",
-                     tool_name="search"),
-        ModelMessage(role="tool", kind="tool_result", content="r2", tool_call_id="c2"),
-        ModelMessage(role="assistant", kind="context_state", content="{state}"),
-    ], errors=frozenset({"c2"}))
+    return _projection(
+        [
+            ModelMessage(role="system", kind="system", content="sys"),
+            ModelMessage(role="assistant", kind="context_header", content="header"),
+            ModelMessage(role="user", kind="input", content="go"),
+            ModelMessage(
+                role="assistant",
+                kind="tool_call",
+                content="",
+                tool_call_id="c1",
+                tool_name="search",
+                arguments={"q": "Zürich"},
+            ),
+            ModelMessage(
+                role="assistant",
+                kind="tool_call",
+                content="",
+                tool_call_id="c2",
+                tool_name="fetch",
+                arguments={},
+            ),
+            ModelMessage(
+                role="tool", kind="tool_result", content="r1", tool_call_id="c1", tool_name="search"
+            ),
+            ModelMessage(role="tool", kind="tool_result", content="r2", tool_call_id="c2"),
+            ModelMessage(role="assistant", kind="context_state", content="{state}"),
+        ],
+        errors=frozenset({"c2"}),
+    )
 
 
 def test_unknown_provider_is_refused() -> None:
@@ -51,22 +77,33 @@ def test_unknown_provider_is_refused() -> None:
 def test_neutral_is_the_internal_list() -> None:
     projection = _two_parallel_calls()
     request = adapt(projection, "neutral", TOOLS)
-    assert request.body == {"messages": [m.to_wire() for m in projection.messages],
-                            "tools": TOOLS}
+    assert request.body == {"messages": [m.to_wire() for m in projection.messages], "tools": TOOLS}
     assert request.notes == ()
 
 
 def test_openai_merges_consecutive_tool_calls_into_one_assistant_message() -> None:
     body = adapt(_two_parallel_calls(), "openai-chat", TOOLS).body
     messages = body["messages"]
-    assert [m["role"] for m in messages] == ["system", "assistant", "user", "assistant", "tool",
-                                             "tool", "assistant"]
+    assert [m["role"] for m in messages] == [
+        "system",
+        "assistant",
+        "user",
+        "assistant",
+        "tool",
+        "tool",
+        "assistant",
+    ]
     calls = messages[3]
     assert calls["content"] is None
     assert calls["tool_calls"] == [
-        {"id": "c1", "type": "function",
-         "function": {"name": "search", "arguments": json.dumps({"q": "Zürich"},
-                                                                ensure_ascii=False)}},
+        {
+            "id": "c1",
+            "type": "function",
+            "function": {
+                "name": "search",
+                "arguments": json.dumps({"q": "Zürich"}, ensure_ascii=False),
+            },
+        },
         {"id": "c2", "type": "function", "function": {"name": "fetch", "arguments": "{}"}},
     ]
     assert messages[4] == {"role": "tool", "tool_call_id": "c1", "content": "r1"}
@@ -74,9 +111,16 @@ def test_openai_merges_consecutive_tool_calls_into_one_assistant_message() -> No
     assert messages[0] == {"role": "system", "content": "sys"}
     assert messages[1] == {"role": "assistant", "content": "header"}
     assert messages[6] == {"role": "assistant", "content": "{state}"}
-    assert body["tools"] == [{"type": "function", "function": {
-        "name": "search", "description": "Search the web.",
-        "parameters": TOOLS[0]["inputSchema"]}}]
+    assert body["tools"] == [
+        {
+            "type": "function",
+            "function": {
+                "name": "search",
+                "description": "Search the web.",
+                "parameters": TOOLS[0]["inputSchema"],
+            },
+        }
+    ]
 
 
 def test_openai_omits_tools_when_there_are_none() -> None:
@@ -84,27 +128,40 @@ def test_openai_omits_tools_when_there_are_none() -> None:
 
 
 def test_openai_tool_messages_follow_their_call_even_past_user_feedback() -> None:
-    projection = _projection([
-        ModelMessage(role="system", kind="system", content="sys"),
-        ModelMessage(role="assistant", kind="tool_call", content="", tool_call_id="c1",
-                     tool_name="deploy", arguments={}),
-        ModelMessage(role="user", kind="approval_feedback", content="approved"),
-        ModelMessage(role="tool", kind="tool_result", content="done", tool_call_id="c1"),
-    ])
+    projection = _projection(
+        [
+            ModelMessage(role="system", kind="system", content="sys"),
+            ModelMessage(
+                role="assistant",
+                kind="tool_call",
+                content="",
+                tool_call_id="c1",
+                tool_name="deploy",
+                arguments={},
+            ),
+            ModelMessage(role="user", kind="approval_feedback", content="approved"),
+            ModelMessage(role="tool", kind="tool_result", content="done", tool_call_id="c1"),
+        ]
+    )
     request = adapt(projection, "openai-chat")
-    assert [m["role"] for m in request.body["messages"]] == ["system", "assistant", "tool",
-                                                             "user"]
+    assert [m["role"] for m in request.body["messages"]] == ["system", "assistant", "tool", "user"]
     assert any("moved after the results" in n for n in request.notes)
 
 
 def test_openai_renders_image_parts() -> None:
-    projection = _projection([
-        ModelMessage(role="user", kind="input", content=[
-            {"type": "text", "text": "look"},
-            {"type": "image", "mediaType": "image/png", "data": "QUJD"},
-            {"type": "image", "url": "https://example.com/a.png"},
-        ]),
-    ])
+    projection = _projection(
+        [
+            ModelMessage(
+                role="user",
+                kind="input",
+                content=[
+                    {"type": "text", "text": "look"},
+                    {"type": "image", "mediaType": "image/png", "data": "QUJD"},
+                    {"type": "image", "url": "https://example.com/a.png"},
+                ],
+            ),
+        ]
+    )
     content = adapt(projection, "openai-chat").body["messages"][0]["content"]
     assert content == [
         {"type": "text", "text": "look"},
@@ -130,8 +187,13 @@ def test_anthropic_separates_system_and_merges_same_role_messages() -> None:
         {"type": "tool_result", "tool_use_id": "c1", "content": "r1", "is_error": False},
         {"type": "tool_result", "tool_use_id": "c2", "content": "r2", "is_error": True},
     ]
-    assert body["tools"] == [{"name": "search", "description": "Search the web.",
-                              "input_schema": TOOLS[0]["inputSchema"]}]
+    assert body["tools"] == [
+        {
+            "name": "search",
+            "description": "Search the web.",
+            "input_schema": TOOLS[0]["inputSchema"],
+        }
+    ]
 
 
 def test_anthropic_sends_edge_derived_messages_as_marked_user_text() -> None:
@@ -140,31 +202,42 @@ def test_anthropic_sends_edge_derived_messages_as_marked_user_text() -> None:
     assert messages[0]["role"] == "user" and messages[-1]["role"] == "user"
     first, last = messages[0]["content"][0]["text"], messages[-1]["content"][-1]["text"]
     assert first.startswith(DERIVED_EDGE_MARKER) and last == DERIVED_EDGE_MARKER + "{state}"
-    assert any("context_header, context_state" in n and "no user authority" in n
-               for n in request.notes)
+    assert any(
+        "context_header, context_state" in n and "no user authority" in n for n in request.notes
+    )
     assert not any("prefill" in n for n in request.notes)
     assert not any("first message after the system prompt" in n for n in request.notes)
 
 
 def test_anthropic_keeps_a_fold_in_the_middle_as_an_assistant_turn() -> None:
-    projection = _projection([
-        ModelMessage(role="assistant", kind="context_header", content="header"),
-        ModelMessage(role="user", kind="input", content="go"),
-        ModelMessage(role="assistant", kind="context_fold", content="fold summary"),
-        ModelMessage(role="user", kind="input", content="more"),
-    ])
+    projection = _projection(
+        [
+            ModelMessage(role="assistant", kind="context_header", content="header"),
+            ModelMessage(role="user", kind="input", content="go"),
+            ModelMessage(role="assistant", kind="context_fold", content="fold summary"),
+            ModelMessage(role="user", kind="input", content="more"),
+        ]
+    )
     roles = [m["role"] for m in adapt(projection, "anthropic-messages").body["messages"]]
     assert roles == ["user", "assistant", "user"]
 
 
 def test_anthropic_tool_results_merge_with_a_following_user_message() -> None:
-    projection = _projection([
-        ModelMessage(role="user", kind="input", content="go"),
-        ModelMessage(role="assistant", kind="tool_call", content="", tool_call_id="c1",
-                     tool_name="search", arguments={}),
-        ModelMessage(role="tool", kind="tool_result", content="r1", tool_call_id="c1"),
-        ModelMessage(role="user", kind="context_state", content="state"),
-    ])
+    projection = _projection(
+        [
+            ModelMessage(role="user", kind="input", content="go"),
+            ModelMessage(
+                role="assistant",
+                kind="tool_call",
+                content="",
+                tool_call_id="c1",
+                tool_name="search",
+                arguments={},
+            ),
+            ModelMessage(role="tool", kind="tool_result", content="r1", tool_call_id="c1"),
+            ModelMessage(role="user", kind="context_state", content="state"),
+        ]
+    )
     request = adapt(projection, "anthropic-messages")
     assert [m["role"] for m in request.body["messages"]] == ["user", "assistant", "user"]
     assert request.body["messages"][2]["content"] == [
@@ -176,13 +249,21 @@ def test_anthropic_tool_results_merge_with_a_following_user_message() -> None:
 
 
 def test_anthropic_puts_tool_results_first_in_their_user_turn() -> None:
-    projection = _projection([
-        ModelMessage(role="user", kind="input", content="go"),
-        ModelMessage(role="assistant", kind="tool_call", content="", tool_call_id="c1",
-                     tool_name="deploy", arguments={}),
-        ModelMessage(role="user", kind="approval_feedback", content="approved"),
-        ModelMessage(role="tool", kind="tool_result", content="done", tool_call_id="c1"),
-    ])
+    projection = _projection(
+        [
+            ModelMessage(role="user", kind="input", content="go"),
+            ModelMessage(
+                role="assistant",
+                kind="tool_call",
+                content="",
+                tool_call_id="c1",
+                tool_name="deploy",
+                arguments={},
+            ),
+            ModelMessage(role="user", kind="approval_feedback", content="approved"),
+            ModelMessage(role="tool", kind="tool_result", content="done", tool_call_id="c1"),
+        ]
+    )
     request = adapt(projection, "anthropic-messages")
     blocks = request.body["messages"][2]["content"]
     assert [b["type"] for b in blocks] == ["tool_result", "text"]
@@ -190,16 +271,21 @@ def test_anthropic_puts_tool_results_first_in_their_user_turn() -> None:
 
 
 def test_anthropic_renders_images_as_base64_or_url_sources() -> None:
-    projection = _projection([
-        ModelMessage(role="user", kind="input", content=[
-            {"type": "image", "mediaType": "image/png", "data": "QUJD"},
-            {"type": "image", "url": "https://example.com/a.png"},
-        ]),
-    ])
+    projection = _projection(
+        [
+            ModelMessage(
+                role="user",
+                kind="input",
+                content=[
+                    {"type": "image", "mediaType": "image/png", "data": "QUJD"},
+                    {"type": "image", "url": "https://example.com/a.png"},
+                ],
+            ),
+        ]
+    )
     blocks = adapt(projection, "anthropic-messages").body["messages"][0]["content"]
     assert blocks == [
-        {"type": "image", "source": {"type": "base64", "media_type": "image/png",
-                                     "data": "QUJD"}},
+        {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "QUJD"}},
         {"type": "image", "source": {"type": "url", "url": "https://example.com/a.png"}},
     ]
 
@@ -209,11 +295,18 @@ def test_adapting_a_real_projection_keeps_every_message() -> None:
     log.input("hi")
     call = log.call("search")
     log.result(call, "found", is_error=True)
-    projection = project(make_input(log, window="a", version=3,
-                                    options={"stateMessagePlacement": "trailing_user"}))
+    projection = project(
+        make_input(log, window="a", version=3, options={"stateMessagePlacement": "trailing_user"})
+    )
     openai = adapt(projection, "openai-chat").body["messages"]
-    assert [m["role"] for m in openai] == ["system", "assistant", "user", "assistant", "tool",
-                                           "user"]
+    assert [m["role"] for m in openai] == [
+        "system",
+        "assistant",
+        "user",
+        "assistant",
+        "tool",
+        "user",
+    ]
     anthropic = adapt(projection, "anthropic-messages")
     assert anthropic.body["messages"][-1]["content"][0]["is_error"] is True
     assert not any("prefill" in n for n in anthropic.notes)

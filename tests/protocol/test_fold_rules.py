@@ -33,9 +33,18 @@ def _log() -> LogBuilder:
     return log
 
 
-def _validate(log: LogBuilder, first: int, last: int, *, covered: int = 0,
-              bound: int | None = None, folds: tuple[Fold, ...] = (), fold_count: int = 0,
-              max_folds: int = 1024, window: str = "a"):
+def _validate(
+    log: LogBuilder,
+    first: int,
+    last: int,
+    *,
+    covered: int = 0,
+    bound: int | None = None,
+    folds: tuple[Fold, ...] = (),
+    fold_count: int = 0,
+    max_folds: int = 1024,
+    window: str = "a",
+):
     bound = len(log.messages) if bound is None else bound
     return validate_fold_range(
         window_id=window,
@@ -149,9 +158,15 @@ def test_user_input_is_reported_before_an_unanswered_call() -> None:
 
 
 def _fold(first: int, last: int, fold_id: str = "f_existing") -> Fold:
-    return Fold(id=fold_id, window_id="a", first_index=first, last_index=last,
-                message_ids=tuple(f"m{i}" for i in range(first, last + 1)), summary="s",
-                created_at_index=last + 1)
+    return Fold(
+        id=fold_id,
+        window_id="a",
+        first_index=first,
+        last_index=last,
+        message_ids=tuple(f"m{i}" for i in range(first, last + 1)),
+        summary="s",
+        created_at_index=last + 1,
+    )
 
 
 def test_range_containing_an_existing_fold_is_refused_as_nested() -> None:
@@ -178,8 +193,15 @@ def test_partial_intersection_is_refused_as_overlap() -> None:
 
 
 def test_folds_of_other_windows_do_not_conflict() -> None:
-    other = Fold(id="f_b", window_id="b", first_index=2, last_index=9, message_ids=(),
-                 summary="s", created_at_index=10)
+    other = Fold(
+        id="f_b",
+        window_id="b",
+        first_index=2,
+        last_index=9,
+        message_ids=(),
+        summary="s",
+        created_at_index=10,
+    )
     assert len(_validate(_log(), 2, 9, folds=(other,))) == 8
 
 
@@ -214,8 +236,13 @@ def test_fold_id_is_derived_from_the_call_id() -> None:
 def test_make_fold_records_the_validated_messages() -> None:
     log = _log()
     messages = _validate(log, 2, 9)
-    fold = make_fold(tool_call_id="call_9", window_id="a", messages=messages,
-                     summary="searched twice", created_at_index=16)
+    fold = make_fold(
+        tool_call_id="call_9",
+        window_id="a",
+        messages=messages,
+        summary="searched twice",
+        created_at_index=16,
+    )
     assert fold.id == fold_id_for("call_9")
     assert (fold.first_index, fold.last_index) == (2, 9)
     assert fold.message_ids == tuple(f"m{i}" for i in range(2, 10))

@@ -157,8 +157,10 @@ def test_a_result_written_after_its_group_closed_is_an_orphan() -> None:
     log.result(call)
     log.result(call, "duplicate")
     groups = build_groups(log.of_window("main"))
-    assert [(g.indices, g.kind) for g in groups] == [((1, 2), "tool_interaction"),
-                                                      ((3,), "orphan_result")]
+    assert [(g.indices, g.kind) for g in groups] == [
+        ((1, 2), "tool_interaction"),
+        ((3,), "orphan_result"),
+    ]
 
 
 def test_empty_history_has_no_groups() -> None:

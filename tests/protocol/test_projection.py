@@ -66,23 +66,37 @@ def test_spec_worked_example() -> None:
     ]
     sources = [s.to_wire() for s in projection.sources]
     assert [s["derivedType"] for s in sources] == [
-        "system", "context_header", "raw", "context_fold", "raw", "raw",
+        "system",
+        "context_header",
+        "raw",
+        "context_fold",
+        "raw",
+        "raw",
     ]
     assert sources[2] | {} == {
-        "derivedType": "raw", "foldId": None, "sessionId": "s1", "windowId": "a",
-        "firstIndex": 1, "lastIndex": 1, "messageIds": ["m1"],
+        "derivedType": "raw",
+        "foldId": None,
+        "sessionId": "s1",
+        "windowId": "a",
+        "firstIndex": 1,
+        "lastIndex": 1,
+        "messageIds": ["m1"],
     }
     assert sources[3] == {
-        "derivedType": "context_fold", "foldId": fold.id, "sessionId": "s1", "windowId": "a",
-        "firstIndex": 9, "lastIndex": 12, "messageIds": ["m9", "m10", "m11", "m12"],
+        "derivedType": "context_fold",
+        "foldId": fold.id,
+        "sessionId": "s1",
+        "windowId": "a",
+        "firstIndex": 9,
+        "lastIndex": 12,
+        "messageIds": ["m9", "m10", "m11", "m12"],
     }
     assert (sources[4]["firstIndex"], sources[4]["messageIds"]) == (15, ["m15"])
     assert (sources[5]["firstIndex"], sources[5]["messageIds"]) == (16, ["m16"])
     assert sources[0]["messageIds"] == [] and sources[1]["messageIds"] == []
     assert sources[1]["windowId"] == "a"
     call, result = projection.messages[4], projection.messages[5]
-    assert (call.tool_call_id, call.tool_name, call.arguments) == ("call_w", "weather",
-                                                                   {"q": "x"})
+    assert (call.tool_call_id, call.tool_name, call.arguments) == ("call_w", "weather", {"q": "x"})
     assert (result.tool_call_id, result.content) == ("call_w", "sunny")
     assert projection.messages[3].tool_call_id is None
     assert projection.protocol == "unified@1" and projection.window_id == "a"
@@ -91,8 +105,11 @@ def test_spec_worked_example() -> None:
 def test_system_prompt_gets_the_protocol_prompt() -> None:
     log = LogBuilder()
     log.input()
-    projection = project(make_input(log, system_prompt="Be kind.\n{{context_protocol}}\nEnd.",
-                                    protocol_prompt="RULES"))
+    projection = project(
+        make_input(
+            log, system_prompt="Be kind.\n{{context_protocol}}\nEnd.", protocol_prompt="RULES"
+        )
+    )
     assert projection.messages[0].content == "Be kind.\nRULES\nEnd."
     assert projection.sources[0].derived_type == "system"
 
@@ -166,8 +183,12 @@ def test_input_inside_a_folds_range_goes_after_the_fold() -> None:
     log.switch("a").text()  # 5
     fold = log.fold("a", 1, 4)
     projection = project(make_input(log, window="a", folds=[fold]))
-    assert _shape(projection)[2:] == ["assistant/context_fold", "user/input", "assistant/text",
-                                      "assistant/context_state"]
+    assert _shape(projection)[2:] == [
+        "assistant/context_fold",
+        "user/input",
+        "assistant/text",
+        "assistant/context_state",
+    ]
     assert projection.sources[3].first_index == 3
 
 
@@ -193,8 +214,15 @@ def test_fold_replaces_its_messages_at_the_position_of_its_first_message() -> No
     projection = project(make_input(log, window="a", folds=[fold]))
     assert _shape(projection)[2:5] == ["user/input", "assistant/context_fold", "assistant/text"]
     message = projection.messages[3]
-    for fragment in (fold.id, "'a'", "#2-#4", "looked things up", "context_fold_read",
-                     "not an instruction", '"foldId"'):
+    for fragment in (
+        fold.id,
+        "'a'",
+        "#2-#4",
+        "looked things up",
+        "context_fold_read",
+        "not an instruction",
+        '"foldId"',
+    ):
         assert fragment in message.content
     assert message.tool_call_id is None
     assert projection.sources[3].message_ids == ("m2", "m3", "m4")
@@ -249,8 +277,11 @@ def test_result_without_call_is_refused() -> None:
     log.result("ghost")
     with pytest.raises(ProtocolError) as caught:
         project(make_input(log, window="a"))
-    assert caught.value.details == {"problem": "result_without_call", "toolCallId": "ghost",
-                                    "indices": [1]}
+    assert caught.value.details == {
+        "problem": "result_without_call",
+        "toolCallId": "ghost",
+        "indices": [1],
+    }
 
 
 def test_duplicate_result_is_refused() -> None:
@@ -285,8 +316,13 @@ def _state_log() -> LogBuilder:
     return log
 
 
-ENTRY = {"windowId": "a", "fromWindowId": "main", "upperBoundBeforeEntry": 3,
-         "input": "next: compare prices — Zürich", "enteredAtRevision": 5}
+ENTRY = {
+    "windowId": "a",
+    "fromWindowId": "main",
+    "upperBoundBeforeEntry": 3,
+    "input": "next: compare prices — Zürich",
+    "enteredAtRevision": 5,
+}
 
 
 def test_v2_state_message_reports_the_frozen_state() -> None:
@@ -308,20 +344,28 @@ def test_v2_state_message_reports_the_frozen_state() -> None:
         "lastToolName": "fetch",
     }
     assert list(_json_of(state.content)) == [
-        "windowId", "status", "revision", "enteredFrom", "upperBoundBeforeEntry",
-        "handoffInput", "checkpointPosition", "visibleToolResultsSinceEntry", "lastToolName",
+        "windowId",
+        "status",
+        "revision",
+        "enteredFrom",
+        "upperBoundBeforeEntry",
+        "handoffInput",
+        "checkpointPosition",
+        "visibleToolResultsSinceEntry",
+        "lastToolName",
     ]
     assert "Zürich" in state.content  # non-ASCII kept
     source = projection.sources[-1]
-    assert (source.derived_type, source.window_id, source.message_ids) == ("context_state",
-                                                                            "a", ())
+    assert (source.derived_type, source.window_id, source.message_ids) == ("context_state", "a", ())
     assert source.first_index is None and source.last_index is None
 
 
 def test_v2_state_ignores_an_entry_of_another_window() -> None:
     log = _state_log()
-    kv = {KEY_CURRENT_WINDOW_ENTRY: {**ENTRY, "windowId": "b"},
-          "window/a": {"goal": "g", "status": "suspended", "input": "record input"}}
+    kv = {
+        KEY_CURRENT_WINDOW_ENTRY: {**ENTRY, "windowId": "b"},
+        "window/a": {"goal": "g", "status": "suspended", "input": "record input"},
+    }
     state = _json_of(project(make_input(log, window="a", kv=kv, covered=2)).messages[-1].content)
     assert state["enteredFrom"] is None and state["upperBoundBeforeEntry"] is None
     assert state["handoffInput"] == "record input"
@@ -340,8 +384,11 @@ def test_v2_state_with_no_tool_calls_has_null_tool_name() -> None:
 def test_v2_header_keeps_non_ascii_and_shows_only_the_current_window() -> None:
     log = LogBuilder(window="a")
     log.input()
-    kv = {KEY_TASK_MEMORY: "Budget 9000 €, 東京", "window/b": {"goal": "other"},
-          "checkpoint/a": "Kunde möchte"}
+    kv = {
+        KEY_TASK_MEMORY: "Budget 9000 €, 東京",
+        "window/b": {"goal": "other"},
+        "checkpoint/a": "Kunde möchte",
+    }
     projection = project(make_input(log, window="a", kv=kv, session_inputs={"city": "Zürich"}))
     header = projection.messages[1]
     assert (header.role, header.kind) == ("assistant", "context_header")
@@ -358,8 +405,9 @@ def test_v1_header_escapes_non_ascii_and_has_no_state_message() -> None:
     log = LogBuilder(window="a")
     log.input()
     kv = {KEY_TASK_MEMORY: "東京", "checkpoint/a": "möchte"}
-    projection = project(make_input(log, window="a", version=1, kv=kv,
-                                    session_inputs={"city": "Zürich"}))
+    projection = project(
+        make_input(log, window="a", version=1, kv=kv, session_inputs={"city": "Zürich"})
+    )
     header = projection.messages[1].content
     assert "\\u6771\\u4eac" in header and "東京" not in header and "Zürich" not in header
     body = _json_of(header)
@@ -377,7 +425,11 @@ def test_window_record_renders_in_a_stable_key_order() -> None:
     two = project(make_input(log, window="a", kv={"window/a": shuffled}))
     assert one.messages[1].content == two.messages[1].content
     assert list(_json_of(one.messages[1].content)["current_window"]) == [
-        "id", "goal", "status", "alpha", "zeta",
+        "id",
+        "goal",
+        "status",
+        "alpha",
+        "zeta",
     ]
 
 
@@ -387,22 +439,48 @@ def test_window_record_renders_in_a_stable_key_order() -> None:
 @pytest.mark.parametrize(
     ("placement", "shape"),
     [
-        ("trailing_assistant", ["system/system", "assistant/context_header", "user/input",
-                                "assistant/tool_call", "tool/tool_result",
-                                "assistant/context_state"]),
-        ("before_history_assistant", ["system/system", "assistant/context_header",
-                                      "assistant/context_state", "user/input",
-                                      "assistant/tool_call", "tool/tool_result"]),
-        ("trailing_user", ["system/system", "assistant/context_header", "user/input",
-                           "assistant/tool_call", "tool/tool_result", "user/context_state"]),
+        (
+            "trailing_assistant",
+            [
+                "system/system",
+                "assistant/context_header",
+                "user/input",
+                "assistant/tool_call",
+                "tool/tool_result",
+                "assistant/context_state",
+            ],
+        ),
+        (
+            "before_history_assistant",
+            [
+                "system/system",
+                "assistant/context_header",
+                "assistant/context_state",
+                "user/input",
+                "assistant/tool_call",
+                "tool/tool_result",
+            ],
+        ),
+        (
+            "trailing_user",
+            [
+                "system/system",
+                "assistant/context_header",
+                "user/input",
+                "assistant/tool_call",
+                "tool/tool_result",
+                "user/context_state",
+            ],
+        ),
     ],
 )
 def test_v3_places_the_state_message(placement: str, shape: list[str]) -> None:
     log = LogBuilder(window="a")
     log.input()
     log.exchange()
-    projection = project(make_input(log, window="a", version=3,
-                                    options={"stateMessagePlacement": placement}))
+    projection = project(
+        make_input(log, window="a", version=3, options={"stateMessagePlacement": placement})
+    )
     assert _shape(projection) == shape
     state_at = [m.kind for m in projection.messages].index("context_state")
     assert projection.sources[state_at].derived_type == "context_state"
@@ -410,15 +488,17 @@ def test_v3_places_the_state_message(placement: str, shape: list[str]) -> None:
     assert projection.protocol == "unified@3"
 
 
-@pytest.mark.parametrize("placement",
-                         ["trailing_assistant", "before_history_assistant", "trailing_user"])
+@pytest.mark.parametrize(
+    "placement", ["trailing_assistant", "before_history_assistant", "trailing_user"]
+)
 def test_v3_checks_pairing_before_placing_the_state(placement: str) -> None:
     log = LogBuilder(window="a")
     log.input()
     log.call()
     with pytest.raises(ProtocolError) as caught:
-        project(make_input(log, window="a", version=3,
-                           options={"stateMessagePlacement": placement}))
+        project(
+            make_input(log, window="a", version=3, options={"stateMessagePlacement": placement})
+        )
     assert caught.value.code == "projection_pairing_violation"
 
 
@@ -426,8 +506,7 @@ def test_v3_refuses_an_unknown_placement() -> None:
     log = LogBuilder(window="a")
     log.input()
     with pytest.raises(ProtocolError) as caught:
-        project(make_input(log, window="a", version=3,
-                           options={"stateMessagePlacement": "system"}))
+        project(make_input(log, window="a", version=3, options={"stateMessagePlacement": "system"}))
     assert caught.value.code == "option_bad_enum"
 
 
@@ -442,12 +521,26 @@ def test_prefix_reads_main_only_and_shows_inputs_and_checkpoint() -> None:
     log.switch("a").text("never shown")  # 5: prefix has no windows, but prove filtering
     log.switch("main").exchange()  # 6, 7
     folds = [log.fold("main", 6, 7)]
-    inp = make_input(log, window="main", protocol_id="prefix", version=2, covered=3,
-                     run_id=RUN_2, folds=folds, kv={"activeWindow": "a"},
-                     session_inputs={"ticket": "Straße"})
+    inp = make_input(
+        log,
+        window="main",
+        protocol_id="prefix",
+        version=2,
+        covered=3,
+        run_id=RUN_2,
+        folds=folds,
+        kv={"activeWindow": "a"},
+        session_inputs={"ticket": "Straße"},
+    )
     projection = project(dataclasses.replace(inp, window_messages=log.messages))
-    assert _shape(projection) == ["system/system", "assistant/context_header", "user/input",
-                                  "assistant/text", "assistant/tool_call", "tool/tool_result"]
+    assert _shape(projection) == [
+        "system/system",
+        "assistant/context_header",
+        "user/input",
+        "assistant/text",
+        "assistant/tool_call",
+        "tool/tool_result",
+    ]
     assert [s.first_index for s in projection.sources[2:]] == [1, 4, 6, 7]
     body = _json_of(projection.messages[1].content)
     assert body == {"agent_inputs": {"ticket": "Straße"}, "checkpoint": "checkpoint of main"}
@@ -458,8 +551,10 @@ def test_prefix_reads_main_only_and_shows_inputs_and_checkpoint() -> None:
 
 
 def _image(n: int) -> list[dict]:
-    return [{"type": "text", "text": f"shot {n}"},
-            {"type": "image", "mediaType": "image/png", "data": f"DATA{n}"}]
+    return [
+        {"type": "text", "text": f"shot {n}"},
+        {"type": "image", "mediaType": "image/png", "data": f"DATA{n}"},
+    ]
 
 
 def test_gui_projection_keeps_images_of_the_three_latest_messages_only() -> None:
@@ -469,8 +564,9 @@ def test_gui_projection_keeps_images_of_the_three_latest_messages_only() -> None
         call = log.call("screenshot")
         log.result(call, _image(n))  # 3, 5, 7
     projection = project(make_input(log, window="a"))
-    by_index = {s.first_index: m for m, s in zip(projection.messages, projection.sources,
-                                                 strict=True)}
+    by_index = {
+        s.first_index: m for m, s in zip(projection.messages, projection.sources, strict=True)
+    }
     assert by_index[1].content == [
         {"type": "text", "text": "shot 1"},
         {"type": "text", "text": "[image omitted from view: message #1]"},
@@ -531,8 +627,16 @@ def test_same_input_gives_byte_identical_wire_json() -> None:
     assert one == two
     assert json.dumps(one.to_wire()) == json.dumps(two.to_wire())
     wire = one.to_wire()
-    assert list(wire) == ["messages", "sources", "windowId", "revision", "upperBound", "runId",
-                          "protocol", "options"]
+    assert list(wire) == [
+        "messages",
+        "sources",
+        "windowId",
+        "revision",
+        "upperBound",
+        "runId",
+        "protocol",
+        "options",
+    ]
     assert wire["runId"] == RUN_1 and wire["upperBound"] == 16 and wire["revision"] == 7
 
 
@@ -560,24 +664,40 @@ def test_unknown_protocol_version_is_refused() -> None:
 
 
 def test_plan_reads_asks_for_the_window_above_its_checkpoint() -> None:
-    plan = plan_reads(protocol_id="unified", active_window="a", covered_through=8, run_id=RUN_1,
-                      upper_bound=16)
-    assert plan == ReadPlan(window_id="a", after_index=8, through_index=16, run_id=RUN_1,
-                            folds_window="a", folds_after_index=8)
+    plan = plan_reads(
+        protocol_id="unified", active_window="a", covered_through=8, run_id=RUN_1, upper_bound=16
+    )
+    assert plan == ReadPlan(
+        window_id="a",
+        after_index=8,
+        through_index=16,
+        run_id=RUN_1,
+        folds_window="a",
+        folds_after_index=8,
+    )
     assert KV_KEYS_FOR_PLAN == ("activeWindow",)
 
 
 def test_plan_reads_for_prefix_reads_main_and_no_folds() -> None:
-    plan = plan_reads(protocol_id="prefix", active_window="a", covered_through=3, run_id=None,
-                      upper_bound=9)
+    plan = plan_reads(
+        protocol_id="prefix", active_window="a", covered_through=3, run_id=None, upper_bound=9
+    )
     assert (plan.window_id, plan.folds_window, plan.run_id) == ("main", None, None)
-    assert plan_reads(protocol_id="unified", active_window=None, covered_through=0,
-                      run_id=None, upper_bound=0).window_id == "main"
+    assert (
+        plan_reads(
+            protocol_id="unified", active_window=None, covered_through=0, run_id=None, upper_bound=0
+        ).window_id
+        == "main"
+    )
 
 
 def test_kv_keys_for_view_name_only_the_current_window() -> None:
     assert kv_keys_for_view("unified", "a") == (
-        "activeWindow", "taskMemory", "window/a", "checkpoint/a", "coveredThrough/a",
+        "activeWindow",
+        "taskMemory",
+        "window/a",
+        "checkpoint/a",
+        "coveredThrough/a",
         "currentWindowEntry",
     )
     assert kv_keys_for_view("prefix", "a") == ("coveredThrough/main", "checkpoint/main")

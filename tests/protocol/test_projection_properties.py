@@ -30,8 +30,10 @@ class Case:
 
 def _exchange(log: LogBuilder, draw, window: str) -> None:
     """A group of 1-3 calls whose results may arrive with other messages in between."""
-    calls = [log.call(draw(st.sampled_from(("search", "fetch", "shell"))))
-             for _ in range(draw(st.integers(1, 3)))]
+    calls = [
+        log.call(draw(st.sampled_from(("search", "fetch", "shell"))))
+        for _ in range(draw(st.integers(1, 3)))
+    ]
     if draw(st.booleans()):
         log.approval(calls[0])
     if draw(st.booleans()):
@@ -41,8 +43,11 @@ def _exchange(log: LogBuilder, draw, window: str) -> None:
         log.input("meanwhile") if draw(st.booleans()) else log.text("elsewhere")
         log.switch(window)
     for call in draw(st.permutations(calls)):
-        log.result(call, draw(st.sampled_from(("ok", "x" * 40, [{"type": "text", "text": "t"}]))),
-                   is_error=draw(st.booleans()))
+        log.result(
+            call,
+            draw(st.sampled_from(("ok", "x" * 40, [{"type": "text", "text": "t"}]))),
+            is_error=draw(st.booleans()),
+        )
 
 
 def _folds_over(groups, draw, window: str, log: LogBuilder, tag: str) -> list[Fold]:
@@ -52,11 +57,17 @@ def _folds_over(groups, draw, window: str, log: LogBuilder, tag: str) -> list[Fo
     while i < len(groups):
         if groups[i].foldable and draw(st.integers(0, 2)) == 0:
             j = i
-            while (j + 1 < len(groups) and groups[j + 1].foldable
-                   and draw(st.booleans())):
+            while j + 1 < len(groups) and groups[j + 1].foldable and draw(st.booleans()):
                 j += 1
-            folds.append(log.fold(window, groups[i].first_index, groups[j].last_index,
-                                  f"summary {tag}{i}", call_id=f"{tag}-{i}"))
+            folds.append(
+                log.fold(
+                    window,
+                    groups[i].first_index,
+                    groups[j].last_index,
+                    f"summary {tag}{i}",
+                    call_id=f"{tag}-{i}",
+                )
+            )
             i = j + 1
         else:
             i += 1
@@ -67,8 +78,11 @@ def _folds_over(groups, draw, window: str, log: LogBuilder, tag: str) -> list[Fo
 def cases(draw) -> Case:
     log = LogBuilder(window="main", run=RUNS[0])
     for _ in range(draw(st.integers(0, 30))):
-        op = draw(st.sampled_from(("switch", "run", "input", "text", "instruction", "exchange",
-                                   "exchange", "image")))
+        op = draw(
+            st.sampled_from(
+                ("switch", "run", "input", "text", "instruction", "exchange", "exchange", "image")
+            )
+        )
         if op == "switch":
             log.switch(draw(st.sampled_from(WINDOWS)))
         elif op == "run":
@@ -80,8 +94,12 @@ def cases(draw) -> Case:
         elif op == "instruction":
             log.instruction()
         elif op == "image":
-            log.input([{"type": "text", "text": "see"},
-                       {"type": "image", "mediaType": "image/png", "data": "AAAA"}])
+            log.input(
+                [
+                    {"type": "text", "text": "see"},
+                    {"type": "image", "mediaType": "image/png", "data": "AAAA"},
+                ]
+            )
         else:
             _exchange(log, draw, log.window)
     dangling_window = None
@@ -103,18 +121,33 @@ def cases(draw) -> Case:
     compressed = _folds_over(below, draw, window, log, "down")  # passed in, must be ignored
     options = {"guiProjection": draw(st.booleans())}
     if version == "3":
-        options["stateMessagePlacement"] = draw(st.sampled_from(
-            ("trailing_assistant", "before_history_assistant", "trailing_user")))
+        options["stateMessagePlacement"] = draw(
+            st.sampled_from(("trailing_assistant", "before_history_assistant", "trailing_user"))
+        )
     run_id = draw(st.sampled_from((*RUNS, None)))
-    inp = make_input(log, window=window, version=int(version), protocol_id=protocol_id,
-                     covered=covered, folds=folds, run_id=run_id, options=options,
-                     preview_chars=draw(st.sampled_from((10, 16000))),
-                     kv={"currentWindowEntry": {"windowId": window, "fromWindowId": "main",
-                                                "upperBoundBeforeEntry": draw(st.integers(0, 9)),
-                                                "input": "handoff"}})
+    inp = make_input(
+        log,
+        window=window,
+        version=int(version),
+        protocol_id=protocol_id,
+        covered=covered,
+        folds=folds,
+        run_id=run_id,
+        options=options,
+        preview_chars=draw(st.sampled_from((10, 16000))),
+        kv={
+            "currentWindowEntry": {
+                "windowId": window,
+                "fromWindowId": "main",
+                "upperBoundBeforeEntry": draw(st.integers(0, 9)),
+                "input": "handoff",
+            }
+        },
+    )
     inp = ProjectionInput(**{**inp.__dict__, "folds": [*inp.folds, *compressed]})
-    return Case(log=log, inp=inp, window=window, covered=covered,
-                dangling_visible=dangling_window == window)
+    return Case(
+        log=log, inp=inp, window=window, covered=covered, dangling_visible=dangling_window == window
+    )
 
 
 def _expected_ids(case: Case) -> set[str]:
@@ -133,8 +166,9 @@ def _project(case: Case) -> Projection | None:
     return project(case.inp)
 
 
-PROPERTY_SETTINGS = settings(max_examples=300, deadline=None,
-                             suppress_health_check=[HealthCheck.too_slow])
+PROPERTY_SETTINGS = settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 
 
 @PROPERTY_SETTINGS
@@ -145,8 +179,9 @@ def test_projection_is_deterministic(case: Case) -> None:
         return
     two = project(case.inp)
     assert one == two
-    assert json.dumps(one.to_wire(), ensure_ascii=False) == json.dumps(two.to_wire(),
-                                                                      ensure_ascii=False)
+    assert json.dumps(one.to_wire(), ensure_ascii=False) == json.dumps(
+        two.to_wire(), ensure_ascii=False
+    )
 
 
 @PROPERTY_SETTINGS
@@ -227,8 +262,7 @@ def test_sources_describe_their_messages(case: Case) -> None:
             assert fold.first_index > case.covered
             assert message.kind == "context_fold" and message.tool_call_id is None
             assert source.message_ids == fold.message_ids
-            assert (source.first_index, source.last_index) == (fold.first_index,
-                                                               fold.last_index)
+            assert (source.first_index, source.last_index) == (fold.first_index, fold.last_index)
         else:
             assert source.message_ids == ()
             assert message.kind == source.derived_type

@@ -112,14 +112,30 @@ def test_every_catalog_tool_has_a_handler() -> None:
     ("case", "args", "frozen", "expected_code"),
     [
         ("bad argument beats everything", {"outcome": ""}, REV - 1, "invalid_arguments"),
-        ("missing expectedWindowId beats stale", {"outcome": "x"}, REV - 1,
-         "context_window_expectation_required"),
-        ("stale beats mismatch", {"outcome": "x", "expectedWindowId": "elsewhere"}, REV - 1,
-         "context_state_stale"),
-        ("mismatch beats the tool rule", {"outcome": "x", "expectedWindowId": "elsewhere"}, REV,
-         "context_window_mismatch"),
-        ("the tool rule answers last", {"outcome": "x", "expectedWindowId": "main"}, REV,
-         "context_window_main_not_completable"),
+        (
+            "missing expectedWindowId beats stale",
+            {"outcome": "x"},
+            REV - 1,
+            "context_window_expectation_required",
+        ),
+        (
+            "stale beats mismatch",
+            {"outcome": "x", "expectedWindowId": "elsewhere"},
+            REV - 1,
+            "context_state_stale",
+        ),
+        (
+            "mismatch beats the tool rule",
+            {"outcome": "x", "expectedWindowId": "elsewhere"},
+            REV,
+            "context_window_mismatch",
+        ),
+        (
+            "the tool rule answers last",
+            {"outcome": "x", "expectedWindowId": "main"},
+            REV,
+            "context_window_main_not_completable",
+        ),
     ],
 )
 def test_checks_run_in_the_specified_order(
@@ -274,11 +290,20 @@ def test_v2_open_needs_a_non_empty_input() -> None:
 
 def test_resume_reactivates_the_window_and_keeps_its_memory() -> None:
     reader = _with_window(
-        _reader(), "quote", status="suspended", memory="price 9000", outcomes=["o1"],
-        openedFrom="main", input="old",
+        _reader(),
+        "quote",
+        status="suspended",
+        memory="price 9000",
+        outcomes=["o1"],
+        openedFrom="main",
+        input="old",
     )
-    args = {"windowId": "quote", "resume": True, "input": "budget changed",
-            "expectedWindowId": "main"}
+    args = {
+        "windowId": "quote",
+        "resume": True,
+        "input": "budget changed",
+        "expectedWindowId": "main",
+    }
     outcome = run(reader, catalog.WINDOW_OPEN, args)
     assert ok(outcome)["created"] is False
     record = outcome.kv_writes[window_key("quote")]
@@ -349,16 +374,20 @@ def test_memory_set_replaces_the_active_windows_memory() -> None:
     args = {"memory": "new", "expectedWindowId": "quote"}
     outcome = run(reader, catalog.WINDOW_MEMORY_SET, args)
     assert ok(outcome) == {"success": True, "windowId": "quote", "memory": "new"}
-    assert outcome.kv_writes == {window_key("quote"): {**reader.kv[window_key("quote")],
-                                                       "memory": "new"}}
+    assert outcome.kv_writes == {
+        window_key("quote"): {**reader.kv[window_key("quote")], "memory": "new"}
+    }
 
 
 def _chain(version: catalog.ProtocolVersion = V2) -> FakeReader:
     """main -> a -> b, committed through the dispatcher."""
     reader = _reader()
     for target, came_from in (("a", "main"), ("b", "a")):
-        args: dict[str, Any] = {"windowId": target, "goal": f"goal {target}",
-                                "input": f"into {target}"}
+        args: dict[str, Any] = {
+            "windowId": target,
+            "goal": f"goal {target}",
+            "input": f"into {target}",
+        }
         if version is not V1:
             args["expectedWindowId"] = came_from
         reader.apply(ok_outcome(run(reader, catalog.WINDOW_OPEN, args, version=version)))
@@ -374,8 +403,12 @@ def test_complete_returns_to_the_window_it_was_entered_from() -> None:
     reader = _chain()
     assert reader.kv[KEY_ACTIVE_WINDOW] == "b" and reader.revision == REV + 2
     outcome = run(reader, catalog.WINDOW_COMPLETE, {"outcome": "b done", "expectedWindowId": "b"})
-    assert ok(outcome) == {"success": True, "windowId": "a", "previousWindowId": "b",
-                           "outcome": "b done"}
+    assert ok(outcome) == {
+        "success": True,
+        "windowId": "a",
+        "previousWindowId": "b",
+        "outcome": "b done",
+    }
     writes = outcome.kv_writes
     assert writes[window_key("b")]["status"] == "completed"
     assert writes[window_key("b")]["outcomes"] == ["b done"]
@@ -427,22 +460,28 @@ def test_complete_refuses_a_bad_return_target(target: str, code: str) -> None:
 
 
 def test_main_cannot_be_completed() -> None:
-    error = err(run(_reader(), catalog.WINDOW_COMPLETE, {"outcome": "o",
-                                                         "expectedWindowId": "main"}))
+    error = err(
+        run(_reader(), catalog.WINDOW_COMPLETE, {"outcome": "o", "expectedWindowId": "main"})
+    )
     assert error["code"] == "context_window_main_not_completable"
 
 
 def test_window_list_pages_and_filters_by_status() -> None:
     reader = _chain()
-    reader.apply(run(reader, catalog.WINDOW_COMPLETE, {"outcome": "x" * 300,
-                                                       "expectedWindowId": "b"}))
+    reader.apply(
+        run(reader, catalog.WINDOW_COMPLETE, {"outcome": "x" * 300, "expectedWindowId": "b"})
+    )
     first = ok(run(reader, catalog.WINDOW_LIST, {"limit": 2}))
     assert [w["windowId"] for w in first["windows"]] == ["main", "a"]
     assert first["nextOffset"] == 2
     second = ok(run(reader, catalog.WINDOW_LIST, {"offset": 2, "limit": 2}))
     assert second["windows"] == [
-        {"windowId": "b", "goal": "goal b", "status": "completed",
-         "outcomePreview": "x" * 119 + "…"}
+        {
+            "windowId": "b",
+            "goal": "goal b",
+            "status": "completed",
+            "outcomePreview": "x" * 119 + "…",
+        }
     ]
     assert second["nextOffset"] is None
     done = ok(run(reader, catalog.WINDOW_LIST, {"status": "completed"}))
@@ -461,10 +500,13 @@ def test_window_search_matches_goal_memory_outcomes_and_checkpoint() -> None:
     found = ok(run(reader, catalog.WINDOW_SEARCH, {"query": "acme"}))
     assert [w["windowId"] for w in found["windows"]] == ["c", "g"]
     assert found["nextOffset"] is None
-    assert [w["windowId"] for w in ok(run(reader, catalog.WINDOW_SEARCH,
-                                          {"query": "schedule"}))["windows"]] == ["o"]
-    assert [w["windowId"] for w in ok(run(reader, catalog.WINDOW_SEARCH,
-                                          {"query": "9000"}))["windows"]] == ["m"]
+    assert [
+        w["windowId"]
+        for w in ok(run(reader, catalog.WINDOW_SEARCH, {"query": "schedule"}))["windows"]
+    ] == ["o"]
+    assert [
+        w["windowId"] for w in ok(run(reader, catalog.WINDOW_SEARCH, {"query": "9000"}))["windows"]
+    ] == ["m"]
 
 
 def test_window_read_returns_record_checkpoint_and_coverage_without_switching() -> None:
@@ -545,13 +587,26 @@ def test_history_list_groups_only_the_windows_messages_with_previews_and_foldabi
     result = ok(run(reader, catalog.HISTORY_LIST, {"limit": 50}))
     groups = result["groups"]
     assert [(g["firstIndex"], g["lastIndex"]) for g in groups] == [
-        (1, 1), (2, 2), (3, 4), (5, 8), (9, 9), (11, 12), (13, 13), (14, 14)
+        (1, 1),
+        (2, 2),
+        (3, 4),
+        (5, 8),
+        (9, 9),
+        (11, 12),
+        (13, 13),
+        (14, 14),
     ]
     assert all(10 not in g["indices"] for g in groups)
     assert groups[3]["indices"] == [5, 6, 7, 8]
     assert groups[0] | {"preview": None} == {
-        "firstIndex": 1, "lastIndex": 1, "indices": [1], "kind": "user_message",
-        "preview": None, "foldable": False, "reason": "contains_user_input", "foldId": None,
+        "firstIndex": 1,
+        "lastIndex": 1,
+        "indices": [1],
+        "kind": "user_message",
+        "preview": None,
+        "foldable": False,
+        "reason": "contains_user_input",
+        "foldId": None,
     }
     assert groups[0]["preview"] == "please price it"
     assert groups[2]["preview"] == 'search({"q":"x"}) → found 3 offers'
@@ -610,8 +665,12 @@ def test_history_list_reads_the_calls_window_not_the_window_active_now() -> None
 
 
 def _fold_args(first: int, last: int, summary: str = "read two pages") -> dict[str, Any]:
-    return {"fromIndex": first, "throughIndex": last, "summary": summary,
-            "expectedWindowId": "main"}
+    return {
+        "fromIndex": first,
+        "throughIndex": last,
+        "summary": summary,
+        "expectedWindowId": "main",
+    }
 
 
 def test_fold_create_writes_the_fold_with_ordered_message_ids() -> None:
@@ -619,11 +678,23 @@ def test_fold_create_writes_the_fold_with_ordered_message_ids() -> None:
     reader = _folds_reader(log)
     outcome = run(reader, catalog.FOLD_CREATE, _fold_args(2, 9), call_id="call-fold-1")
     fold_id = fold_id_for("call-fold-1")
-    assert ok(outcome) == {"success": True, "foldId": fold_id, "windowId": "main",
-                           "firstIndex": 2, "lastIndex": 9, "messageCount": 8}
-    expected = Fold(id=fold_id, window_id="main", first_index=2, last_index=9,
-                    message_ids=tuple(f"m{i}" for i in range(2, 10)),
-                    summary="read two pages", created_at_index=15)
+    assert ok(outcome) == {
+        "success": True,
+        "foldId": fold_id,
+        "windowId": "main",
+        "firstIndex": 2,
+        "lastIndex": 9,
+        "messageCount": 8,
+    }
+    expected = Fold(
+        id=fold_id,
+        window_id="main",
+        first_index=2,
+        last_index=9,
+        message_ids=tuple(f"m{i}" for i in range(2, 10)),
+        summary="read two pages",
+        created_at_index=15,
+    )
     assert outcome.kv_writes == {f"fold/{fold_id}": expected.to_kv()}
     assert outcome.new_fold == expected
 
@@ -686,8 +757,12 @@ def test_fold_list_flags_compressed_folds_and_pages() -> None:
     assert [(f["firstIndex"], f["compressed"]) for f in first["folds"]] == [(2, True), (3, True)]
     assert first["nextOffset"] == 2
     assert first["folds"][0] == {
-        "foldId": folds[0].id, "windowId": "main", "firstIndex": 2, "lastIndex": 2,
-        "summary": "did the search", "compressed": True,
+        "foldId": folds[0].id,
+        "windowId": "main",
+        "firstIndex": 2,
+        "lastIndex": 2,
+        "summary": "did the search",
+        "compressed": True,
     }
     second = ok(run(reader, catalog.FOLD_LIST, {"offset": 2, "limit": 2}))
     assert [(f["firstIndex"], f["compressed"]) for f in second["folds"]] == [(5, False)]
@@ -710,8 +785,15 @@ def test_fold_read_serves_a_compressed_fold_of_another_window() -> None:
     result = ok(outcome)
     full = render_fold_text([log.at(10), log.at(15), log.at(16)])
     assert result == {
-        "success": True, "foldId": fold.id, "windowId": "b", "firstIndex": 10,
-        "lastIndex": 16, "compressed": True, "text": full, "cursor": 0, "nextCursor": None,
+        "success": True,
+        "foldId": fold.id,
+        "windowId": "b",
+        "firstIndex": 10,
+        "lastIndex": 16,
+        "compressed": True,
+        "text": full,
+        "cursor": 0,
+        "nextCursor": None,
         "totalLength": utf16_len(full),
     }
     assert [m["index"] for m in json.loads(result["text"])] == [10, 15, 16]
@@ -784,14 +866,34 @@ def test_a_created_fold_reads_back_through_the_dispatcher() -> None:
 
 _JSON = st.recursive(
     st.none() | st.booleans() | st.integers(-3, 30) | st.text(max_size=8),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner,
-                                                                max_size=3),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3)
+    ),
     max_leaves=6,
 )
 _ARG_NAMES = st.sampled_from(
-    ["purpose", "expectedWindowId", "windowId", "goal", "input", "resume", "memory", "outcome",
-     "fromIndex", "throughIndex", "summary", "foldId", "cursor", "offset", "limit", "query",
-     "afterIndex", "status", "returnToWindowId", "bogus"]
+    [
+        "purpose",
+        "expectedWindowId",
+        "windowId",
+        "goal",
+        "input",
+        "resume",
+        "memory",
+        "outcome",
+        "fromIndex",
+        "throughIndex",
+        "summary",
+        "foldId",
+        "cursor",
+        "offset",
+        "limit",
+        "query",
+        "afterIndex",
+        "status",
+        "returnToWindowId",
+        "bogus",
+    ]
 )
 
 

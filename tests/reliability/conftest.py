@@ -14,9 +14,7 @@ from django.db import connection
 def database_url() -> str:
     """The URL of the test database, for server and worker processes the test starts."""
     db = connection.settings_dict
-    return (
-        f"postgres://{db['USER']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
-    )
+    return f"postgres://{db['USER']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
 
 
 def wait_for[T](predicate: Callable[[], T], timeout: float, what: str, every: float = 0.1) -> T:

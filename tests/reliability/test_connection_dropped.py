@@ -98,9 +98,10 @@ def test_connection_killed_inside_the_dispatch_transaction_leaves_nothing_and_re
         before = state_of(run.session_id)
 
         outcome: dict = {}
-        with psycopg.connect(database_url()) as blocker, psycopg.connect(
-            database_url(), autocommit=True
-        ) as observer:
+        with (
+            psycopg.connect(database_url()) as blocker,
+            psycopg.connect(database_url(), autocommit=True) as observer,
+        ):
             # An uncommitted receipt for c1: the server's receipt INSERT waits for it.
             blocker.execute(
                 f'INSERT INTO "{ToolReceipt._meta.db_table}" (session_id, tool_call_id, '

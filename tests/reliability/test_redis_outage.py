@@ -36,8 +36,19 @@ class OwnRedis:
 
     def start(self) -> None:
         self.process = subprocess.Popen(
-            ["redis-server", "--bind", "127.0.0.1", "--port", str(self.port), "--save", "",
-             "--appendonly", "no", "--dir", str(self.dir)],
+            [
+                "redis-server",
+                "--bind",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                str(self.dir),
+            ],
             stdout=(self.dir / "redis.log").open("ab"),
             stderr=subprocess.STDOUT,
         )
@@ -177,8 +188,9 @@ def test_redis_down_reads_keep_working_and_queued_maintenance_runs_once_it_is_ba
         # Redis comes back (empty: the lost publish is not in it); the sweeper re-enqueues.
         own_redis.start()
         state = wait_for(
-            lambda: (j := MaintenanceJob.objects.get(pk=job.pk)).status in ("committed", "failed")
-            and j,
+            lambda: (
+                (j := MaintenanceJob.objects.get(pk=job.pk)).status in ("committed", "failed") and j
+            ),
             90,
             "the queued job to run once Redis is back",
             every=0.5,

@@ -91,8 +91,10 @@ def test_worker_killed_during_a_model_call_the_run_resumes_and_counts_each_turn_
         run, _input = run_start(session_id=session.id, content="please quote")  # enqueued
         # Turn 1 is done and turn 2 has frozen its view: the worker waits for the model.
         wait_for(
-            lambda: Run.objects.get(pk=run.pk).turns == 1
-            and ProjectionSnapshot.objects.filter(session=session).count() == 2,
+            lambda: (
+                Run.objects.get(pk=run.pk).turns == 1
+                and ProjectionSnapshot.objects.filter(session=session).count() == 2
+            ),
             60,
             "the worker to be inside the second model call",
         )

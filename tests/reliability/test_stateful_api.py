@@ -107,10 +107,7 @@ class Model:
         a fold and another window's input is never in question)."""
         groups = self.groups(window)
         folded = [f for f in self.folds.values() if f.window == window]
-        usable = [
-            g for g in groups
-            if g[2] and not any(f.first <= g[0] <= f.last for f in folded)
-        ]
+        usable = [g for g in groups if g[2] and not any(f.first <= g[0] <= f.last for f in folded)]
         spans = []
         for i, start in enumerate(usable):
             for end in usable[i:]:
@@ -218,9 +215,13 @@ class ApiMachine(RuleBasedStateMachine):
         before = self.model.revision
         receipt = self.dispatch(self.write_call(tool, arguments, snapshot or self.view()))
         result = receipt["result"]
-        mutating = tool in ("context_task_memory_set", "context_window_open",
-                            "context_window_complete", "context_fold_create",
-                            "context_window_memory_set")
+        mutating = tool in (
+            "context_task_memory_set",
+            "context_window_open",
+            "context_window_complete",
+            "context_fold_create",
+            "context_window_memory_set",
+        )
         if result["success"] and mutating:
             self.model.revision += 1
         assert receipt["stateRevision"] == self.model.revision, (tool, result, before)
@@ -290,8 +291,13 @@ class ApiMachine(RuleBasedStateMachine):
         m = self.model
         result = self.tool(
             "context_window_open",
-            {"windowId": name, "goal": f"work on {name}", "input": "handoff",
-             "resume": resume, "expectedWindowId": m.active},
+            {
+                "windowId": name,
+                "goal": f"work on {name}",
+                "input": "handoff",
+                "resume": resume,
+                "expectedWindowId": m.active,
+            },
         )
         if name == m.active:
             return self.refused(result, "context_window_already_active")
@@ -388,8 +394,12 @@ class ApiMachine(RuleBasedStateMachine):
         first, last = data.draw(st.sampled_from(m.fold_spans(m.active)), label="span")
         result = self.tool(
             "context_fold_create",
-            {"fromIndex": first, "throughIndex": last, "summary": f"done #{first}-#{last}",
-             "expectedWindowId": m.active},
+            {
+                "fromIndex": first,
+                "throughIndex": last,
+                "summary": f"done #{first}-#{last}",
+                "expectedWindowId": m.active,
+            },
         )
         assert result["success"] is True, (result, first, last)
         assert (result["firstIndex"], result["lastIndex"]) == (first, last)
@@ -406,14 +416,19 @@ class ApiMachine(RuleBasedStateMachine):
     def fold_over_a_fold(self, data: st.DataObject) -> None:
         m = self.model
         live = [
-            f for f in m.folds.values()
+            f
+            for f in m.folds.values()
             if f.window == m.active and f.first > m.covered.get(f.window, 0)
         ]
         fold = data.draw(st.sampled_from(live), label="fold")
         result = self.tool(
             "context_fold_create",
-            {"fromIndex": fold.first, "throughIndex": fold.last, "summary": "again",
-             "expectedWindowId": m.active},
+            {
+                "fromIndex": fold.first,
+                "throughIndex": fold.last,
+                "summary": "again",
+                "expectedWindowId": m.active,
+            },
         )
         self.refused(result, "context_fold_overlap", "context_fold_nested")
 
@@ -427,9 +442,14 @@ class ApiMachine(RuleBasedStateMachine):
         self.seen["replayed"] += 1
 
     @precondition(
-        lambda self: len(self.model.window_log(
-            self.model.active, self.model.covered.get(self.model.active, 0)
-        )) >= 4
+        lambda self: (
+            len(
+                self.model.window_log(
+                    self.model.active, self.model.covered.get(self.model.active, 0)
+                )
+            )
+            >= 4
+        )
     )
     @rule()
     def maintenance(self) -> None:
@@ -571,8 +591,16 @@ def test_the_api_never_diverges_from_the_model(tenant, make_version):
     print("exercised:", dict(ApiMachine.seen))
     # Not vacuous: every kind of step happened, refusals included.
     assert set(ApiMachine.seen) >= {
-        "fold created", "checkpoint committed", "fold compressed", "replayed",
-        "window opened", "window resumed", "window completed", "context_state_stale",
-        "context_window_mismatch", "single_tool_call_per_turn", "context_fold_nested",
+        "fold created",
+        "checkpoint committed",
+        "fold compressed",
+        "replayed",
+        "window opened",
+        "window resumed",
+        "window completed",
+        "context_state_stale",
+        "context_window_mismatch",
+        "single_tool_call_per_turn",
+        "context_fold_nested",
         "context_window_main_not_completable",
     }, ApiMachine.seen
