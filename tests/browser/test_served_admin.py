@@ -12,18 +12,14 @@ from __future__ import annotations
 import os
 import re
 import secrets
-import socket
 import subprocess
 import sys
-import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import pytest
-from django.db import connection
 
 from tests.admin.builders import build_session
+from tests.servers import current_database_url, free_port, running_server
 
 ROOT = Path(__file__).resolve().parents[2]
 HEADER_BLUE = "rgb(65, 118, 144)"  # the admin's --header-bg (#417690) from base.css
@@ -48,19 +44,11 @@ SERVERS = {
 }
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def served_env(var_dir: Path) -> dict[str, str]:
     """A server's environment: the test database, DEBUG off, not under pytest."""
-    db = connection.settings_dict
     env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_VERSION", "DEBUG")}
     env.update(
-        DATABASE_URL=f"postgres://{db['USER']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/"
-        f"{db['NAME']}",
+        DATABASE_URL=current_database_url(),
         SECRET_KEY=secrets.token_urlsafe(50),
         ALLOW_DEV_SECRET_KEY="false",
         ALLOWED_HOSTS="127.0.0.1,localhost",
@@ -92,34 +80,14 @@ def collected(tmp_path_factory) -> Path:
 @pytest.fixture(params=sorted(SERVERS))
 def served(request, collected, transactional_db):
     port = free_port()
-    log = collected / f"{request.param}-{port}.log"
-    process = subprocess.Popen(
+    with running_server(
         SERVERS[request.param](f"127.0.0.1:{port}"),
-        cwd=ROOT,
         env=served_env(collected),
-        stdout=log.open("wb"),
-        stderr=subprocess.STDOUT,
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(base + "/admin/login/", timeout=2):
-                    break
-            except urllib.error.HTTPError:
-                break  # it answers
-            except OSError:
-                if process.poll() is not None or time.monotonic() > deadline:
-                    raise AssertionError("server did not start:\n" + log.read_text()) from None
-                time.sleep(0.3)
+        log=collected / f"{request.param}-{port}.log",
+        base=f"http://127.0.0.1:{port}",
+        probe="/admin/login/",
+    ) as base:
         yield base
-    finally:
-        process.terminate()
-        try:
-            process.wait(15)
-        except subprocess.TimeoutExpired:
-            process.kill()
 
 
 @pytest.mark.django_db(transaction=True)

@@ -11,10 +11,7 @@ import http.client
 import json
 import os
 import secrets
-import socket
-import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
@@ -22,25 +19,16 @@ from pathlib import Path
 
 import pytest
 from django.conf import settings
-from django.db import connection
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.servers import current_database_url, free_port, running_server
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow]
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def server_env(tmp_path: Path) -> dict[str, str]:
-    db = connection.settings_dict
     env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_VERSION", "DEBUG")}
     env.update(
-        DATABASE_URL=f"postgres://{db['USER']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/"
-        f"{db['NAME']}",
+        DATABASE_URL=current_database_url(),
         REDIS_URL=settings.REDIS_URL,
         SECRET_KEY=secrets.token_urlsafe(50),  # production: the dev key would be refused
         ALLOW_DEV_SECRET_KEY="false",
@@ -73,45 +61,16 @@ class Http:
 @pytest.fixture
 def production_server(tmp_path):
     port = free_port()
-    log = tmp_path / "server.log"
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "uvicorn",
-            "contextproto.asgi:application",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--workers",
-            "2",
-        ],
-        cwd=ROOT,
+    command = [sys.executable, "-m", "uvicorn", "contextproto.asgi:application"]
+    command += ["--host", "127.0.0.1", "--port", str(port), "--workers", "2"]
+    with running_server(
+        command,
         env=server_env(tmp_path),
-        stdout=log.open("wb"),
-        stderr=subprocess.STDOUT,
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(base + "/api/v1/health/", timeout=2):
-                    break
-            except urllib.error.HTTPError:
-                break  # it answers
-            except OSError:
-                if process.poll() is not None or time.monotonic() > deadline:
-                    raise AssertionError("server did not start:\n" + log.read_text()) from None
-                time.sleep(0.3)
+        log=tmp_path / "server.log",
+        base=f"http://127.0.0.1:{port}",
+        probe="/api/v1/health/",
+    ) as base:
         yield base
-    finally:
-        process.terminate()
-        try:
-            process.wait(15)
-        except subprocess.TimeoutExpired:
-            process.kill()
 
 
 @pytest.mark.django_db(transaction=True)

@@ -1,0 +1,58 @@
+"""Real server processes for tests: a free loopback port, the test database's URL, start/stop."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def current_database_url() -> str:
+    """The URL of the database this test runs on (PostgreSQL), for a server subprocess."""
+    from django.db import connection
+
+    db = connection.settings_dict
+    host, port = db["HOST"] or "127.0.0.1", db["PORT"] or 5432
+    return f"postgres://{db['USER']}@{host}:{port}/{db['NAME']}"
+
+
+@contextmanager
+def running_server(
+    command: Sequence[str], *, env: dict[str, str], log: Path, base: str, probe: str
+) -> Iterator[str]:
+    """Start `command`, wait until `base + probe` answers (any status), yield `base`, stop it."""
+    process = subprocess.Popen(
+        list(command), cwd=ROOT, env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(base + probe, timeout=2):
+                    break
+            except urllib.error.HTTPError:
+                break  # it answers
+            except OSError:
+                if process.poll() is not None or time.monotonic() > deadline:
+                    raise AssertionError("server did not start:\n" + log.read_text()) from None
+                time.sleep(0.3)
+        yield base
+    finally:
+        process.terminate()
+        try:
+            process.wait(15)
+        except subprocess.TimeoutExpired:
+            process.kill()
