@@ -379,7 +379,40 @@ class KvApi(APIView):
         )
 
 
-class HealthApi(APIView):
+def _dependency_checks(*, migrations: bool = False) -> dict[str, str]:
+    """Reachability of the database and the cache/broker (and, asked, applied migrations)."""
+    checks: dict[str, str] = {}
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+        checks["database"] = "ok"
+    except Exception as exc:  # report, don't crash: health must answer
+        checks["database"] = f"error: {exc.__class__.__name__}"
+    try:
+        cache.set("health:ping", "1", 5)
+        checks["cache"] = "ok" if cache.get("health:ping") == "1" else "error"
+    except Exception as exc:
+        checks["cache"] = f"error: {exc.__class__.__name__}"
+    if migrations and checks["database"] == "ok":
+        try:
+            from django.db.migrations.executor import MigrationExecutor
+
+            executor = MigrationExecutor(connection)
+            pending = executor.migration_plan(executor.loader.graph.leaf_nodes())
+            checks["migrations"] = "ok" if not pending else f"pending: {len(pending)}"
+        except Exception as exc:
+            checks["migrations"] = f"error: {exc.__class__.__name__}"
+    return checks
+
+
+class _Probe(APIView):
+    # Probes answer load balancers and orchestrators: no key, no rate limit, and a stray
+    # Authorization header must not turn them into a 401.
+    authentication_classes: list = []
+    throttle_classes: list = []
+
+
+class HealthApi(_Probe):
     """Node role, catalog fingerprint, reachability of the database and the cache/broker, and
     the live nodes with `skew: true` when their catalogs differ (SPEC §12)."""
 
@@ -387,18 +420,7 @@ class HealthApi(APIView):
     def get(self, request: Request) -> Response:
         from contextproto import nodes
 
-        checks: dict[str, str] = {}
-        try:
-            with connection.cursor() as cursor:
-                cursor.execute("SELECT 1")
-            checks["database"] = "ok"
-        except Exception as exc:  # report, don't crash: health must answer
-            checks["database"] = f"error: {exc.__class__.__name__}"
-        try:
-            cache.set("health:ping", "1", 5)
-            checks["cache"] = "ok" if cache.get("health:ping") == "1" else "error"
-        except Exception as exc:
-            checks["cache"] = f"error: {exc.__class__.__name__}"
+        checks = _dependency_checks()
         healthy = all(v == "ok" for v in checks.values())
         return Response(
             {
@@ -412,6 +434,27 @@ class HealthApi(APIView):
                 **nodes.registry_report(),
             },
             status=200 if healthy else 503,
+        )
+
+
+class HealthLiveApi(_Probe):
+    """Liveness: the process answers requests (restart it when this fails)."""
+
+    @extend_schema(auth=[], responses={200: dict})
+    def get(self, request: Request) -> Response:
+        return Response({"status": "ok"})
+
+
+class HealthReadyApi(_Probe):
+    """Readiness: database and cache reachable, every migration applied (route traffic here)."""
+
+    @extend_schema(auth=[], responses={200: dict, 503: dict})
+    def get(self, request: Request) -> Response:
+        checks = _dependency_checks(migrations=True)
+        ready = all(v == "ok" for v in checks.values())
+        return Response(
+            {"status": "ok" if ready else "not_ready", "checks": checks},
+            status=200 if ready else 503,
         )
 
 

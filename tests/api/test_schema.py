@@ -19,7 +19,11 @@ QUERY_PARAMETERS = {
     ("get", "/api/v1/api-keys/"): {"cursor", "limit"},
 }
 # Answer without a credential.
-PUBLIC = {("get", "/api/v1/health/")}
+PUBLIC = {
+    ("get", "/api/v1/health/"),
+    ("get", "/api/v1/health/live/"),
+    ("get", "/api/v1/health/ready/"),
+}
 
 
 @pytest.fixture(scope="module")
