@@ -152,24 +152,51 @@ def test_one_host_turn_and_mcp_against_the_production_server(production_server):
     # In a thread of its own: Playwright's sync API (browser tests) may have left an event
     # loop running in this one, and asyncio.run() refuses to nest.
     with ThreadPoolExecutor(max_workers=1) as pool:
-        tools, result = pool.submit(
+        seen = pool.submit(
             asyncio.run, mcp_calls(production_server + "/mcp/", session["sessionKey"])
         ).result()
-    assert "context_window_read" in tools
-    assert result["success"] is True and result["window"]["goal"] == "prepare the quote"
+    assert "contextproto://catalog" in seen["resources"]
+    assert {"unified@1", "unified@2", "unified@3", "prefix@2"} <= seen["catalog"]
+    assert {"unified@1", "unified@2", "unified@3", "prefix@2"} <= seen["prompts"]
+    assert {"context_window_read", "context_window_memory_set"} <= seen["tools"]
+    read, again = seen["read"].structured_content, seen["again"].structured_content
+    assert read["success"] is True and read["window"]["goal"] == "prepare the quote"
+    assert (read["replayed"], again["replayed"]) == (False, True)
+    wrong, right = seen["wrong"], seen["right"]
+    assert wrong.is_error is True
+    assert wrong.structured_content["error"]["code"] == "context_window_mismatch"
+    assert right.is_error is False and right.structured_content["success"] is True
+    entries = {e["key"]: e["value"] for e in host.call("GET", "kv/?prefix=window/")[1]["entries"]}
+    assert entries["window/quote"]["memory"] == "5000 units"
 
 
-async def mcp_calls(url: str, key: str) -> tuple[set[str], dict]:
+async def mcp_calls(url: str, key: str) -> dict:
+    """The MCP client scenario of issue 11 over HTTP: catalog, replay, mismatch, then success."""
     import httpx2
     from mcp import Client
     from mcp.client.streamable_http import streamable_http_client
 
     http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {key}"}, timeout=30)
     async with http, Client(streamable_http_client(url, http_client=http)) as mcp:
-        tools = {t.name for t in (await mcp.list_tools()).tools}
-        read = await mcp.call_tool(
-            "context_window_read",
-            {"purpose": "check", "windowId": "quote"},
-            meta={"toolCallId": "mcp-read-1"},
+        seen: dict = {
+            "resources": {str(r.uri) for r in (await mcp.list_resources()).resources},
+            "prompts": {p.name for p in (await mcp.list_prompts()).prompts},
+            "tools": {t.name for t in (await mcp.list_tools()).tools},
+        }
+        catalog = await mcp.read_resource("contextproto://catalog")
+        seen["catalog"] = {p["key"] for p in json.loads(catalog.contents[0].text)["protocols"]}
+        read = {"purpose": "check", "windowId": "quote"}
+        seen["read"] = await mcp.call_tool("context_window_read", read, meta={"toolCallId": "r1"})
+        seen["again"] = await mcp.call_tool("context_window_read", read, meta={"toolCallId": "r1"})
+        memory = {"purpose": "note", "memory": "5000 units"}
+        seen["wrong"] = await mcp.call_tool(
+            "context_window_memory_set",
+            {**memory, "expectedWindowId": "main"},
+            meta={"toolCallId": "m1"},
         )
-        return tools, read.structured_content
+        seen["right"] = await mcp.call_tool(
+            "context_window_memory_set",
+            {**memory, "expectedWindowId": "quote"},
+            meta={"toolCallId": "m2"},
+        )
+        return seen
