@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -56,3 +58,27 @@ def running_server(
             process.wait(15)
         except subprocess.TimeoutExpired:
             process.kill()
+
+
+def worker_env(**overrides: str) -> dict[str, str]:
+    """A Celery worker's environment: this test's database and Redis, role `worker`."""
+    from django.conf import settings
+
+    return {
+        **os.environ,
+        "DATABASE_URL": current_database_url(),
+        "REDIS_URL": settings.REDIS_URL,
+        "NODE_ROLE": "worker",
+        **overrides,
+    }
+
+
+def start_celery_worker(
+    log: Path, *, env: dict[str, str], queue: str = "contextproto", extra: Sequence[str] = ()
+) -> subprocess.Popen:
+    """A real solo-pool worker on `queue`, logging to `log` (the caller stops or kills it)."""
+    command = [sys.executable, "-m", "celery", "-A", "contextproto", "worker", "-P", "solo"]
+    command += ["-Q", queue, "--without-mingle", "--without-gossip", "-l", "info", *extra]
+    return subprocess.Popen(
+        command, cwd=ROOT, env=env, stdout=log.open("ab"), stderr=subprocess.STDOUT
+    )

@@ -9,46 +9,26 @@ from __future__ import annotations
 import os
 import socket
 import subprocess
-import sys
 import time
 import uuid
 from pathlib import Path
 
 import pytest
 from django.conf import settings
-from django.db import connection
 from rest_framework.test import APIClient
 
 from agents.models import AgentVersion
 from contextproto.protocol import catalog
 from sessions_app.models import MaintenanceJob
 from sessions_app.services.maintenance import maintenance_request
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.servers import start_celery_worker, worker_env
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow]
 
 
 def start_worker(queue: str, log: Path, **extra_env: str) -> subprocess.Popen:
-    db = connection.settings_dict
-    env = {
-        **os.environ,
-        "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST'] or '127.0.0.1'}:"
-        f"{db['PORT'] or 5432}/{db['NAME']}",
-        "REDIS_URL": settings.REDIS_URL,
-        "NODE_ROLE": "worker",
-        **extra_env,
-    }
-    return subprocess.Popen(
-        [
-            *(sys.executable, "-m", "celery", "-A", "contextproto", "worker", "-P", "solo"),
-            *("-Q", queue, "-n", f"{queue}@%h", "--without-mingle", "--without-gossip"),
-            *("-l", "info"),
-        ],
-        cwd=ROOT,
-        env=env,
-        stdout=log.open("ab"),
-        stderr=subprocess.STDOUT,
+    return start_celery_worker(
+        log, env=worker_env(**extra_env), queue=queue, extra=("-n", f"{queue}@%h")
     )
 
 

@@ -2,64 +2,31 @@
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
-import sys
 import time
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from django.conf import settings
-from django.db import connection
 from django.utils import timezone
 
 from sessions_app.models import KVEntry, MaintenanceJob, Session
+from tests.servers import start_celery_worker, worker_env
 
-ROOT = Path(__file__).resolve().parents[2]
 LEASE_SECONDS = 3
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow]
 
 
-def worker_env() -> dict[str, str]:
-    db = connection.settings_dict
-    env = dict(os.environ)
-    env.update(
-        DATABASE_URL=f"postgres://{db['USER']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/"
-        f"{db['NAME']}",
-        REDIS_URL=settings.REDIS_URL,
-        NODE_ROLE="worker",
-        MAINTENANCE_LEASE_SECONDS=str(LEASE_SECONDS),
-        MAINTENANCE_RETRY_BASE_SECONDS="1",
-        MAINTENANCE_SWEEP_SECONDS="1",
-    )
-    return env
-
-
 def start_worker(log: Path) -> subprocess.Popen:
-    return subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            "contextproto",
-            "worker",
-            "-P",
-            "solo",
-            "-Q",
-            "contextproto",
-            "--without-mingle",
-            "--without-gossip",
-            "-l",
-            "info",
-        ],
-        cwd=ROOT,
-        env=worker_env(),
-        stdout=log.open("ab"),
-        stderr=subprocess.STDOUT,
+    return start_celery_worker(
+        log,
+        env=worker_env(
+            MAINTENANCE_LEASE_SECONDS=str(LEASE_SECONDS),
+            MAINTENANCE_RETRY_BASE_SECONDS="1",
+            MAINTENANCE_SWEEP_SECONDS="1",
+        ),
     )
 
 

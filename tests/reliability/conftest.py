@@ -8,13 +8,10 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable
 
-from django.db import connection
+from tests.servers import current_database_url
 
-
-def database_url() -> str:
-    """The URL of the test database, for server and worker processes the test starts."""
-    db = connection.settings_dict
-    return f"postgres://{db['USER']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+# The URL of the test database, for server and worker processes the test starts.
+database_url = current_database_url
 
 
 def wait_for[T](predicate: Callable[[], T], timeout: float, what: str, every: float = 0.1) -> T:

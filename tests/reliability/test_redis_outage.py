@@ -11,7 +11,6 @@ worker, still running, commits it once.
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,8 +18,7 @@ import pytest
 from bench import hostloops
 from sessions_app.models import KVEntry, MaintenanceJob, Session
 from tests.reliability.conftest import call, database_url, wait_for
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.servers import start_celery_worker
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow]
 
@@ -67,15 +65,10 @@ class OwnRedis:
 
 
 def start_worker(env: dict[str, str], tmp_path: Path) -> subprocess.Popen:
-    command = [sys.executable, "-m", "celery", "-A", "contextproto", "worker", "-B"]
-    command += ["-s", str(tmp_path / "beat-schedule"), "-P", "solo", "-Q", "contextproto"]
-    command += ["--without-mingle", "--without-gossip", "-l", "info"]
-    return subprocess.Popen(
-        command,
-        cwd=ROOT,
+    return start_celery_worker(
+        tmp_path / "worker.log",
         env={**env, "NODE_ROLE": "worker"},
-        stdout=(tmp_path / "worker.log").open("ab"),
-        stderr=subprocess.STDOUT,
+        extra=("-B", "-s", str(tmp_path / "beat-schedule")),
     )
 
 

@@ -15,21 +15,18 @@ a killed worker's run resumes after about an hour (docs/decisions.md).
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
-from django.conf import settings
 from django.utils import timezone
 
 from sessions_app.models import KVEntry, Message, ProjectionSnapshot, Run, ToolReceipt
-from tests.reliability.conftest import database_url, wait_for
+from tests.reliability.conftest import wait_for
+from tests.servers import start_celery_worker, worker_env
 
-ROOT = Path(__file__).resolve().parents[2]
 VISIBILITY_TIMEOUT = 4
 LEASE_SECONDS = 3
 
@@ -37,18 +34,11 @@ pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow]
 
 
 def start_worker(log: Path) -> subprocess.Popen:
-    env = {
-        **os.environ,
-        "DATABASE_URL": database_url(),
-        "REDIS_URL": settings.REDIS_URL,
-        "NODE_ROLE": "worker",
-        "CELERY_VISIBILITY_TIMEOUT": str(VISIBILITY_TIMEOUT),
-        "RUN_LEASE_SECONDS": str(LEASE_SECONDS),
-    }
-    command = [sys.executable, "-m", "celery", "-A", "contextproto", "worker", "-P", "solo"]
-    command += ["-Q", "contextproto", "--without-mingle", "--without-gossip", "-l", "info"]
-    return subprocess.Popen(
-        command, cwd=ROOT, env=env, stdout=log.open("ab"), stderr=subprocess.STDOUT
+    return start_celery_worker(
+        log,
+        env=worker_env(
+            CELERY_VISIBILITY_TIMEOUT=str(VISIBILITY_TIMEOUT), RUN_LEASE_SECONDS=str(LEASE_SECONDS)
+        ),
     )
 
 
