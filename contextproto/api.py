@@ -146,18 +146,30 @@ class AnyJSONField(serializers.JSONField):
     """A JSON value of any type (DRF's JSONField, named for the schema)."""
 
 
-def page_limit(raw: object, default: int = PAGE_LIMIT_DEFAULT) -> int:
+def query_int(raw: object, name: str, default: int, *, minimum: int, maximum: int) -> int:
+    """An integer query parameter within [minimum, maximum]; 400 naming it otherwise.
+
+    ASCII digits only and bounded length: `int()` accepts other scripts' digits and
+    arbitrarily long numbers, neither of which any column or OFFSET can take.
+    """
     if raw in (None, ""):
         return default
+    text = str(raw)
     try:
-        value = int(str(raw))
-    except ValueError as exc:
+        value = int(text) if text.isascii() and len(text) <= 20 else None
+    except ValueError:
+        value = None
+    if value is None or not minimum <= value <= maximum:
         raise ApplicationError(
-            "invalid_request", f"limit must be an integer 1..{PAGE_LIMIT_MAX}."
-        ) from exc
-    if not 1 <= value <= PAGE_LIMIT_MAX:
-        raise ApplicationError("invalid_request", f"limit must be between 1 and {PAGE_LIMIT_MAX}.")
+            "invalid_request",
+            f"{name} must be an integer between {minimum} and {maximum}.",
+            {"field": name},
+        )
     return value
+
+
+def page_limit(raw: object, default: int = PAGE_LIMIT_DEFAULT) -> int:
+    return query_int(raw, "limit", default, minimum=1, maximum=PAGE_LIMIT_MAX)
 
 
 def encode_cursor(position: dict[str, Any]) -> str:

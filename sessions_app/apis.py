@@ -27,6 +27,7 @@ from contextproto.api import (
     invalid_cursor,
     page_limit,
     parse_uuid,
+    query_int,
 )
 from contextproto.api_schema import AFTER_INDEX, LIMIT, PAGE, PREFIX, WINDOW
 from contextproto.errors import ApplicationError, NotFound
@@ -170,7 +171,14 @@ class SessionMessagesApi(APIView):
         session = session_for(request, session_id)
         limit = page_limit(request.query_params.get("limit"))
         # -1 reads from the start, as context_history_list's afterIndex does.
-        after = max(_int_param(request, "afterIndex", 0, minimum=-1), 0)
+        after = query_int(
+            request.query_params.get("afterIndex"),
+            "afterIndex",
+            0,
+            minimum=-1,
+            maximum=catalog.JSON_INTEGER_MAX,
+        )
+        after = max(after, 0)
         window = request.query_params.get("window") or None
         page = selectors.log_page(session.id, window_id=window, after_index=after, limit=limit + 1)
         more = len(page) > limit
@@ -181,24 +189,6 @@ class SessionMessagesApi(APIView):
                 "nextAfterIndex": page[-1].index if more else None,
             }
         )
-
-
-def _int_param(request: Request, name: str, default: int, *, minimum: int) -> int:
-    raw = request.query_params.get(name)
-    if raw in (None, ""):
-        return default
-    maximum = catalog.JSON_INTEGER_MAX
-    try:
-        value = int(raw) if raw.isascii() and len(raw) <= 20 else None
-    except ValueError:
-        value = None
-    if value is None or not minimum <= value <= maximum:
-        raise ApplicationError(
-            "invalid_request",
-            f"{name} must be an integer between {minimum} and {maximum}.",
-            {"field": name},
-        )
-    return value
 
 
 class ProjectionApi(APIView):

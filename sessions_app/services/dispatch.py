@@ -22,7 +22,7 @@ from contextproto.protocol import catalog, tools
 from contextproto.protocol.messages import RawMessage
 from sessions_app.models import Message, ProjectionSnapshot, Session, ToolReceipt
 from sessions_app.selectors import RAW_FIELDS, log_at, raw_from_values, to_raw
-from sessions_app.services.archive import archived_message_by_tool_call, archived_row_by_tool_call
+from sessions_app.services.archive import archived_message_by_tool_call
 from sessions_app.services.messages import message_append_locked
 from sessions_app.services.reader import DbSessionReader
 from sessions_app.services.state import kv_apply_locked, session_lock
@@ -322,9 +322,7 @@ def tool_call_record_and_dispatch(
         )
     with transaction.atomic():
         session = session_lock(session_id)
-        recorded = Message.objects.filter(
-            session=session, kind="tool_call", tool_call_id=tool_call_id
-        ).first() or archived_row_by_tool_call(session.id, tool_call_id, "tool_call")
+        recorded, _answer = _call_and_answer(session.id, tool_call_id)
         if recorded is None:
             snapshot = (
                 ProjectionSnapshot.objects.filter(session=session)
