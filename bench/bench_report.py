@@ -93,8 +93,9 @@ def _vs_bare_note(results: dict[str, Any]) -> str:
         "snapshot (the view, its sources and the provider request: three jsonb documents, "
         "see the payload sizes under Prototypes); the engine, the adapter and `to_wire` take "
         f"{ms(engine):.1f} ms; the remaining {ms(glue):.1f} ms is Django ORM and glue "
-        "(compiling the querysets, building ~200 Message model instances and then "
-        "RawMessage objects, serialising the snapshot). Without the snapshot write and the "
+        "(compiling the querysets, building ~200 RawMessage objects from value tuples - no "
+        "model instances since issue #13 -, serialising the snapshot). Without the snapshot "
+        "write and the "
         f"engine everything else (the reads, the ORM work, encoding the snapshot's JSON) is "
         f"{ms(read_part):.1f} ms, {read_part / bare:.1f}x the bare query.",
     ]
@@ -108,7 +109,8 @@ def _vs_bare_note(results: dict[str, Any]) -> str:
             "the window with a raw cursor (or `values_list`) straight into RawMessage: "
             f"{_proto(results, 'reads', 0):.1f} ms -> {_proto(results, 'reads', 1):.1f} ms; "
             "cache the immutable published AgentVersion with its host tools per process "
-            "(2 statements per turn)."
+            "(2 statements per turn). Applied so far: the value-tuple read (no Message "
+            "instances)."
         )
     if "prototypes" in results:
         floor = bare + engine + results["prototypes"]["writes"][1][1]
@@ -133,14 +135,15 @@ def _dispatch_note(results: dict[str, Any]) -> str:
     )
     text = [
         "Why (one client, sequential): " + described + ". The dispatcher reads before it "
-        "writes - the receipt (replay), the call, whether it already has a result, the "
-        "AgentVersion and the call's run (lazy foreign keys), the snapshot, the walk back "
-        "over earlier calls of the same answer, the KV keys each handler needs, and for "
-        "`context_fold_create` the whole live window (C, U] with content, to rebuild its "
-        "interaction groups. The writes go through `kv_apply_locked`: an existence query "
-        "(and a COUNT(*) for the key limit when keys are new), one upsert per table (KV, "
-        "FoldRecord / WindowRecord), and the session row is updated twice (revision, then "
-        "next index). "
+        "writes - the session row with its AgentVersion, the call and its answer (one "
+        "query), the snapshot, the walk back over earlier calls of the same answer, the KV "
+        "keys each handler needs, and for `context_fold_create` the outline of the live "
+        "window (C, U] (ids, indices, kinds, call ids; no content) to rebuild its "
+        "interaction groups, plus the fold checks (endpoint windows, overlapping folds, the "
+        "fold count). Handler and writes run in a savepoint (so a failure becomes an error "
+        "receipt). The writes: one statement for the KV limits, one upsert per table (KV, "
+        "FoldRecord / WindowRecord), the result message and its window counter, the "
+        "receipt, and one update of the session row. "
         + (
             "Most of the time is Python: building and compiling the querysets and model "
             "instances costs more than executing them."
@@ -153,17 +156,17 @@ def _dispatch_note(results: dict[str, Any]) -> str:
     ]
     if "prototypes" in results:
         text.append(
-            "Done since the first run: one `bulk_create(update_conflicts=True)` per table "
-            "instead of a per-key `update_or_create` (context_window_open 18 -> 12 ms). "
-            "What would fix the rest (prototyped, see Prototypes): for `context_fold_create` "
-            "read only id, index, kind and tool_call_id of (C, U] to find group boundaries "
-            f"and the fold's MessageIds: {_proto(results, 'reads', 0):.1f} ms -> "
-            f"{_proto(results, 'reads', 2):.1f} ms; fetch receipt, call and result-exists in "
-            "one query, `select_related` the version and run, update the session row once. "
-            "By the statement counts that removes about half of them (an estimate, not "
-            "measured end to end); with the engine's validation and the replay and guard "
-            "reads the spec requires, around 3x the bare transaction looks like the floor for "
-            "ORM code - 2x would need the dispatch hot path in raw SQL like the bare one."
+            "Done so far: one `bulk_create(update_conflicts=True)` per table instead of a "
+            "per-key `update_or_create`; (issue #13) the outline read for "
+            "`context_fold_create` (prototype: "
+            f"{_proto(results, 'reads', 0):.1f} ms -> {_proto(results, 'reads', 2):.1f} ms), "
+            "call and answer in one query, no lazy run read, one session row update, one "
+            "statement for the KV limits (fold_create 22 -> 19 statements, window_open "
+            "19 -> 16 on the previous run's code). Left: the savepoint (2 statements) and "
+            "the fold checks' three small reads could fold into fewer; with the engine's "
+            "validation and the replay and guard reads the spec requires, around 3x the bare "
+            "transaction looks like the floor for ORM code - 2x would need the dispatch hot "
+            "path in raw SQL like the bare one."
         )
     return " ".join(text)
 
