@@ -146,23 +146,46 @@ def test_one_host_turn_and_mcp_against_the_production_server(production_server):
     finally:
         connection_.close()
 
-    # MCP over HTTP with the session key, on the same server.
-    status, _ = host.call("POST", "projection/", {})
+    # MCP over HTTP with the session key, on the same server: first a finished host lookup
+    # in the quote window to fold.
+    status, view = host.call("POST", "projection/", {})
     assert status == 201
-    # In a thread of its own: Playwright's sync API (browser tests) may have left an event
-    # loop running in this one, and asyncio.run() refuses to nest.
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        seen = pool.submit(
-            asyncio.run, mcp_calls(production_server + "/mcp/", session["sessionKey"])
-        ).result()
-    assert "contextproto://catalog" in seen["resources"]
-    assert {"unified@1", "unified@2", "unified@3", "prefix@2"} <= seen["catalog"]
-    assert {"unified@1", "unified@2", "unified@3", "prefix@2"} <= seen["prompts"]
-    assert {"context_window_read", "context_window_memory_set"} <= seen["tools"]
-    read, again = seen["read"].structured_content, seen["again"].structured_content
-    assert read["success"] is True and read["window"]["goal"] == "prepare the quote"
-    assert (read["replayed"], again["replayed"]) == (False, True)
-    wrong, right = seen["wrong"], seen["right"]
+    lookup = {"role": "assistant", "kind": "tool_call", "content": "", "toolCallId": "h1"}
+    lookup |= {"toolName": "lookup", "arguments": {"q": "price"}, "snapshotId": view["snapshotId"]}
+    call_index = host.call("POST", "messages/", lookup)[1]["index"]
+    result = {"role": "tool", "kind": "tool_result", "content": "42", "toolCallId": "h1"}
+    result_index = host.call("POST", "messages/", result)[1]["index"]
+    assert host.call("POST", "projection/", {})[0] == 201
+    fold = {
+        "purpose": "fold the lookup",
+        "fromIndex": call_index,
+        "throughIndex": result_index,
+        "summary": "price is 42",
+        "expectedWindowId": "quote",
+    }
+    first = mcp(production_server, session["sessionKey"], [("fold", fold), ("fold", fold)])
+    assert "contextproto://catalog" in first["resources"]
+    assert {"unified@1", "unified@2", "unified@3", "prefix@2"} <= first["catalog"]
+    assert {"unified@1", "unified@2", "unified@3", "prefix@2"} <= first["prompts"]
+    assert {"context_fold_create", "context_window_memory_set"} <= first["tools"]
+    created, again = (r.structured_content for r in first["results"])
+    assert created["success"] is True and (created["replayed"], again["replayed"]) == (False, True)
+    assert again["foldId"] == created["foldId"]
+    assert len(host.call("GET", "folds/")[1]["folds"]) == 1
+
+    # A wrong window is a structured tool error; the next call (a new view) succeeds.
+    assert host.call("POST", "projection/", {})[0] == 201
+    memory = {"purpose": "note", "memory": "5000 units"}
+    second = mcp(
+        production_server,
+        session["sessionKey"],
+        [
+            ("m1", {**memory, "expectedWindowId": "main"}),
+            ("m2", {**memory, "expectedWindowId": "quote"}),
+        ],
+        tool="context_window_memory_set",
+    )
+    wrong, right = second["results"]
     assert wrong.is_error is True
     assert wrong.structured_content["error"]["code"] == "context_window_mismatch"
     assert right.is_error is False and right.structured_content["success"] is True
@@ -170,33 +193,30 @@ def test_one_host_turn_and_mcp_against_the_production_server(production_server):
     assert entries["window/quote"]["memory"] == "5000 units"
 
 
-async def mcp_calls(url: str, key: str) -> dict:
-    """The MCP client scenario of issue 11 over HTTP: catalog, replay, mismatch, then success."""
+def mcp(server: str, key: str, calls: list, tool: str = "context_fold_create") -> dict:
+    # In a thread of its own: Playwright's sync API (browser tests) may have left an event
+    # loop running in this one, and asyncio.run() refuses to nest.
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, mcp_calls(server + "/mcp/", key, tool, calls)).result()
+
+
+async def mcp_calls(url: str, key: str, tool: str, calls: list) -> dict:
+    """The MCP client scenario of issue 11 over HTTP: listings, the catalog, then `calls`."""
     import httpx2
     from mcp import Client
     from mcp.client.streamable_http import streamable_http_client
 
     http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {key}"}, timeout=30)
-    async with http, Client(streamable_http_client(url, http_client=http)) as mcp:
+    async with http, Client(streamable_http_client(url, http_client=http)) as client:
         seen: dict = {
-            "resources": {str(r.uri) for r in (await mcp.list_resources()).resources},
-            "prompts": {p.name for p in (await mcp.list_prompts()).prompts},
-            "tools": {t.name for t in (await mcp.list_tools()).tools},
+            "resources": {str(r.uri) for r in (await client.list_resources()).resources},
+            "prompts": {p.name for p in (await client.list_prompts()).prompts},
+            "tools": {t.name for t in (await client.list_tools()).tools},
         }
-        catalog = await mcp.read_resource("contextproto://catalog")
+        catalog = await client.read_resource("contextproto://catalog")
         seen["catalog"] = {p["key"] for p in json.loads(catalog.contents[0].text)["protocols"]}
-        read = {"purpose": "check", "windowId": "quote"}
-        seen["read"] = await mcp.call_tool("context_window_read", read, meta={"toolCallId": "r1"})
-        seen["again"] = await mcp.call_tool("context_window_read", read, meta={"toolCallId": "r1"})
-        memory = {"purpose": "note", "memory": "5000 units"}
-        seen["wrong"] = await mcp.call_tool(
-            "context_window_memory_set",
-            {**memory, "expectedWindowId": "main"},
-            meta={"toolCallId": "m1"},
-        )
-        seen["right"] = await mcp.call_tool(
-            "context_window_memory_set",
-            {**memory, "expectedWindowId": "quote"},
-            meta={"toolCallId": "m2"},
-        )
+        seen["results"] = [
+            await client.call_tool(tool, arguments, meta={"toolCallId": call_id})
+            for call_id, arguments in calls
+        ]
         return seen
