@@ -13,7 +13,6 @@ from rest_framework.views import APIView
 from agents import selectors, services
 from agents.models import AgentVersion
 from contextproto.api import AnyJSONField, StrictSerializer, application_of
-from contextproto.errors import NotFound
 from contextproto.protocol import catalog
 from contextproto.protocol.options import validate_options
 
@@ -81,7 +80,7 @@ class AgentCreateApi(APIView):
     @extend_schema(responses={200: dict})
     def get(self, request: Request) -> Response:
         application = application_of(request)
-        agents = application.agents.order_by("name")[:500]
+        agents = selectors.agent_list(application=application)
         return Response({"agents": [{"id": str(a.id), "name": a.name} for a in agents]})
 
 
@@ -159,15 +158,6 @@ class AgentVersionArchiveApi(APIView):
         return Response(selectors.agent_version_to_wire(version))
 
 
-def _protocol(protocol_id: str, version: str) -> catalog.ProtocolVersion:
-    # isdigit() alone accepts characters like "²" that int() refuses.
-    numeric = version.isascii() and version.isdigit()
-    found = catalog.find_version(protocol_id, int(version)) if numeric else None
-    if found is None:
-        raise NotFound("Protocol version", {"protocol": f"{protocol_id}@{version}"})
-    return found
-
-
 class ProtocolListApi(APIView):
     @extend_schema(operation_id="protocols_list", responses={200: dict})
     def get(self, request: Request) -> Response:
@@ -184,7 +174,7 @@ class ProtocolDetailApi(APIView):
     @extend_schema(responses={200: dict})
     def get(self, request: Request, protocol_id: str, version: str) -> Response:
         application_of(request, "Protocol")  # a session key reaches only its session
-        return Response(_protocol(protocol_id, version).to_public())
+        return Response(selectors.protocol_version_get(protocol_id, version).to_public())
 
 
 class ProtocolValidateApi(APIView):
@@ -194,7 +184,7 @@ class ProtocolValidateApi(APIView):
     @extend_schema(request=Input, responses={200: dict})
     def post(self, request: Request, protocol_id: str, version: str) -> Response:
         application_of(request, "Protocol")  # a session key reaches only its session
-        found = _protocol(protocol_id, version)
+        found = selectors.protocol_version_get(protocol_id, version)
         data = self.Input.parse(request.data)
         result = validate_options(found.protocol_id, found.version, data["options"])
         return Response(

@@ -14,17 +14,10 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from agents import services
+from agents import selectors, services
 from agents.models import ApiKey
-from contextproto.api import (
-    StrictSerializer,
-    application_of,
-    decode_cursor,
-    encode_cursor,
-    page_limit,
-)
+from contextproto.api import StrictSerializer, application_of, page_limit
 from contextproto.api_schema import PAGE
-from contextproto.errors import NotFound
 
 
 def api_key_to_wire(key: ApiKey) -> dict[str, Any]:
@@ -47,18 +40,15 @@ class ApiKeysApi(APIView):
     @extend_schema(operation_id="api_keys_list", parameters=PAGE, responses={200: dict})
     def get(self, request: Request) -> Response:
         application = application_of(request, "API key")
-        cursor = decode_cursor(request.query_params.get("cursor"), {"id": int})
-        limit = page_limit(request.query_params.get("limit"))
-        rows = ApiKey.objects.filter(application=application).order_by("id")
-        if cursor:
-            rows = rows.filter(id__gt=cursor["id"])
-        page = list(rows[: limit + 1])
-        more = len(page) > limit
-        page = page[:limit]
+        page = selectors.api_key_page(
+            application=application,
+            cursor=request.query_params.get("cursor"),
+            limit=page_limit(request.query_params.get("limit")),
+        )
         return Response(
             {
-                "apiKeys": [api_key_to_wire(k) for k in page],
-                "nextCursor": encode_cursor({"id": page[-1].pk}) if more else None,
+                "apiKeys": [api_key_to_wire(k) for k in page.items],
+                "nextCursor": page.next_cursor,
             }
         )
 
@@ -75,13 +65,7 @@ class ApiKeyRevokeApi(APIView):
     def post(self, request: Request, key_id: str) -> Response:
         application = application_of(request, "API key")
         _no_body(request)
-        key = (
-            ApiKey.objects.filter(application=application, pk=int(key_id)).first()
-            if key_id.isascii() and key_id.isdigit() and len(key_id) <= 18
-            else None
-        )
-        if key is None:
-            raise NotFound("API key")
+        key = selectors.api_key_get(application=application, key_id=key_id)
         # keep_one_active: a key may revoke itself, but never the Application's last one.
         key = services.api_key_revoke(api_key=key, keep_one_active=True)
         return Response(api_key_to_wire(key))

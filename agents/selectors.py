@@ -1,12 +1,48 @@
-"""Reads of agents and versions, always scoped to one Application."""
+"""Reads of agents, versions, API keys and the protocol catalog, scoped to one Application."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from agents.models import Agent, AgentVersion, Application
+from agents.models import Agent, AgentVersion, ApiKey, Application
 from contextproto.api import parse_uuid
 from contextproto.errors import NotFound
+from contextproto.pagination import Keyset, Page, keyset_page
+from contextproto.protocol import catalog
+
+AGENT_LIST_MAX = 500
+
+
+def protocol_of(version: AgentVersion) -> catalog.ProtocolVersion:
+    """The catalog entry of a version's context protocol (ProtocolError if the catalog lacks it)."""
+    return catalog.get_version(version.context_protocol_id, version.context_protocol_version)
+
+
+def effective_options(
+    version: AgentVersion, protocol: catalog.ProtocolVersion | None = None
+) -> dict[str, Any]:
+    """The protocol's defaults overlaid by the version's options: what the engine runs with.
+
+    Published options are stored normalized; the defaults fill any gap of older rows. Pass
+    `protocol` when the caller already looked it up.
+    """
+    protocol = protocol if protocol is not None else protocol_of(version)
+    return {**protocol.defaults, **(version.options or {})}
+
+
+def protocol_version_get(protocol_id: str, version: str) -> catalog.ProtocolVersion:
+    """The catalog entry `protocol_id@version` named in a path; NotFound (404) otherwise."""
+    # isdigit() alone accepts characters like "²" that int() refuses.
+    numeric = version.isascii() and version.isdigit()
+    found = catalog.find_version(protocol_id, int(version)) if numeric else None
+    if found is None:
+        raise NotFound("Protocol version", {"protocol": f"{protocol_id}@{version}"})
+    return found
+
+
+def agent_list(*, application: Application) -> list[Agent]:
+    """The Application's agents by name (at most AGENT_LIST_MAX)."""
+    return list(application.agents.order_by("name")[:AGENT_LIST_MAX])
 
 
 def agent_get(*, application: Application, agent_id: Any) -> Agent:
@@ -26,6 +62,41 @@ def agent_version_get(*, application: Application, version_id: Any) -> AgentVers
     if version is None:
         raise NotFound("AgentVersion")
     return version
+
+
+def agent_version_for_session(*, application: Application, version_id: Any) -> AgentVersion:
+    """The version a new session names in `agentVersionId` (one query, no prefetch)."""
+    version = AgentVersion.objects.filter(id=version_id, agent__application=application).first()
+    if version is None:
+        raise NotFound("AgentVersion", {"field": "agentVersionId"})
+    return version
+
+
+API_KEYS = Keyset(
+    order=("id",),
+    shape={"id": int},
+    position=lambda key: {"id": key.pk},
+    after=lambda rows, at: rows.filter(id__gt=at["id"]),
+)
+
+
+def api_key_page(*, application: Application, cursor: str | None, limit: int) -> Page[ApiKey]:
+    """The Application's API keys (revoked ones too) in creation order."""
+    return keyset_page(
+        ApiKey.objects.filter(application=application), API_KEYS, cursor=cursor, limit=limit
+    )
+
+
+def api_key_get(*, application: Application, key_id: str) -> ApiKey:
+    """The Application's API key with this id (from a path); NotFound (404) otherwise."""
+    key = (
+        ApiKey.objects.filter(application=application, pk=int(key_id)).first()
+        if key_id.isascii() and key_id.isdigit() and len(key_id) <= 18
+        else None
+    )
+    if key is None:
+        raise NotFound("API key")
+    return key
 
 
 def agent_version_to_wire(version: AgentVersion) -> dict[str, Any]:

@@ -1,4 +1,6 @@
-"""Shared API plumbing: bearer-key authentication, strict input serializers, keyset paging.
+"""Shared API plumbing: bearer-key authentication, strict input serializers, query parameters.
+
+List cursors and keyset paging live in contextproto.pagination.
 
 Two credentials exist (SPEC §9): an application key sees its Application's agents and
 sessions; a session key sees only `sessions/{id}/…` of its own session. Anything outside a
@@ -7,8 +9,6 @@ credential's reach answers 404, as if it did not exist.
 
 from __future__ import annotations
 
-import base64
-import json
 from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
@@ -19,11 +19,9 @@ from rest_framework.request import Request
 
 from agents.models import ApiKey, Application, hash_key
 from contextproto.errors import ApplicationError, NotFound
-from contextproto.protocol.catalog import JSON_INTEGER_MAX
 
 PAGE_LIMIT_DEFAULT = 50
 PAGE_LIMIT_MAX = 200
-CURSOR_TEXT_MAX = 256  # the longest text a cursor of ours holds is a KV key or a timestamp
 
 
 @dataclass(frozen=True)
@@ -170,42 +168,3 @@ def query_int(raw: object, name: str, default: int, *, minimum: int, maximum: in
 
 def page_limit(raw: object, default: int = PAGE_LIMIT_DEFAULT) -> int:
     return query_int(raw, "limit", default, minimum=1, maximum=PAGE_LIMIT_MAX)
-
-
-def encode_cursor(position: dict[str, Any]) -> str:
-    return base64.urlsafe_b64encode(json.dumps(position, separators=(",", ":")).encode()).decode()
-
-
-def decode_cursor(raw: str | None, shape: dict[str, type]) -> dict[str, Any] | None:
-    """Decode a list cursor this API issued; refuse anything else with 400 `invalid_cursor`.
-
-    `shape` names every field and its type: a cursor that decodes but holds other fields,
-    other types, NUL characters or integers outside the index range is as foreign as
-    garbage, and must not reach a query.
-    """
-    if not raw:
-        return None
-    try:
-        value = json.loads(base64.urlsafe_b64decode(raw.encode()))
-    except (ValueError, UnicodeError, RecursionError) as exc:
-        raise invalid_cursor() from exc
-    if not isinstance(value, dict) or set(value) != set(shape):
-        raise invalid_cursor()
-    for name, expected in shape.items():
-        field = value[name]
-        if type(field) is not expected:  # bool is not int; exact types only
-            raise invalid_cursor()
-        if isinstance(field, int) and not 0 <= field <= JSON_INTEGER_MAX:
-            raise invalid_cursor()
-        if isinstance(field, str) and ("\x00" in field or len(field) > CURSOR_TEXT_MAX):
-            raise invalid_cursor()
-    return value
-
-
-def invalid_cursor() -> ApplicationError:
-    return ApplicationError(
-        "invalid_cursor",
-        "The cursor is not one this API issued; pass nextCursor from the previous page as is, "
-        "or leave it out to start at the beginning.",
-        {"field": "cursor"},
-    )

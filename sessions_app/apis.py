@@ -2,42 +2,36 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
-from uuid import UUID
 
 from django.conf import settings
 from django.core.cache import cache
 from django.db import connection
-from django.utils.dateparse import parse_datetime
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from agents.models import AgentVersion
+from agents import selectors as agent_selectors
 from contextproto.api import (
     AnyJSONField,
     StrictSerializer,
     application_of,
     credential_of,
-    decode_cursor,
-    encode_cursor,
-    invalid_cursor,
     page_limit,
     parse_uuid,
     query_int,
 )
 from contextproto.api_schema import AFTER_INDEX, LIMIT, PAGE, PREFIX, WINDOW
-from contextproto.errors import ApplicationError, NotFound
+from contextproto.errors import NotFound
 from contextproto.protocol import adapters, catalog
-from contextproto.protocol.state import checkpoint_key, covered_key, window_key
 from sessions_app import selectors
-from sessions_app.models import FoldRecord, KVEntry, ProjectionSnapshot, Session, WindowRecord
+from sessions_app.models import Session
 from sessions_app.services import (
     client_writes,
     dispatch,
+    guards,
     maintenance,
     messages,
     projection,
@@ -77,11 +71,9 @@ class SessionCreateApi(APIView):
     def post(self, request: Request) -> Response:
         application = application_of(request)
         data = self.Input.parse(request.data)
-        version = AgentVersion.objects.filter(
-            id=data["agentVersionId"], agent__application=application
-        ).first()
-        if version is None:
-            raise NotFound("AgentVersion", {"field": "agentVersionId"})
+        version = agent_selectors.agent_version_for_session(
+            application=application, version_id=data["agentVersionId"]
+        )
         session, key = sessions.session_create(agent_version=version, inputs=data.get("inputs"))
         body = session_to_wire(session)
         body["sessionKey"] = key
@@ -121,7 +113,7 @@ class SessionInputApi(APIView):
     def post(self, request: Request, session_id: str) -> Response:
         session = session_for(request, session_id)
         data = self.Input.parse(request.data)
-        messages._check_content(data["content"])
+        guards.input_content_check(data["content"])
         message, replayed = client_writes.write_once(
             session_id=session.id,
             client_message_id=data.get("clientMessageId"),
@@ -178,17 +170,13 @@ class SessionMessagesApi(APIView):
             minimum=-1,
             maximum=catalog.JSON_INTEGER_MAX,
         )
-        after = max(after, 0)
-        window = request.query_params.get("window") or None
-        page = selectors.log_page(session.id, window_id=window, after_index=after, limit=limit + 1)
-        more = len(page) > limit
-        page = page[:limit]
-        return Response(
-            {
-                "messages": [m.to_wire() for m in page],
-                "nextAfterIndex": page[-1].index if more else None,
-            }
+        found, next_after = selectors.message_page(
+            session.id,
+            window_id=request.query_params.get("window") or None,
+            after_index=max(after, 0),
+            limit=limit,
         )
+        return Response({"messages": [m.to_wire() for m in found], "nextAfterIndex": next_after})
 
 
 class ProjectionApi(APIView):
@@ -211,9 +199,7 @@ class SessionToolsApi(APIView):
     def get(self, request: Request, session_id: str) -> Response:
         session = session_for(request, session_id)
         version = session.agent_version
-        protocol = catalog.get_version(
-            version.context_protocol_id, version.context_protocol_version
-        )
+        protocol = agent_selectors.protocol_of(version)
         return Response(
             {
                 "protocol": protocol.key,
@@ -233,138 +219,85 @@ class ToolDispatchApi(APIView):
         return Response(receipt.to_wire())
 
 
-def _keyset_page(request: Request, shape: dict[str, type]) -> tuple[dict[str, Any] | None, int]:
-    return decode_cursor(request.query_params.get("cursor"), shape), page_limit(
-        request.query_params.get("limit")
-    )
+def _page_query(request: Request) -> tuple[str | None, int]:
+    """The raw `cursor` (checked by the selector) and the `limit` of a list request."""
+    return request.query_params.get("cursor"), page_limit(request.query_params.get("limit"))
+
+
+def window_to_wire(window: selectors.WindowView) -> dict[str, Any]:
+    return {
+        "windowId": window.window_id,
+        "active": window.active,
+        "record": window.record,
+        "checkpoint": window.checkpoint,
+        "coveredThrough": window.covered_through,
+    }
+
+
+def fold_to_wire(view: selectors.FoldView) -> dict[str, Any]:
+    fold = view.fold
+    return {
+        "foldId": fold.id,
+        "windowId": fold.window_id,
+        "firstIndex": fold.first_index,
+        "lastIndex": fold.last_index,
+        "messageIds": list(fold.message_ids),
+        "summary": fold.summary,
+        "compressed": view.compressed,
+    }
 
 
 class WindowsApi(APIView):
     @extend_schema(parameters=PAGE, responses={200: dict})
     def get(self, request: Request, session_id: str) -> Response:
         session = session_for(request, session_id)
-        cursor, limit = _keyset_page(request, {"c": int, "w": str})
-        rows = WindowRecord.objects.filter(session=session).order_by(
-            "created_at_index", "window_id"
+        cursor, limit = _page_query(request)
+        page = selectors.window_page(session, cursor=cursor, limit=limit)
+        return Response(
+            {"windows": [window_to_wire(w) for w in page.items], "nextCursor": page.next_cursor}
         )
-        if cursor:
-            rows = rows.filter(created_at_index__gte=cursor["c"]).exclude(
-                created_at_index=cursor["c"], window_id__lte=cursor["w"]
-            )
-        page = list(rows[: limit + 1])
-        more = len(page) > limit
-        page = page[:limit]
-        keys = []
-        for row in page:
-            keys += [window_key(row.window_id), checkpoint_key(row.window_id)]
-            keys.append(covered_key(row.window_id))
-        values = selectors.kv_values(session.id, keys)
-        windows = [
-            {
-                "windowId": row.window_id,
-                "active": row.window_id == session.active_window,
-                "record": values.get(window_key(row.window_id)),
-                "checkpoint": values.get(checkpoint_key(row.window_id)),
-                "coveredThrough": values.get(covered_key(row.window_id), 0),
-            }
-            for row in page
-        ]
-        next_cursor = (
-            encode_cursor({"c": page[-1].created_at_index, "w": page[-1].window_id})
-            if more
-            else None
-        )
-        return Response({"windows": windows, "nextCursor": next_cursor})
 
 
 class FoldsApi(APIView):
     @extend_schema(parameters=PAGE, responses={200: dict})
     def get(self, request: Request, session_id: str) -> Response:
         session = session_for(request, session_id)
-        cursor, limit = _keyset_page(request, {"id": int})
-        rows = FoldRecord.objects.filter(session=session).order_by("id")
-        if cursor:
-            rows = rows.filter(id__gt=cursor["id"])
-        page = list(rows[: limit + 1])
-        more = len(page) > limit
-        page = page[:limit]
-        folds = selectors.folds_from_records(session.id, page)
-        windows = {f.window_id for f in folds}
-        covered = selectors.kv_values(session.id, [covered_key(w) for w in windows])
-        body = [
-            {
-                "foldId": f.id,
-                "windowId": f.window_id,
-                "firstIndex": f.first_index,
-                "lastIndex": f.last_index,
-                "messageIds": list(f.message_ids),
-                "summary": f.summary,
-                "compressed": f.last_index <= int(covered.get(covered_key(f.window_id), 0)),
-            }
-            for f in folds
-        ]
-        next_cursor = encode_cursor({"id": page[-1].id}) if more else None
-        return Response({"folds": body, "nextCursor": next_cursor})
+        cursor, limit = _page_query(request)
+        page = selectors.fold_page(session, cursor=cursor, limit=limit)
+        return Response(
+            {"folds": [fold_to_wire(f) for f in page.items], "nextCursor": page.next_cursor}
+        )
 
 
 class SnapshotsApi(APIView):
     @extend_schema(parameters=PAGE, responses={200: dict})
     def get(self, request: Request, session_id: str) -> Response:
         session = session_for(request, session_id)
-        cursor, limit = _keyset_page(request, {"t": str, "id": str})
-        rows = ProjectionSnapshot.objects.filter(session=session).order_by("-created_at", "-id")
-        if cursor:
-            created_at, snapshot_id = _snapshot_position(cursor)
-            rows = rows.filter(created_at__lte=created_at).exclude(
-                created_at=created_at, id__gte=snapshot_id
-            )
-        page = list(rows[: limit + 1])
-        more = len(page) > limit
-        page = page[:limit]
-        next_cursor = (
-            encode_cursor({"t": page[-1].created_at.isoformat(), "id": str(page[-1].id)})
-            if more
-            else None
-        )
+        cursor, limit = _page_query(request)
+        page = selectors.snapshot_page(session, cursor=cursor, limit=limit)
         return Response(
             {
-                "snapshots": [projection.snapshot_to_wire(s) for s in page],
-                "nextCursor": next_cursor,
+                "snapshots": [projection.snapshot_to_wire(s) for s in page.items],
+                "nextCursor": page.next_cursor,
             }
         )
-
-
-def _snapshot_position(cursor: dict[str, Any]) -> tuple[datetime, UUID]:
-    """The (createdAt, id) a snapshots cursor holds; 400 `invalid_cursor` if it holds else."""
-    try:
-        created_at = parse_datetime(cursor["t"])
-        snapshot_id = UUID(cursor["id"])
-    except ValueError as exc:
-        raise invalid_cursor() from exc
-    if created_at is None or created_at.tzinfo is None:
-        raise invalid_cursor()
-    return created_at, snapshot_id
 
 
 class KvApi(APIView):
     @extend_schema(parameters=[*PAGE, PREFIX], responses={200: dict})
     def get(self, request: Request, session_id: str) -> Response:
         session = session_for(request, session_id)
-        cursor, limit = _keyset_page(request, {"k": str})
-        rows = KVEntry.objects.filter(session=session).order_by("key")
-        prefix = request.query_params.get("prefix")
-        if prefix:
-            rows = rows.filter(key__startswith=prefix)
-        if cursor:
-            rows = rows.filter(key__gt=cursor["k"])
-        page = list(rows[: limit + 1])
-        more = len(page) > limit
-        page = page[:limit]
+        cursor, limit = _page_query(request)
+        page = selectors.kv_page(
+            session, prefix=request.query_params.get("prefix"), cursor=cursor, limit=limit
+        )
         return Response(
             {
                 "stateRevision": session.state_revision,
-                "entries": [{"key": e.key, "value": e.value, "revision": e.revision} for e in page],
-                "nextCursor": encode_cursor({"k": page[-1].key}) if more else None,
+                "entries": [
+                    {"key": e.key, "value": e.value, "revision": e.revision} for e in page.items
+                ],
+                "nextCursor": page.next_cursor,
             }
         )
 
@@ -448,12 +381,6 @@ class HealthReadyApi(_Probe):
         )
 
 
-def _window_of(session: Session, window_id: str) -> str:
-    if not WindowRecord.objects.filter(session=session, window_id=window_id).exists():
-        raise NotFound("Window", {"windowId": window_id})
-    return window_id
-
-
 def job_to_wire(job) -> dict[str, Any]:
     return {
         "jobId": str(job.id),
@@ -480,15 +407,10 @@ class MaintenanceRequestApi(APIView):
     @extend_schema(request=None, responses={202: dict})
     def post(self, request: Request, session_id: str, window_id: str) -> Response:
         session = session_for(request, session_id)
-        _window_of(session, window_id)
+        selectors.window_record_get(session, window_id)
         if request.data not in ({}, None):
             StrictSerializer.parse(request.data)
-        if session.agent_version.maintainer_agent_id is None:
-            raise ApplicationError(
-                "maintainer_not_bound",
-                "No maintainer Agent is bound to this AgentVersion; bind one, or use the "
-                "external maintainer endpoints (maintenance/plan/).",
-            )
+        guards.maintainer_bound_check(session)
         job, _created = maintenance.maintenance_request(
             session_id=session.id, window_id=window_id, trigger="api"
         )
@@ -504,7 +426,7 @@ class MaintenancePlanApi(APIView):
     @extend_schema(request=Input, responses={201: dict})
     def post(self, request: Request, session_id: str, window_id: str) -> Response:
         session = session_for(request, session_id)
-        _window_of(session, window_id)
+        selectors.window_record_get(session, window_id)
         data = self.Input.parse(request.data)
         # A refused plan writes no job (it would block the window); see the service.
         job, plan = maintenance.maintenance_external_plan(
@@ -554,5 +476,5 @@ class MaintenanceJobsApi(APIView):
     @extend_schema(responses={200: dict})
     def get(self, request: Request, session_id: str) -> Response:
         session = session_for(request, session_id)
-        jobs = session.maintenance_jobs.order_by("-created_at")[: page_limit(None)]
+        jobs = selectors.maintenance_jobs_recent(session, limit=page_limit(None))
         return Response({"jobs": [job_to_wire(j) for j in jobs]})
