@@ -10,6 +10,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from agents import apis_shapes as shapes
 from agents import selectors, services
 from agents.models import AgentVersion
 from contextproto.api import AnyJSONField, StrictSerializer, application_of
@@ -70,14 +71,14 @@ class AgentCreateApi(APIView):
     class Input(StrictSerializer):
         name = serializers.CharField(max_length=200)
 
-    @extend_schema(request=Input, responses={201: dict})
+    @extend_schema(request=Input, responses={201: shapes.Agent})
     def post(self, request: Request) -> Response:
         application = application_of(request)
         data = self.Input.parse(request.data)
         agent = services.agent_create(application=application, name=data["name"])
         return Response({"id": str(agent.id), "name": agent.name}, status=status.HTTP_201_CREATED)
 
-    @extend_schema(responses={200: dict})
+    @extend_schema(responses={200: shapes.AgentList})
     def get(self, request: Request) -> Response:
         application = application_of(request)
         agents = selectors.agent_list(application=application)
@@ -85,7 +86,7 @@ class AgentCreateApi(APIView):
 
 
 class AgentVersionCreateApi(APIView):
-    @extend_schema(request=VersionInput, responses={201: dict})
+    @extend_schema(request=VersionInput, responses={201: shapes.AgentVersion})
     def post(self, request: Request, agent_id: str) -> Response:
         application = application_of(request, "Agent")
         agent = selectors.agent_get(application=application, agent_id=agent_id)
@@ -102,14 +103,14 @@ class AgentVersionCreateApi(APIView):
 
 
 class AgentVersionDetailApi(APIView):
-    @extend_schema(responses={200: dict})
+    @extend_schema(responses={200: shapes.AgentVersion})
     def get(self, request: Request, version_id: str) -> Response:
         version = selectors.agent_version_get(
             application=application_of(request, "AgentVersion"), version_id=version_id
         )
         return Response(selectors.agent_version_to_wire(version))
 
-    @extend_schema(request=VersionInput, responses={200: dict})
+    @extend_schema(request=VersionInput, responses={200: shapes.AgentVersion})
     def patch(self, request: Request, version_id: str) -> Response:
         version = selectors.agent_version_get(
             application=application_of(request, "AgentVersion"), version_id=version_id
@@ -125,7 +126,7 @@ class AgentVersionDetailApi(APIView):
 
 
 class AgentVersionPublishApi(APIView):
-    @extend_schema(request=None, responses={200: dict})
+    @extend_schema(request=None, responses={200: shapes.AgentVersion})
     def post(self, request: Request, version_id: str) -> Response:
         version = selectors.agent_version_get(
             application=application_of(request, "AgentVersion"), version_id=version_id
@@ -135,7 +136,7 @@ class AgentVersionPublishApi(APIView):
 
 
 class AgentVersionDuplicateApi(APIView):
-    @extend_schema(request=None, responses={201: dict})
+    @extend_schema(request=None, responses={201: shapes.AgentVersion})
     def post(self, request: Request, version_id: str) -> Response:
         version = selectors.agent_version_get(
             application=application_of(request, "AgentVersion"), version_id=version_id
@@ -147,7 +148,7 @@ class AgentVersionDuplicateApi(APIView):
 class AgentVersionArchiveApi(APIView):
     """Archive a published version: no new sessions on it; its sessions go on (idempotent)."""
 
-    @extend_schema(request=None, responses={200: dict})
+    @extend_schema(request=None, responses={200: shapes.AgentVersion})
     def post(self, request: Request, version_id: str) -> Response:
         version = selectors.agent_version_get(
             application=application_of(request, "AgentVersion"), version_id=version_id
@@ -159,7 +160,7 @@ class AgentVersionArchiveApi(APIView):
 
 
 class ProtocolListApi(APIView):
-    @extend_schema(operation_id="protocols_list", responses={200: dict})
+    @extend_schema(operation_id="protocols_list", responses={200: shapes.ProtocolList})
     def get(self, request: Request) -> Response:
         application_of(request, "Protocol")  # a session key reaches only its session
         return Response(
@@ -171,7 +172,7 @@ class ProtocolListApi(APIView):
 
 
 class ProtocolDetailApi(APIView):
-    @extend_schema(responses={200: dict})
+    @extend_schema(responses={200: shapes.ProtocolVersion})
     def get(self, request: Request, protocol_id: str, version: str) -> Response:
         application_of(request, "Protocol")  # a session key reaches only its session
         return Response(selectors.protocol_version_get(protocol_id, version).to_public())
@@ -181,7 +182,7 @@ class ProtocolValidateApi(APIView):
     class Input(StrictSerializer):
         options = AnyJSONField()
 
-    @extend_schema(request=Input, responses={200: dict})
+    @extend_schema(request=Input, responses={200: shapes.OptionValidation})
     def post(self, request: Request, protocol_id: str, version: str) -> Response:
         application_of(request, "Protocol")  # a session key reaches only its session
         found = selectors.protocol_version_get(protocol_id, version)

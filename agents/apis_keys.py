@@ -14,6 +14,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from agents import apis_shapes as shapes
 from agents import selectors, services
 from agents.models import ApiKey
 from contextproto.api import StrictSerializer, application_of, page_limit
@@ -37,7 +38,9 @@ def _no_body(request: Request) -> None:
 
 
 class ApiKeysApi(APIView):
-    @extend_schema(operation_id="api_keys_list", parameters=PAGE, responses={200: dict})
+    @extend_schema(
+        operation_id="api_keys_list", parameters=PAGE, responses={200: shapes.ApiKeyList}
+    )
     def get(self, request: Request) -> Response:
         application = application_of(request, "API key")
         page = selectors.api_key_page(
@@ -52,7 +55,9 @@ class ApiKeysApi(APIView):
             }
         )
 
-    @extend_schema(operation_id="api_keys_create", request=None, responses={201: dict})
+    @extend_schema(
+        operation_id="api_keys_create", request=None, responses={201: shapes.ApiKeyCreated}
+    )
     def post(self, request: Request) -> Response:
         application = application_of(request, "API key")
         _no_body(request)
@@ -61,7 +66,7 @@ class ApiKeysApi(APIView):
 
 
 class ApiKeyRevokeApi(APIView):
-    @extend_schema(operation_id="api_keys_revoke", request=None, responses={200: dict})
+    @extend_schema(operation_id="api_keys_revoke", request=None, responses={200: shapes.ApiKey})
     def post(self, request: Request, key_id: str) -> Response:
         application = application_of(request, "API key")
         _no_body(request)

@@ -1,4 +1,5 @@
-"""OpenAPI plumbing for drf-spectacular: the bearer scheme, component names, query parameters.
+"""OpenAPI plumbing for drf-spectacular: the bearer scheme, component names, query parameters,
+the one error shape on every operation and the list of error codes in the description.
 
 Settings name `AutoSchema` as DEFAULT_SCHEMA_CLASS, which also imports this module early
 enough for the authentication extension to register before any schema is generated.
@@ -11,7 +12,7 @@ from typing import Any
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.openapi import AutoSchema as SpectacularAutoSchema
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
 from rest_framework import serializers
 
 from contextproto.api import PAGE_LIMIT_DEFAULT, PAGE_LIMIT_MAX
@@ -32,9 +33,41 @@ class BearerKeyScheme(OpenApiAuthenticationExtension):
         }
 
 
+class ErrorDetail(serializers.Serializer):
+    code = serializers.CharField(help_text="Stable machine code (listed in the description).")
+    message = serializers.CharField(help_text="What went wrong and how to fix it.")
+    details = serializers.DictField(help_text="Structured context, e.g. `field`.")
+
+
+class Error(serializers.Serializer):
+    """The one error shape (SPEC §9), with the RFC 9457 fields `type`, `title`, `status`."""
+
+    error = ErrorDetail()
+    type = serializers.CharField()
+    title = serializers.CharField()
+    status = serializers.IntegerField()
+
+
+ERROR_RESPONSE = OpenApiResponse(
+    Error, description="A refusal or failure; `error.code` is one of the API's error codes."
+)
+
+
 class AutoSchema(SpectacularAutoSchema):
     """Name a view's nested `Input` serializer after its view: `SessionCreateApi.Input` →
-    `SessionCreateInput`, so the many `Input` classes do not collide as one component."""
+    `SessionCreateInput`, so the many `Input` classes do not collide as one component.
+
+    Every operation also answers its errors in the one shape: `4XX` and `5XX` responses
+    state it, unless the operation declares that status itself (health/ready's 503).
+    """
+
+    # `@extend_schema(responses=…)` replaces get_response_serializers in a subclass, so the
+    # error responses are added where the response bodies are assembled.
+    def _get_response_bodies(self, direction: Any = "response") -> dict[str, Any]:
+        bodies = super()._get_response_bodies(direction)
+        for code in ("4XX", "5XX"):
+            bodies.setdefault(code, self._get_response_for_code(ERROR_RESPONSE, code))
+        return bodies
 
     def get_serializer_name(self, serializer: serializers.Serializer, direction: Any) -> str:
         outer, _, inner = type(serializer).__qualname__.rpartition(".")

@@ -26,6 +26,7 @@ from contextproto.api import (
 from contextproto.api_schema import AFTER_INDEX, LIMIT, PAGE, PREFIX, WINDOW
 from contextproto.errors import NotFound
 from contextproto.protocol import adapters, catalog
+from sessions_app import apis_shapes as shapes
 from sessions_app import selectors
 from sessions_app.models import Session
 from sessions_app.services import (
@@ -67,7 +68,7 @@ class SessionCreateApi(APIView):
         agentVersionId = serializers.UUIDField()
         inputs = serializers.DictField(required=False)
 
-    @extend_schema(request=Input, responses={201: dict})
+    @extend_schema(request=Input, responses={201: shapes.SessionCreated})
     def post(self, request: Request) -> Response:
         application = application_of(request)
         data = self.Input.parse(request.data)
@@ -81,7 +82,7 @@ class SessionCreateApi(APIView):
 
 
 class SessionDetailApi(APIView):
-    @extend_schema(responses={200: dict})
+    @extend_schema(responses={200: shapes.Session})
     def get(self, request: Request, session_id: str) -> Response:
         return Response(session_to_wire(session_for(request, session_id)))
 
@@ -109,7 +110,12 @@ class SessionInputApi(APIView):
         content = AnyJSONField()
         clientMessageId = CLIENT_MESSAGE_ID
 
-    @extend_schema(request=Input, responses={201: dict})
+    class Output(serializers.Serializer):
+        runId = serializers.CharField(help_text="The run this input started (hex).")
+        index = serializers.IntegerField()
+        message = shapes.Message()
+
+    @extend_schema(request=Input, responses={201: Output, 200: Output})
     def post(self, request: Request, session_id: str) -> Response:
         session = session_for(request, session_id)
         data = self.Input.parse(request.data)
@@ -136,7 +142,13 @@ class SessionMessagesApi(APIView):
         snapshotId = serializers.CharField(max_length=64, required=False, allow_null=True)
         clientMessageId = CLIENT_MESSAGE_ID
 
-    @extend_schema(request=Input, responses={201: dict})
+    class Page(serializers.Serializer):
+        messages = shapes.Message(many=True)
+        nextAfterIndex = serializers.IntegerField(
+            allow_null=True, help_text="afterIndex of the next page; null on the last."
+        )
+
+    @extend_schema(request=Input, responses={201: shapes.Message, 200: shapes.Message})
     def post(self, request: Request, session_id: str) -> Response:
         session = session_for(request, session_id)
         data = self.Input.parse(request.data)
@@ -158,7 +170,7 @@ class SessionMessagesApi(APIView):
         )
         return _written(message.to_wire(), replayed)
 
-    @extend_schema(parameters=[WINDOW, AFTER_INDEX, LIMIT], responses={200: dict})
+    @extend_schema(parameters=[WINDOW, AFTER_INDEX, LIMIT], responses={200: Page})
     def get(self, request: Request, session_id: str) -> Response:
         session = session_for(request, session_id)
         limit = page_limit(request.query_params.get("limit"))
@@ -184,7 +196,7 @@ class ProjectionApi(APIView):
         runId = serializers.CharField(max_length=64, required=False, allow_null=True)
         provider = serializers.ChoiceField(choices=adapters.PROVIDERS, default="neutral")
 
-    @extend_schema(request=Input, responses={201: dict})
+    @extend_schema(request=Input, responses={201: shapes.Snapshot})
     def post(self, request: Request, session_id: str) -> Response:
         session = session_for(request, session_id)
         data = self.Input.parse(request.data)
@@ -195,7 +207,14 @@ class ProjectionApi(APIView):
 
 
 class SessionToolsApi(APIView):
-    @extend_schema(responses={200: dict})
+    class Output(serializers.Serializer):
+        protocol = serializers.CharField(help_text="id@version")
+        tools = serializers.ListField(
+            child=serializers.DictField(), help_text="{name, description, inputSchema}"
+        )
+        protocolTools = serializers.ListField(child=serializers.CharField())
+
+    @extend_schema(responses={200: Output})
     def get(self, request: Request, session_id: str) -> Response:
         session = session_for(request, session_id)
         version = session.agent_version
@@ -210,7 +229,7 @@ class SessionToolsApi(APIView):
 
 
 class ToolDispatchApi(APIView):
-    @extend_schema(request=None, responses={200: dict})
+    @extend_schema(request=None, responses={200: shapes.Receipt})
     def post(self, request: Request, session_id: str, tool_call_id: str) -> Response:
         session = session_for(request, session_id)
         if request.data not in ({}, None):
@@ -248,7 +267,11 @@ def fold_to_wire(view: selectors.FoldView) -> dict[str, Any]:
 
 
 class WindowsApi(APIView):
-    @extend_schema(parameters=PAGE, responses={200: dict})
+    class Output(serializers.Serializer):
+        windows = shapes.Window(many=True)
+        nextCursor = serializers.CharField(allow_null=True)
+
+    @extend_schema(parameters=PAGE, responses={200: Output})
     def get(self, request: Request, session_id: str) -> Response:
         session = session_for(request, session_id)
         cursor, limit = _page_query(request)
@@ -259,7 +282,11 @@ class WindowsApi(APIView):
 
 
 class FoldsApi(APIView):
-    @extend_schema(parameters=PAGE, responses={200: dict})
+    class Output(serializers.Serializer):
+        folds = shapes.Fold(many=True)
+        nextCursor = serializers.CharField(allow_null=True)
+
+    @extend_schema(parameters=PAGE, responses={200: Output})
     def get(self, request: Request, session_id: str) -> Response:
         session = session_for(request, session_id)
         cursor, limit = _page_query(request)
@@ -270,7 +297,11 @@ class FoldsApi(APIView):
 
 
 class SnapshotsApi(APIView):
-    @extend_schema(parameters=PAGE, responses={200: dict})
+    class Output(serializers.Serializer):
+        snapshots = shapes.Snapshot(many=True)
+        nextCursor = serializers.CharField(allow_null=True)
+
+    @extend_schema(parameters=PAGE, responses={200: Output})
     def get(self, request: Request, session_id: str) -> Response:
         session = session_for(request, session_id)
         cursor, limit = _page_query(request)
@@ -284,7 +315,12 @@ class SnapshotsApi(APIView):
 
 
 class KvApi(APIView):
-    @extend_schema(parameters=[*PAGE, PREFIX], responses={200: dict})
+    class Output(serializers.Serializer):
+        stateRevision = serializers.IntegerField()
+        entries = shapes.KvEntry(many=True)
+        nextCursor = serializers.CharField(allow_null=True)
+
+    @extend_schema(parameters=[*PAGE, PREFIX], responses={200: Output})
     def get(self, request: Request, session_id: str) -> Response:
         session = session_for(request, session_id)
         cursor, limit = _page_query(request)
@@ -339,7 +375,7 @@ class HealthApi(_Probe):
     """Node role, catalog fingerprint, reachability of the database and the cache/broker, and
     the live nodes with `skew: true` when their catalogs differ (SPEC §12)."""
 
-    @extend_schema(auth=[], responses={200: dict})
+    @extend_schema(auth=[], responses={200: shapes.Health, 503: shapes.Health})
     def get(self, request: Request) -> Response:
         from contextproto import nodes
 
@@ -363,7 +399,7 @@ class HealthApi(_Probe):
 class HealthLiveApi(_Probe):
     """Liveness: the process answers requests (restart it when this fails)."""
 
-    @extend_schema(auth=[], responses={200: dict})
+    @extend_schema(auth=[], responses={200: shapes.HealthLive})
     def get(self, request: Request) -> Response:
         return Response({"status": "ok"})
 
@@ -371,7 +407,7 @@ class HealthLiveApi(_Probe):
 class HealthReadyApi(_Probe):
     """Readiness: database and cache reachable, every migration applied (route traffic here)."""
 
-    @extend_schema(auth=[], responses={200: dict, 503: dict})
+    @extend_schema(auth=[], responses={200: shapes.HealthReady, 503: shapes.HealthReady})
     def get(self, request: Request) -> Response:
         checks = _dependency_checks(migrations=True)
         ready = all(v == "ok" for v in checks.values())
@@ -404,7 +440,11 @@ def job_to_wire(job) -> dict[str, Any]:
 class MaintenanceRequestApi(APIView):
     """Queue maintenance of a window by the bound maintainer Agent."""
 
-    @extend_schema(request=None, responses={202: dict})
+    class Output(serializers.Serializer):
+        jobId = serializers.UUIDField()
+        status = serializers.CharField()
+
+    @extend_schema(request=None, responses={202: Output})
     def post(self, request: Request, session_id: str, window_id: str) -> Response:
         session = session_for(request, session_id)
         selectors.window_record_get(session, window_id)
@@ -423,7 +463,18 @@ class MaintenancePlanApi(APIView):
     class Input(StrictSerializer):
         throughIndex = serializers.IntegerField(required=False, allow_null=True, min_value=1)
 
-    @extend_schema(request=Input, responses={201: dict})
+    class Output(serializers.Serializer):
+        jobId = serializers.UUIDField()
+        frozenRevision = serializers.IntegerField()
+        windowId = serializers.CharField()
+        fromIndex = serializers.IntegerField()
+        throughIndex = serializers.IntegerField()
+        sourceHash = serializers.CharField()
+        pageCount = serializers.IntegerField()
+        previousCheckpoint = serializers.CharField(allow_blank=True)
+        blockedBy = serializers.ListField(child=serializers.DictField())
+
+    @extend_schema(request=Input, responses={201: Output})
     def post(self, request: Request, session_id: str, window_id: str) -> Response:
         session = session_for(request, session_id)
         selectors.window_record_get(session, window_id)
@@ -449,7 +500,12 @@ class MaintenancePlanApi(APIView):
 
 
 class MaintenancePageApi(APIView):
-    @extend_schema(responses={200: dict})
+    class Output(serializers.Serializer):
+        page = serializers.IntegerField()
+        pageCount = serializers.IntegerField()
+        messages = shapes.Message(many=True)
+
+    @extend_schema(responses={200: Output})
     def get(self, request: Request, session_id: str, window_id: str, job_id: str, page: int):
         session = session_for(request, session_id)
         job = maintenance.job_for(session, window_id, job_id)
@@ -463,7 +519,11 @@ class MaintenanceCommitApi(APIView):
     class Input(StrictSerializer):
         checkpoint = AnyJSONField()
 
-    @extend_schema(request=Input, responses={200: dict})
+    class Output(serializers.Serializer):
+        stateRevision = serializers.IntegerField()
+        coveredThrough = serializers.IntegerField()
+
+    @extend_schema(request=Input, responses={200: Output})
     def post(self, request: Request, session_id: str, window_id: str, job_id: str) -> Response:
         session = session_for(request, session_id)
         job = maintenance.job_for(session, window_id, job_id)
@@ -473,7 +533,10 @@ class MaintenanceCommitApi(APIView):
 
 
 class MaintenanceJobsApi(APIView):
-    @extend_schema(responses={200: dict})
+    class Output(serializers.Serializer):
+        jobs = shapes.MaintenanceJob(many=True)
+
+    @extend_schema(responses={200: Output})
     def get(self, request: Request, session_id: str) -> Response:
         session = session_for(request, session_id)
         jobs = selectors.maintenance_jobs_recent(session, limit=page_limit(None))

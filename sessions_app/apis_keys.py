@@ -7,6 +7,7 @@ credential that grants it (404, see docs/decisions.md).
 from __future__ import annotations
 
 from drf_spectacular.utils import extend_schema
+from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -27,7 +28,13 @@ def _own_session(request: Request, session_id: str) -> Session:
 
 
 class SessionKeyRotateApi(APIView):
-    @extend_schema(operation_id="sessions_session_key_rotate", request=None, responses={200: dict})
+    class Output(serializers.Serializer):
+        sessionId = serializers.UUIDField()
+        sessionKey = serializers.CharField(help_text="The new session key: shown once.")
+
+    @extend_schema(
+        operation_id="sessions_session_key_rotate", request=None, responses={200: Output}
+    )
     def post(self, request: Request, session_id: str) -> Response:
         session = _own_session(request, session_id)
         raw = sessions.session_key_rotate(session=session)
@@ -35,7 +42,13 @@ class SessionKeyRotateApi(APIView):
 
 
 class SessionKeyRevokeApi(APIView):
-    @extend_schema(operation_id="sessions_session_key_revoke", request=None, responses={200: dict})
+    class Output(serializers.Serializer):
+        sessionId = serializers.UUIDField()
+        revoked = serializers.BooleanField()
+
+    @extend_schema(
+        operation_id="sessions_session_key_revoke", request=None, responses={200: Output}
+    )
     def post(self, request: Request, session_id: str) -> Response:
         session = _own_session(request, session_id)
         sessions.session_key_revoke(session=session)

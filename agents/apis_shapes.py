@@ -1,0 +1,104 @@
+"""Response shapes of the agent, catalog and API-key endpoints (SPEC §9.1), for the OpenAPI schema.
+
+They describe what the wire functions render (`agent_version_to_wire`, `to_public`,
+`api_key_to_wire`); tests/api/test_response_shapes.py and schemathesis check responses
+against them.
+"""
+
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from agents.models import AgentVersion as AgentVersionModel
+from contextproto.api import AnyJSONField
+
+
+class Agent(serializers.Serializer):
+    id = serializers.UUIDField()
+    name = serializers.CharField()
+
+
+class AgentList(serializers.Serializer):
+    agents = Agent(many=True)
+
+
+class ModelSettings(serializers.Serializer):
+    provider = serializers.CharField(
+        allow_null=True, help_text=f"One of {', '.join(AgentVersionModel.Provider.values)}."
+    )
+    name = serializers.CharField(allow_null=True)
+    maxInputTokens = serializers.IntegerField(allow_null=True)
+    maintenanceTriggerRatio = serializers.FloatField()
+    config = AnyJSONField()
+
+
+class AgentVersion(serializers.Serializer):
+    id = serializers.UUIDField()
+    agentId = serializers.UUIDField()
+    number = serializers.IntegerField()
+    status = serializers.ChoiceField(choices=AgentVersionModel.Status.values)
+    systemPrompt = serializers.CharField(allow_blank=True)
+    contextProtocolId = serializers.CharField()
+    contextProtocolVersion = serializers.IntegerField()
+    options = AnyJSONField(help_text="Stored normalized once published.")
+    model = ModelSettings()
+    tools = serializers.ListField(child=serializers.UUIDField(), help_text="Host tool ids.")
+    maintainerAgentId = serializers.UUIDField(allow_null=True)
+    maxTurnsPerRun = serializers.IntegerField()
+    createdAt = serializers.DateTimeField()
+    publishedAt = serializers.DateTimeField(allow_null=True)
+
+
+class ProtocolVersion(serializers.Serializer):
+    """One catalog entry: option schema, defaults, prompt and tool schemas."""
+
+    id = serializers.CharField()
+    version = serializers.IntegerField()
+    key = serializers.CharField(help_text="id@version")
+    status = serializers.CharField()
+    summary = serializers.CharField()
+    optionSchema = serializers.DictField(help_text="JSON Schema of the options.")
+    defaults = serializers.DictField()
+    prompt = serializers.CharField()
+    tools = serializers.ListField(
+        child=serializers.DictField(), help_text="{name, description, inputSchema}"
+    )
+    mutatingTools = serializers.ListField(child=serializers.CharField())
+    expectedWindowTools = serializers.ListField(child=serializers.CharField())
+
+
+class ProtocolList(serializers.Serializer):
+    protocols = ProtocolVersion(many=True)
+    fingerprint = serializers.CharField(help_text="Hash of the whole catalog.")
+
+
+class OptionError(serializers.Serializer):
+    option = serializers.CharField(allow_null=True)
+    code = serializers.CharField()
+    message = serializers.CharField()
+
+
+class OptionValidation(serializers.Serializer):
+    valid = serializers.BooleanField()
+    normalized = serializers.DictField(
+        allow_null=True, help_text="Every option, defaults merged in; null when invalid."
+    )
+    errors = OptionError(many=True)
+
+
+class ApiKey(serializers.Serializer):
+    """An API key as listed: never the key itself, only its prefix."""
+
+    id = serializers.IntegerField()
+    prefix = serializers.CharField()
+    createdAt = serializers.DateTimeField()
+    revokedAt = serializers.DateTimeField(allow_null=True)
+
+
+class ApiKeyCreated(ApiKey):
+    key = serializers.CharField(help_text="The new key: shown once, only in this response.")
+
+
+class ApiKeyList(serializers.Serializer):
+    apiKeys = ApiKey(many=True)
+    nextCursor = serializers.CharField(allow_null=True)

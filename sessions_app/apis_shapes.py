@@ -1,0 +1,181 @@
+"""Response shapes of the session endpoints (SPEC §9.1), for the OpenAPI schema.
+
+These serializers describe what the `*_to_wire` functions render; they are not used to
+render (the wire dicts are built where the data is). tests/api/test_response_shapes.py and
+the schemathesis suite check every response against them, so the two cannot drift apart.
+"""
+
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from contextproto.api import AnyJSONField
+
+
+def _nullable_text(**kwargs) -> serializers.CharField:
+    return serializers.CharField(allow_null=True, allow_blank=True, **kwargs)
+
+
+class Message(serializers.Serializer):
+    """One message of the raw log; fields a message does not have are null."""
+
+    id = serializers.CharField()
+    index = serializers.IntegerField()
+    windowId = serializers.CharField()
+    role = serializers.ChoiceField(choices=["user", "assistant", "tool"])
+    kind = serializers.CharField()
+    content = AnyJSONField(help_text="A string or a list of parts ({type: text|image, ...}).")
+    runId = _nullable_text(help_text="The run this message was written in (hex).")
+    inputRun = _nullable_text(help_text="For an input: the run it started (hex).")
+    toolCallId = _nullable_text()
+    toolName = _nullable_text()
+    arguments = AnyJSONField(allow_null=True)
+    isError = serializers.BooleanField(allow_null=True)
+    snapshotId = _nullable_text()
+    createdAt = serializers.DateTimeField(allow_null=True)
+
+
+class Session(serializers.Serializer):
+    id = serializers.UUIDField()
+    agentVersionId = serializers.UUIDField()
+    inputs = AnyJSONField()
+    stateRevision = serializers.IntegerField()
+    activeWindow = serializers.CharField()
+    currentRunId = _nullable_text(help_text="The current run (hex), if any.")
+    lastIndex = serializers.IntegerField()
+    createdAt = serializers.DateTimeField()
+
+
+class SessionCreated(Session):
+    sessionKey = serializers.CharField(
+        help_text="The session key (cps_…): shown once, only in this response."
+    )
+
+
+class ProjectionMessage(serializers.Serializer):
+    """One message of the model's view; the tool fields only where the message has them."""
+
+    role = serializers.CharField()
+    kind = serializers.CharField()
+    content = AnyJSONField()
+    toolCallId = serializers.CharField(required=False)
+    toolName = serializers.CharField(required=False)
+    arguments = AnyJSONField(required=False)
+
+
+class ProjectionSource(serializers.Serializer):
+    """Which raw messages (if any) `messages[i]` stands for."""
+
+    derivedType = serializers.CharField()
+    foldId = _nullable_text()
+    sessionId = serializers.CharField()
+    windowId = _nullable_text()
+    firstIndex = serializers.IntegerField(allow_null=True)
+    lastIndex = serializers.IntegerField(allow_null=True)
+    messageIds = serializers.ListField(child=serializers.CharField())
+
+
+class Snapshot(serializers.Serializer):
+    """A stored view (projection): `sources[i]` belongs to `messages[i]`."""
+
+    snapshotId = serializers.UUIDField()
+    revision = serializers.IntegerField()
+    upperBound = serializers.IntegerField()
+    runId = _nullable_text()
+    windowId = serializers.CharField()
+    protocol = serializers.CharField()
+    provider = serializers.CharField()
+    messages = ProjectionMessage(many=True)
+    sources = ProjectionSource(many=True)
+    request = AnyJSONField(help_text="The request body for `provider`.")
+    notes = AnyJSONField()
+    usage = AnyJSONField(allow_null=True)
+    createdAt = serializers.DateTimeField()
+
+
+class Receipt(serializers.Serializer):
+    """The outcome of a dispatched protocol tool call; the same again when replayed."""
+
+    toolCallId = serializers.CharField()
+    replayed = serializers.BooleanField()
+    stateRevision = serializers.IntegerField()
+    result = serializers.DictField(help_text="{success, …}: the tool's result or error.")
+    resultMessage = Message()
+
+
+class Window(serializers.Serializer):
+    windowId = serializers.CharField()
+    active = serializers.BooleanField()
+    record = AnyJSONField(allow_null=True, help_text="The window's KV record.")
+    checkpoint = AnyJSONField(allow_null=True)
+    coveredThrough = serializers.IntegerField()
+
+
+class Fold(serializers.Serializer):
+    foldId = serializers.CharField()
+    windowId = serializers.CharField()
+    firstIndex = serializers.IntegerField()
+    lastIndex = serializers.IntegerField()
+    messageIds = serializers.ListField(child=serializers.CharField())
+    summary = serializers.CharField(allow_blank=True)
+    compressed = serializers.BooleanField(help_text="Its range lies within coveredThrough.")
+
+
+class KvEntry(serializers.Serializer):
+    key = serializers.CharField()
+    value = AnyJSONField(allow_null=True)
+    revision = serializers.IntegerField()
+
+
+class MaintenanceJob(serializers.Serializer):
+    jobId = serializers.UUIDField()
+    status = serializers.CharField()
+    windowId = serializers.CharField()
+    trigger = serializers.CharField()
+    external = serializers.BooleanField()
+    frozenRevision = serializers.IntegerField(allow_null=True)
+    fromIndex = serializers.IntegerField(allow_null=True)
+    throughIndex = serializers.IntegerField(allow_null=True)
+    sourceHash = _nullable_text()
+    pageCount = serializers.IntegerField(allow_null=True)
+    pagesRead = serializers.IntegerField(allow_null=True)
+    attempts = serializers.IntegerField()
+    reason = _nullable_text()
+    tokensBefore = serializers.IntegerField(allow_null=True)
+    tokensAfter = serializers.IntegerField(allow_null=True)
+
+
+class DependencyChecks(serializers.Serializer):
+    """ "ok", or what failed ("error: …", "pending: n")."""
+
+    database = serializers.CharField()
+    cache = serializers.CharField()
+    migrations = serializers.CharField(required=False)
+
+
+class CatalogGroup(serializers.Serializer):
+    catalogFingerprint = serializers.CharField()
+    protocols = serializers.ListField(child=serializers.CharField(), allow_null=True)
+    nodes = serializers.ListField(child=serializers.CharField())
+
+
+class Health(serializers.Serializer):
+    status = serializers.ChoiceField(choices=["ok", "degraded"])
+    role = serializers.CharField()
+    catalogFingerprint = serializers.CharField()
+    redis = serializers.BooleanField()
+    checks = DependencyChecks()
+    registry = serializers.CharField(help_text='"redis", "off" or "error: …".')
+    nodes = serializers.ListField(child=serializers.DictField())
+    skew = serializers.BooleanField()
+    codeSkew = serializers.BooleanField()
+    fingerprints = CatalogGroup(many=True)
+
+
+class HealthLive(serializers.Serializer):
+    status = serializers.ChoiceField(choices=["ok"])
+
+
+class HealthReady(serializers.Serializer):
+    status = serializers.ChoiceField(choices=["ok", "not_ready"])
+    checks = DependencyChecks()
