@@ -1,0 +1,108 @@
+"""Every error code the API can answer with is listed, with its status, in the OpenAPI description.
+
+The codes are collected from the source: each code given to an `ApplicationError`, `NotFound`
+or the error handler's `error_response`/`error_body` in the Django side (a literal, or a
+constant resolved in its module), and every code of the engine, whose refusals answer 400.
+Codes that only travel inside a tool result (a receipt's `result.error.code`) are not HTTP
+errors and are not collected.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import re
+from pathlib import Path
+
+import pytest
+from rest_framework.test import APIClient
+
+from contextproto.api_schema import error_codes
+from contextproto.protocol import errors as engine
+
+ROOT = Path(__file__).resolve().parents[2]
+SOURCES = ("agents", "sessions_app", "contextproto")
+RAISERS = {"ApplicationError", "error_response", "error_body"}
+
+
+def _module_name(path: Path) -> str:
+    return ".".join(path.relative_to(ROOT).with_suffix("").parts)
+
+
+def _django_side_files():
+    for package in SOURCES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            parts = path.relative_to(ROOT).parts
+            if "migrations" in parts or parts[:2] == ("contextproto", "protocol"):
+                continue
+            yield path
+
+
+def emitted_codes() -> dict[str, str]:
+    """code -> where it is raised, for every code the Django side can answer with."""
+    found: dict[str, str] = {"not_found": "NotFound"}
+    for path in _django_side_files():
+        tree = ast.parse(path.read_text())
+        module = None
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.Call) and node.args):
+                continue
+            name = getattr(node.func, "id", None) or getattr(node.func, "attr", None)
+            if name not in RAISERS:
+                continue
+            argument = node.args[0]
+            where = f"{path.relative_to(ROOT)}:{node.lineno}"
+            if isinstance(argument, ast.Constant) and isinstance(argument.value, str):
+                found[argument.value] = where
+            elif isinstance(argument, ast.Name | ast.Attribute):
+                # A constant: resolve it where it is used (exc.code and the like forward a
+                # code raised elsewhere, and resolve to nothing here).
+                module = module or importlib.import_module(_module_name(path))
+                owner = module
+                if isinstance(argument, ast.Attribute):
+                    if not isinstance(argument.value, ast.Name):
+                        continue
+                    owner = getattr(module, argument.value.id, None)
+                    attribute = argument.attr
+                else:
+                    attribute = argument.id
+                value = getattr(owner, attribute, None)
+                if isinstance(value, str):
+                    found[value] = where
+    for name, value in vars(engine).items():
+        if name.isupper() and isinstance(value, str):
+            found.setdefault(value, "contextproto.protocol.errors")
+    return found
+
+
+@pytest.fixture(scope="module")
+def description(django_db_blocker) -> str:
+    with django_db_blocker.unblock():
+        response = APIClient().get("/api/v1/schema/", {"format": "json"})
+    assert response.status_code == 200
+    return response.json()["info"]["description"]
+
+
+def listed(description: str) -> dict[str, int]:
+    rows = re.findall(r"^\| `([a-z0-9_]+)` \| (\d{3}) \|", description, re.MULTILINE)
+    return {code: int(status) for code, status in rows}
+
+
+def test_the_collection_finds_codes_of_every_kind():
+    codes = emitted_codes()
+    for code in ("invalid_cursor", "not_authenticated", "rate_limited", "maintainer_not_bound"):
+        assert code in codes
+    assert engine.PROTOCOL_UNKNOWN in codes
+
+
+def test_every_code_the_api_can_emit_is_in_the_description(description):
+    missing = {
+        code: where for code, where in emitted_codes().items() if code not in listed(description)
+    }
+    assert missing == {}
+
+
+def test_the_description_lists_each_code_once_with_its_registered_status(description):
+    rows = re.findall(r"^\| `([a-z0-9_]+)` \|", description, re.MULTILINE)
+    assert len(rows) == len(set(rows))
+    assert listed(description) == {code: status for code, status, _ in error_codes()}
