@@ -26,6 +26,9 @@ UNIFIED = "unified"
 STABLE = "stable"
 EXPERIMENTAL = "experimental"
 
+# Where a system prompt takes the protocol prompt (SPEC §4).
+SYSTEM_PLACEHOLDER = "{{context_protocol}}"
+
 # Argument the dispatcher checks itself (SPEC §5.1), after the schema check.
 EXPECTED_WINDOW_ARG = "expectedWindowId"
 

@@ -44,7 +44,13 @@ from typing import Any
 from contextproto.protocol import errors
 from contextproto.protocol.errors import ProtocolError
 from contextproto.protocol.groups import GROUP_ORPHAN_RESULT, Group, build_groups
-from contextproto.protocol.messages import KIND_TOOL_CALL, KIND_TOOL_RESULT, Fold, RawMessage
+from contextproto.protocol.messages import (
+    KIND_TOOL_CALL,
+    KIND_TOOL_RESULT,
+    Fold,
+    RawMessage,
+    content_text,
+)
 
 IMAGE_TOKEN_ESTIMATE = 256
 CHARS_PER_TOKEN = 4
@@ -507,24 +513,6 @@ def validate_checkpoint(text: object, max_characters: int) -> str:
 # ---------------------------------------------------------------------------- prompts
 
 
-def _content_text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts = []
-        for part in content:
-            if isinstance(part, dict) and part.get("type") == "text":
-                text = part.get("text")
-                parts.append(text if isinstance(text, str) else _canonical_json(text))
-            elif isinstance(part, dict) and part.get("type") == "image":
-                media = part.get("mediaType")
-                parts.append(f"[image {media}]" if media else "[image]")
-            else:
-                parts.append(json.dumps(part, sort_keys=True, ensure_ascii=False, default=str))
-        return "\n".join(parts)
-    return json.dumps(content, sort_keys=True, ensure_ascii=False, default=str)
-
-
 def render_page_text(messages: Sequence[RawMessage]) -> str:
     """Render raw messages for the maintainer, one header line per message.
 
@@ -549,7 +537,7 @@ def render_page_text(messages: Sequence[RawMessage]) -> str:
             head += " error" if m.is_error else ""
         elif m.tool_call_id:
             head += f" [{m.tool_call_id}]"
-        text = _content_text(m.content)
+        text = content_text(m.content)
         if text:
             head += ": " + text.replace("\n", "\n  ")
         lines.append(head)

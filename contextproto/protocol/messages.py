@@ -6,6 +6,7 @@ are snake_case here; `to_wire()` renders the camelCase shapes of SPEC §9.1.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,6 +40,45 @@ DERIVED_RAW = "raw"
 DERIVED_HEADER = "context_header"
 DERIVED_FOLD = "context_fold"
 DERIVED_STATE = "context_state"
+
+
+def content_text(content: Any, *, text_only: bool = False) -> str:
+    """Flatten a message content (a string or a list of parts) into text, parts on new lines.
+
+    A text part gives its text, an image part `[image <mediaType>]`, any other part (or a
+    content that is neither a string nor a list) its JSON with sorted keys. With
+    `text_only`, only text parts count: other parts are left out, other contents give "".
+    The maintainer's page text is built with the default (its prompts are pinned by tests).
+    """
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        return (
+            ""
+            if text_only
+            else json.dumps(content, sort_keys=True, ensure_ascii=False, default=str)
+        )
+    pieces: list[str] = []
+    for part in content:
+        kind = part.get("type") if isinstance(part, dict) else None
+        if kind == "text":
+            text = part.get("text")
+            if isinstance(text, str):
+                pieces.append(text)
+            else:
+                pieces.append("" if text_only else _compact_json(text))
+        elif text_only:
+            continue
+        elif kind == "image":
+            media = part.get("mediaType")
+            pieces.append(f"[image {media}]" if media else "[image]")
+        else:
+            pieces.append(json.dumps(part, sort_keys=True, ensure_ascii=False, default=str))
+    return "\n".join(pieces)
+
+
+def _compact_json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
 
 
 @dataclass(frozen=True, slots=True)

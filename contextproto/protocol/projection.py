@@ -15,6 +15,15 @@ from itertools import pairwise
 from typing import Any
 
 from contextproto.protocol import errors
+from contextproto.protocol.catalog import (
+    PLACEMENT_BEFORE_HISTORY_ASSISTANT,
+    PLACEMENT_TRAILING_ASSISTANT,
+    PLACEMENT_TRAILING_USER,
+    PREFIX,
+    STATE_MESSAGE_PLACEMENTS,
+    SYSTEM_PLACEHOLDER,
+    find_version,
+)
 from contextproto.protocol.errors import ProtocolError
 from contextproto.protocol.groups import build_groups
 from contextproto.protocol.messages import (
@@ -43,22 +52,6 @@ from contextproto.protocol.state import (
     window_key,
 )
 
-# Kept local (not imported from the catalog) so the projection depends on values only.
-PROTOCOL_PREFIX = "prefix"
-PROTOCOL_UNIFIED = "unified"
-KNOWN_VERSIONS = frozenset(
-    {(PROTOCOL_PREFIX, 2), (PROTOCOL_UNIFIED, 1), (PROTOCOL_UNIFIED, 2), (PROTOCOL_UNIFIED, 3)}
-)
-
-SYSTEM_PLACEHOLDER = "{{context_protocol}}"
-PLACEMENT_TRAILING_ASSISTANT = "trailing_assistant"
-PLACEMENT_BEFORE_HISTORY_ASSISTANT = "before_history_assistant"
-PLACEMENT_TRAILING_USER = "trailing_user"
-STATE_PLACEMENTS = (
-    PLACEMENT_TRAILING_ASSISTANT,
-    PLACEMENT_BEFORE_HISTORY_ASSISTANT,
-    PLACEMENT_TRAILING_USER,
-)
 GUI_IMAGES_KEPT = 3
 DEFAULT_TOOL_RESULT_PREVIEW_CHARS = 16000
 
@@ -119,7 +112,7 @@ def plan_reads(
     `protocol_id` is the catalog id (`prefix`, `unified`; an `id@version` form is
     accepted). prefix@2 always reads window `main` and never reads folds.
     """
-    prefix = _base_protocol(protocol_id) == PROTOCOL_PREFIX
+    prefix = _base_protocol(protocol_id) == PREFIX
     window_id = MAIN_WINDOW if prefix or not active_window else active_window
     return ReadPlan(
         window_id=window_id,
@@ -133,7 +126,7 @@ def plan_reads(
 
 def kv_keys_for_view(protocol_id: str, window_id: str) -> tuple[str, ...]:
     """Return the KV keys `project` reads for window `window_id`."""
-    if _base_protocol(protocol_id) == PROTOCOL_PREFIX:
+    if _base_protocol(protocol_id) == PREFIX:
         return (covered_key(MAIN_WINDOW), checkpoint_key(MAIN_WINDOW))
     return (
         KEY_ACTIVE_WINDOW,
@@ -517,7 +510,7 @@ def _header_content(
     session_inputs: Any,
 ) -> str:
     checkpoint = kv.get(checkpoint_key(window_id))
-    if protocol_id == PROTOCOL_PREFIX:
+    if protocol_id == PREFIX:
         # prefix@2 is not an @1-era rendering: non-ASCII inputs stay readable (and cheap).
         body = {"agent_inputs": session_inputs, "checkpoint": checkpoint}
         return HEADER_LEAD + "\n" + _dumps(body, ensure_ascii=False)
@@ -564,13 +557,13 @@ def project(inp: ProjectionInput) -> Projection:
     state) and `protocol_unknown` for a version this engine does not know.
     """
     protocol_id = _base_protocol(inp.protocol_id)
-    if (protocol_id, inp.version) not in KNOWN_VERSIONS:
+    if find_version(protocol_id, inp.version) is None:
         raise ProtocolError(
             errors.PROTOCOL_UNKNOWN,
             f"the engine cannot project protocol {protocol_id}@{inp.version}.",
             {"protocol": f"{protocol_id}@{inp.version}"},
         )
-    prefix = protocol_id == PROTOCOL_PREFIX
+    prefix = protocol_id == PREFIX
     kv = inp.kv
     window_id = MAIN_WINDOW if prefix else (kv.get(KEY_ACTIVE_WINDOW) or MAIN_WINDOW)
     covered = int(kv.get(covered_key(window_id)) or 0)
@@ -639,12 +632,12 @@ def project(inp: ProjectionInput) -> Projection:
         placement = PLACEMENT_TRAILING_ASSISTANT
         if inp.version >= 3:
             placement = options.get("stateMessagePlacement") or PLACEMENT_TRAILING_ASSISTANT
-            if placement not in STATE_PLACEMENTS:
+            if placement not in STATE_MESSAGE_PLACEMENTS:
                 # Normalized options never get here; refuse rather than guess a position.
                 raise ProtocolError(
                     errors.OPTION_BAD_ENUM,
                     f"stateMessagePlacement {placement!r} is not one of "
-                    f"{', '.join(STATE_PLACEMENTS)}.",
+                    f"{', '.join(STATE_MESSAGE_PLACEMENTS)}.",
                     {"option": "stateMessagePlacement", "value": placement},
                 )
         text = _state_content(

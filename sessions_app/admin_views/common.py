@@ -10,6 +10,7 @@ from django.http import HttpRequest
 from django.urls import reverse
 
 from contextproto.protocol.catalog import JSON_INTEGER_MAX
+from contextproto.protocol.messages import content_text
 from sessions_app.models import Session
 
 PAGE_SIZE = 100
@@ -17,6 +18,23 @@ MAX_PAGE_SIZE = 500
 RAW_INLINE_LIMIT = 20_000
 PREVIEW_CHARS = 400
 SNAPSHOT_HEAVY_FIELDS = ("messages", "sources", "request", "options", "notes")
+
+# The pages render a content as the engine flattens it (text, `[image <type>]` markers,
+# JSON for anything else); re-exported for the other admin_views modules.
+__all__ = [
+    "MAX_PAGE_SIZE",
+    "PAGE_SIZE",
+    "PREVIEW_CHARS",
+    "RAW_INLINE_LIMIT",
+    "SNAPSHOT_HEAVY_FIELDS",
+    "content_text",
+    "int_param",
+    "limit_param",
+    "pretty",
+    "preview",
+    "query",
+    "url",
+]
 
 
 def url(name: str, session: Session | UUID | str, *args: Any) -> str:
@@ -28,23 +46,6 @@ def url(name: str, session: Session | UUID | str, *args: Any) -> str:
 def pretty(value: Any) -> str:
     """Indented JSON for <pre> blocks (non-ASCII kept readable)."""
     return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False, default=str)
-
-
-def content_text(content: Any) -> str:
-    """Flatten a message content (text or parts) into readable text; images become markers."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        pieces = []
-        for part in content:
-            if isinstance(part, dict) and part.get("type") == "text":
-                pieces.append(str(part.get("text", "")))
-            elif isinstance(part, dict) and part.get("type") == "image":
-                pieces.append(f"[image {part.get('mediaType', '')}]")
-            else:
-                pieces.append(json.dumps(part, ensure_ascii=False))
-        return "\n".join(pieces)
-    return json.dumps(content, ensure_ascii=False)
 
 
 def preview(text: str, limit: int = PREVIEW_CHARS) -> str:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from contextproto.protocol.foldtext import render_fold_text
-from contextproto.protocol.messages import RawMessage
+from contextproto.protocol.messages import RawMessage, content_text
 from contextproto.protocol.projection import HEADER_LEAD, STATE_LEAD
 from contextproto.protocol.state import KEY_TASK_MEMORY, covered_key, fold_key
 from sessions_app import selectors
@@ -94,7 +94,7 @@ class RunFacts:
     @property
     def answer_text(self) -> str:
         answer = self.answer
-        return _text(answer.content) if answer is not None else ""
+        return content_text(answer.content, text_only=True) if answer is not None else ""
 
     @property
     def calls(self) -> list[RawMessage]:
@@ -116,16 +116,6 @@ def run_facts(session: Session, run: Run) -> RunFacts:
         for r in ToolReceipt.objects.filter(session=session, tool_call_id__in=call_ids)
     }
     return RunFacts(session, run, messages, snapshots, receipts)
-
-
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(
-            p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text"
-        )
-    return ""
 
 
 # --------------------------------------------------------------------------- state message
