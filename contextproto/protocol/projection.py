@@ -15,15 +15,7 @@ from itertools import pairwise
 from typing import Any
 
 from contextproto.protocol import errors
-from contextproto.protocol.catalog import (
-    PLACEMENT_BEFORE_HISTORY_ASSISTANT,
-    PLACEMENT_TRAILING_ASSISTANT,
-    PLACEMENT_TRAILING_USER,
-    PREFIX,
-    STATE_MESSAGE_PLACEMENTS,
-    SYSTEM_PLACEHOLDER,
-    find_version,
-)
+from contextproto.protocol.catalog import find_version
 from contextproto.protocol.errors import ProtocolError
 from contextproto.protocol.groups import build_groups
 from contextproto.protocol.messages import (
@@ -50,6 +42,14 @@ from contextproto.protocol.state import (
     checkpoint_key,
     covered_key,
     window_key,
+)
+from contextproto.protocol.vocabulary import (
+    PLACEMENT_BEFORE_HISTORY_ASSISTANT,
+    PLACEMENT_TRAILING_ASSISTANT,
+    PLACEMENT_TRAILING_USER,
+    PREFIX,
+    STATE_MESSAGE_PLACEMENTS,
+    SYSTEM_PLACEHOLDER,
 )
 
 GUI_IMAGES_KEPT = 3
