@@ -10,7 +10,19 @@ from django.db.models import Max
 from django.utils import timezone
 
 from agents.models import Agent, AgentVersion, ApiKey, Application, Tool, hash_key
-from contextproto.errors import ApplicationError
+from contextproto.errors import (
+    AGENT_NAME_TAKEN,
+    AGENT_VERSION_IMMUTABLE,
+    AGENT_VERSION_INVALID,
+    AGENT_VERSION_NOT_PUBLISHED,
+    CROSS_APPLICATION_TOOL_FORBIDDEN,
+    INVALID_REQUEST,
+    LAST_ACTIVE_API_KEY,
+    MAINTAINER_NOT_FOUND,
+    TOO_MANY_API_KEYS,
+    TOOL_NOT_FOUND,
+    ApplicationError,
+)
 from contextproto.protocol import catalog
 from contextproto.protocol.options import validate_options
 
@@ -41,10 +53,9 @@ def api_key_issue(*, application: Application) -> tuple[ApiKey, str]:
     active = ApiKey.objects.filter(application=application, revoked_at__isnull=True).count()
     if active >= MAX_ACTIVE_API_KEYS:
         raise ApplicationError(
-            "too_many_api_keys",
+            TOO_MANY_API_KEYS,
             f"This application already has {active} active API keys; revoke one first.",
             {"active": active, "max": MAX_ACTIVE_API_KEYS},
-            status=409,
         )
     raw = generate_key(APPLICATION_KEY_PREFIX)
     key = ApiKey.objects.create(
@@ -80,11 +91,10 @@ def api_key_revoke(*, api_key: ApiKey, keep_one_active: bool = False) -> ApiKey:
         )
         if not others:
             raise ApplicationError(
-                "last_active_api_key",
+                LAST_ACTIVE_API_KEY,
                 "This is the application's last active API key; create a new key "
                 "(POST api-keys/) before revoking this one.",
                 {"id": key.pk},
-                status=409,
             )
     key.revoked_at = timezone.now()
     key.save(update_fields=["revoked_at"])
@@ -136,13 +146,12 @@ def agent_create(*, application: Application, name: str) -> Agent:
     """Create an Agent; names are unique within an Application."""
     name = name.strip()
     if not name:
-        raise ApplicationError("invalid_request", "name must not be empty.")
+        raise ApplicationError(INVALID_REQUEST, "name must not be empty.")
     if Agent.objects.filter(application=application, name=name).exists():
         raise ApplicationError(
-            "agent_name_taken",
+            AGENT_NAME_TAKEN,
             f"An agent named {name!r} already exists in this application.",
             {"field": "name"},
-            status=409,
         )
     return Agent.objects.create(application=application, name=name)
 
@@ -160,13 +169,13 @@ def _resolve_binding(
             tool = found.get(str(raw))
             if tool is None:
                 errors.append(
-                    {"field": "tools", "code": "tool_not_found", "message": f"No tool {raw}."}
+                    {"field": "tools", "code": TOOL_NOT_FOUND, "message": f"No tool {raw}."}
                 )
             elif tool.application_id != application.id:
                 errors.append(
                     {
                         "field": "tools",
-                        "code": "cross_application_tool_forbidden",
+                        "code": CROSS_APPLICATION_TOOL_FORBIDDEN,
                         "message": f"Tool {raw} belongs to another application.",
                     }
                 )
@@ -179,7 +188,7 @@ def _resolve_binding(
             errors.append(
                 {
                     "field": "maintainerAgentId",
-                    "code": "maintainer_not_found",
+                    "code": MAINTAINER_NOT_FOUND,
                     "message": f"No agent {maintainer_agent_id}.",
                 }
             )
@@ -187,7 +196,7 @@ def _resolve_binding(
             errors.append(
                 {
                     "field": "maintainerAgentId",
-                    "code": "cross_application_tool_forbidden",
+                    "code": CROSS_APPLICATION_TOOL_FORBIDDEN,
                     "message": "The maintainer agent belongs to another application.",
                 }
             )
@@ -197,9 +206,9 @@ def _resolve_binding(
 
 def _binding_errors_raise(errors: list[dict[str, str]]) -> None:
     if errors:
-        raise ApplicationError(
-            errors[0]["code"], errors[0]["message"], {"errors": errors}, status=400
-        )
+        # The first problem's code (tool_not_found, maintainer_not_found or
+        # cross_application_tool_forbidden, all 400) heads the list of all of them.
+        raise ApplicationError(errors[0]["code"], errors[0]["message"], {"errors": errors})
 
 
 @transaction.atomic
@@ -230,11 +239,10 @@ def _lock_draft(version: AgentVersion) -> AgentVersion:
     locked = AgentVersion.objects.select_for_update().select_related("agent").get(pk=version.pk)
     if locked.status != AgentVersion.Status.DRAFT:
         raise ApplicationError(
-            "agent_version_immutable",
+            AGENT_VERSION_IMMUTABLE,
             f"Version {locked.number} is {locked.status} and cannot change; "
             "duplicate it as a new draft and edit that.",
             {"status": locked.status},
-            status=409,
         )
     return locked
 
@@ -303,7 +311,7 @@ def agent_version_problems(version: AgentVersion) -> list[dict[str, str]]:
             problems.append(
                 {
                     "field": "tools",
-                    "code": "cross_application_tool_forbidden",
+                    "code": CROSS_APPLICATION_TOOL_FORBIDDEN,
                     "message": f"Tool {tool.name} belongs to another application.",
                 }
             )
@@ -312,7 +320,7 @@ def agent_version_problems(version: AgentVersion) -> list[dict[str, str]]:
             problems.append(
                 {
                     "field": "maintainerAgentId",
-                    "code": "cross_application_tool_forbidden",
+                    "code": CROSS_APPLICATION_TOOL_FORBIDDEN,
                     "message": "The maintainer agent belongs to another application.",
                 }
             )
@@ -382,7 +390,7 @@ def agent_version_publish(*, version: AgentVersion) -> AgentVersion:
     problems = agent_version_problems(locked)
     if problems:
         raise ApplicationError(
-            "agent_version_invalid",
+            AGENT_VERSION_INVALID,
             f"The version has {len(problems)} problem(s); fix them and publish again.",
             {"errors": problems},
         )
@@ -420,11 +428,10 @@ def agent_version_archive(*, version: AgentVersion) -> AgentVersion:
         return locked
     if locked.status != AgentVersion.Status.PUBLISHED:
         raise ApplicationError(
-            "agent_version_not_published",
+            AGENT_VERSION_NOT_PUBLISHED,
             f"Version {locked.number} is a {locked.status}; only published versions can be "
             "archived.",
             {"status": locked.status},
-            status=409,
         )
     locked.status = AgentVersion.Status.ARCHIVED
     locked.save(update_fields=["status"])

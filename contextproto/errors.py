@@ -1,36 +1,191 @@
-"""The one error type services raise; rendered by contextproto.api_errors.
+"""The one error type services raise, and the one registry of the codes the API answers with.
 
-Kept free of DRF imports so authentication and services can import it without cycles.
+Every code a refusal can carry is registered here once, with its HTTP status and what it
+means: the services' own codes below, and the engine's codes (contextproto.protocol.errors,
+400 unless a service gives one another status here). `ApplicationError` takes its status from
+this registry. `ERRORS` is plain data (code -> ErrorCode) for the OpenAPI description and the
+docs; tests/test_error_registry.py checks that every code the code base raises is in it.
+
+Kept free of Django and DRF imports so the engine side, authentication and services can
+import it without cycles.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
+from contextproto.protocol import errors as engine
 from contextproto.protocol.errors import ProtocolError
 
 
+@dataclass(frozen=True)
+class ErrorCode:
+    code: str
+    status: int
+    meaning: str
+
+
+ERRORS: dict[str, ErrorCode] = {}
+
+
+def _code(code: str, status: int, meaning: str) -> str:
+    if code in ERRORS:
+        raise ValueError(f"error code {code} is registered twice")
+    ERRORS[code] = ErrorCode(code, status, meaning)
+    return code
+
+
+# ---------------------------------------------------------------- the API's edge
+NOT_FOUND = _code("not_found", 404, "No such object for this key, or no such endpoint.")
+NOT_AUTHENTICATED = _code("not_authenticated", 401, "No key, or an unknown or revoked key.")
+PERMISSION_DENIED = _code("permission_denied", 403, "The key may not do this.")
+METHOD_NOT_ALLOWED = _code("method_not_allowed", 405, "The endpoint does not take this method.")
+NOT_ACCEPTABLE = _code("not_acceptable", 406, "No representation for the Accept header.")
+UNSUPPORTED_MEDIA_TYPE = _code("unsupported_media_type", 415, "The body is not JSON.")
+INVALID_REQUEST = _code("invalid_request", 400, "The body fails validation; details.errors.")
+MALFORMED_JSON = _code("malformed_json", 400, "The body is not valid JSON.")
+UNSUPPORTED_CHARACTER = _code(
+    "unsupported_character", 400, "A NUL character or a lone surrogate in the body or URL."
+)
+BODY_TOO_DEEP = _code("body_too_deep", 400, "The JSON body nests deeper than the limit.")
+REQUEST_TOO_LARGE = _code("request_too_large", 413, "The body exceeds the size limit.")
+INVALID_CURSOR = _code("invalid_cursor", 400, "A list cursor that this service did not issue.")
+RATE_LIMITED = _code("rate_limited", 429, "Too many requests for this key; Retry-After.")
+DEPENDENCY_UNAVAILABLE = _code(
+    "dependency_unavailable", 503, "The database or Redis is down; nothing was written."
+)
+INTERNAL_ERROR = _code("internal_error", 500, "A defect of the service; see the request id.")
+
+# ---------------------------------------------------------------- applications and agents
+TOO_MANY_API_KEYS = _code("too_many_api_keys", 409, "The application has its maximum of keys.")
+LAST_ACTIVE_API_KEY = _code("last_active_api_key", 409, "The last active key is not revoked.")
+AGENT_NAME_TAKEN = _code("agent_name_taken", 409, "Another agent of the application has it.")
+AGENT_VERSION_INVALID = _code(
+    "agent_version_invalid", 400, "The version cannot be published; details.errors lists why."
+)
+AGENT_VERSION_IMMUTABLE = _code(
+    "agent_version_immutable", 409, "A published or archived version is not edited."
+)
+AGENT_VERSION_NOT_PUBLISHED = _code(
+    "agent_version_not_published", 409, "Only a published version is archived or starts sessions."
+)
+AGENT_VERSION_ARCHIVED = _code("agent_version_archived", 409, "It takes no new sessions.")
+TOOL_NOT_FOUND = _code("tool_not_found", 400, "A bound tool id that does not exist.")
+MAINTAINER_NOT_FOUND = _code("maintainer_not_found", 400, "A maintainer agent id not found.")
+CROSS_APPLICATION_TOOL_FORBIDDEN = _code(
+    "cross_application_tool_forbidden", 400, "A bound tool or maintainer of another application."
+)
+
+# ---------------------------------------------------------------- messages and runs
+MESSAGE_KIND_NOT_WRITABLE = _code(
+    "message_kind_not_writable", 400, "User input is POSTed to inputs/, not messages/."
+)
+MESSAGE_KIND_INVALID = _code("message_kind_invalid", 400, "A kind the host may not write.")
+MESSAGE_ROLE_MISMATCH = _code("message_role_mismatch", 400, "The role does not fit the kind.")
+CONTENT_INVALID = _code("content_invalid", 400, "Content is not a string or valid parts.")
+TOOL_CALL_INCOMPLETE = _code("tool_call_incomplete", 400, "A tool_call without id or name.")
+ARGUMENTS_INVALID = _code("arguments_invalid", 400, "A host tool_call's arguments not an object.")
+SNAPSHOT_REQUIRED = _code("snapshot_required", 400, "A tool_call needs a snapshot of the session.")
+TOOL_CALL_DUPLICATE = _code("tool_call_duplicate", 409, "The toolCallId is already recorded.")
+TOOL_CALL_NOT_FOUND = _code("tool_call_not_found", 400, "No tool_call with this id here.")
+TOOL_CALL_ALREADY_ANSWERED = _code(
+    "tool_call_already_answered", 400, "The call already has its result (SPEC §9.1: a 400)."
+)
+PROTOCOL_TOOL_RESULT_FORBIDDEN = _code(
+    "protocol_tool_result_forbidden", 400, "Results of protocol tools come from dispatch only."
+)
+CLIENT_MESSAGE_ID_REUSED = _code(
+    "client_message_id_reused", 409, "A clientMessageId already used for another write."
+)
+SESSION_BUSY = _code("session_busy", 409, "The built-in runtime is working on the session.")
+RUN_NOT_FOUND = _code("run_not_found", 400, "The runId is not a run of this session.")
+MODEL_EMPTY_ANSWER = _code(
+    "model_empty_answer", 400, "Run failure: the model gave neither text nor a tool call."
+)
+EXPERIMENT_BUDGET_EXHAUSTED = _code(
+    "experiment_budget_exhausted", 400, "Run failure: the experiment's token budget is spent."
+)
+
+# ---------------------------------------------------------------- projection and dispatch
+CONTEXT_CAPACITY_EXCEEDED = _code(
+    "context_capacity_exceeded", 422, "The view does not fit the model's input budget."
+)
+NOT_A_PROTOCOL_TOOL = _code("not_a_protocol_tool", 400, "Only protocol tools are dispatched.")
+TOOL_CALL_ID_REUSED = _code(
+    "tool_call_id_reused", 409, "A toolCallId already used for another tool or arguments."
+)
+STATE_STALE = _code(engine.STATE_STALE, 409, "The KV revision moved (compare-and-set failed).")
+KV_KEY_INVALID = _code("kv_key_invalid", 400, "A KV key that is empty, too long or malformed.")
+KV_VALUE_TOO_LARGE = _code("kv_value_too_large", 400, "A KV value above the size limit.")
+KV_KEY_LIMIT_REACHED = _code("kv_key_limit_reached", 400, "The session has its maximum of keys.")
+USAGE_ALREADY_REPORTED = _code(
+    "usage_already_reported", 409, "The snapshot's usage was reported with other values."
+)
+ARCHIVE_RESTORE_CONFLICT = _code(
+    "archive_restore_conflict", 409, "A hot row already holds an index being restored."
+)
+
+# ---------------------------------------------------------------- maintenance and nodes
+MAINTAINER_NOT_BOUND = _code(
+    "maintainer_not_bound", 400, "Built-in maintenance needs a maintainer Agent bound."
+)
+MAINTENANCE_BUSY = _code("maintenance_busy", 409, "The built-in maintainer works on the window.")
+MAINTENANCE_NOT_PLANNED = _code("maintenance_not_planned", 400, "Plan the job first.")
+MAINTENANCE_STATE_CHANGED = _code(
+    "maintenance_state_changed", 409, "The revision or source hash moved since the plan."
+)
+MAINTENANCE_JOB_FINISHED = _code(
+    "maintenance_job_finished", 409, "The job is finished, expired or taken over."
+)
+MAINTENANCE_PAGE_OUT_OF_RANGE = _code(
+    engine.MAINTENANCE_PAGE_OUT_OF_RANGE, 404, "No such page of the job."
+)
+PROTOCOL_UNKNOWN_ON_WORKER = _code(
+    "protocol_unknown_on_worker", 409, "This node's catalog lacks the protocol version."
+)
+
+# ---------------------------------------------------------------- the engine's codes
+# Refusals of the engine reach the API through ApplicationError.from_protocol or as a
+# ProtocolError (both 400); the ones given another status above keep it.
+for _engine_code in engine.CODES:
+    if _engine_code not in ERRORS:
+        _code(_engine_code, 400, "A refusal of the engine (contextproto.protocol.errors).")
+PROVIDER_UNKNOWN = engine.PROVIDER_UNKNOWN
+PROTOCOL_UNKNOWN = engine.PROTOCOL_UNKNOWN
+
+
+def status_of(code: str) -> int:
+    """The HTTP status of a registered code (400 for an unregistered one, which a test bans)."""
+    entry = ERRORS.get(code)
+    return entry.status if entry is not None else 400
+
+
 class ApplicationError(Exception):
-    """A refusal by a service: stable `code`, a message saying what to fix, an HTTP status."""
+    """A refusal by a service: a registered `code`, a message saying what to fix.
+
+    The HTTP status is the registry's for the code; `status` is only for callers outside
+    this repository's services that still pass one (tests check it equals the registry's).
+    """
 
     def __init__(
         self,
         code: str,
         message: str,
         details: dict[str, Any] | None = None,
-        status: int = 400,
+        status: int | None = None,
     ) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
         self.details = details or {}
-        self.status = status
+        self.status = status if status is not None else status_of(code)
 
     @classmethod
-    def from_protocol(cls, exc: ProtocolError, status: int = 400) -> ApplicationError:
-        return cls(exc.code, exc.message, exc.details, status)
+    def from_protocol(cls, exc: ProtocolError) -> ApplicationError:
+        return cls(exc.code, exc.message, exc.details)
 
 
 class NotFound(ApplicationError):
     def __init__(self, what: str, details: dict[str, Any] | None = None) -> None:
-        super().__init__("not_found", f"{what} not found.", details, 404)
+        super().__init__(NOT_FOUND, f"{what} not found.", details)

@@ -36,12 +36,11 @@ from django.conf import settings
 from django.core.signals import request_started
 from django.utils import timezone
 
-from contextproto.errors import ApplicationError
+from contextproto.errors import PROTOCOL_UNKNOWN_ON_WORKER, ApplicationError
 from contextproto.protocol import catalog
 
 logger = logging.getLogger(__name__)
 
-PROTOCOL_UNKNOWN_ON_WORKER = "protocol_unknown_on_worker"
 KEY_PREFIX = "contextproto:node:"
 API = "api"
 WORKER = "worker"
@@ -113,7 +112,6 @@ def require_protocol(protocol_id: str, version: int) -> catalog.ProtocolVersion:
         f"{wanted} is not in this worker's catalog (fingerprint {fingerprint[:12]}…, "
         f"carries {', '.join(carried) or 'nothing'}; node {node_name()})",
         {"protocol": wanted, "catalogFingerprint": fingerprint, "protocols": carried},
-        status=409,
     )
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from rest_framework.parsers import JSONParser
 
-from contextproto.errors import ApplicationError
+from contextproto.errors import BODY_TOO_DEEP, UNSUPPORTED_CHARACTER, ApplicationError
 
 # Deeper than any message, argument or option document needs; far below the recursion
 # limit of the decoder and of every serializer a value passes through afterwards.
@@ -68,7 +68,7 @@ def _check_text(text: str, field: str, what: str = "value") -> None:
             problem = "a lone UTF-16 surrogate (an unpaired \\ud800-\\udfff escape)"
     shown = _printable(field)
     raise ApplicationError(
-        "unsupported_character",
+        UNSUPPORTED_CHARACTER,
         f"{shown}: the {what} contains {problem}, which cannot be stored; remove it or "
         "replace it (e.g. with U+FFFD).",
         {"field": shown},
@@ -82,7 +82,7 @@ def _printable(field: str) -> str:
 
 def _too_deep(field: str) -> ApplicationError:
     return ApplicationError(
-        "body_too_deep",
+        BODY_TOO_DEEP,
         f"{_printable(field)}: JSON nested deeper than {MAX_JSON_DEPTH} levels; flatten it.",
         {"field": _printable(field), "maxDepth": MAX_JSON_DEPTH},
     )

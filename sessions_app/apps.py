@@ -10,3 +10,20 @@ class SessionsAppConfig(AppConfig):
         # The Celery app, so @shared_task binds to it in every process; the deploy check
         # refusing the public dev SECRET_KEY; the node registry's signal handlers (SPEC §12).
         from contextproto import celery, checks, nodes  # noqa: F401
+
+        install_service_hooks()
+
+
+def install_service_hooks() -> None:
+    """Give the lower service layers their calls into the layers above (services/hooks.py).
+
+    The one place that knows both ends: the services import only downwards, and the tasks
+    and orchestrators are wired in here once the models are loaded.
+    """
+    from sessions_app import tasks
+    from sessions_app.services import hooks, maintenance, runtime
+
+    hooks.run_advance_enqueue.install(tasks.run_advance_enqueue)
+    hooks.maintenance_job_enqueue.install(tasks.maintenance_job_enqueue)
+    hooks.host_tool_result_written.install(runtime.run_resume_if_ready)
+    hooks.maintenance_request.install(maintenance.maintenance_request)

@@ -8,6 +8,7 @@ import time
 from celery import shared_task
 from celery.signals import worker_ready
 
+from sessions_app.services import maintenance, runtime
 from sessions_app.tasks_archive import archive_sweep  # noqa: F401  (registers the task)
 
 job_log = logging.getLogger("contextproto.jobs")
@@ -16,10 +17,8 @@ job_log = logging.getLogger("contextproto.jobs")
 @shared_task(acks_late=True, reject_on_worker_lost=True, ignore_result=True)
 def maintenance_job_run(job_id: str) -> str:
     """One attempt of a maintenance job; a retry is scheduled as a new delivery."""
-    from sessions_app.services.maintenance import maintenance_execute
-
     started = time.perf_counter()
-    outcome = maintenance_execute(job_id=job_id)
+    outcome = maintenance.maintenance_execute(job_id=job_id)
     job_log.info(
         "job=maintenance jobId=%s outcome=%s ms=%.1f reason=%s",
         job_id,
@@ -35,9 +34,7 @@ def maintenance_job_run(job_id: str) -> str:
 @shared_task(ignore_result=True)
 def maintenance_sweep() -> int:
     """Periodic: re-enqueue jobs whose worker died or whose enqueue was lost."""
-    from sessions_app.services.maintenance import maintenance_sweep as sweep
-
-    return len(sweep())
+    return len(maintenance.maintenance_sweep())
 
 
 @worker_ready.connect
@@ -49,10 +46,8 @@ def _sweep_on_start(**_: object) -> None:
 @shared_task(acks_late=True, reject_on_worker_lost=True, ignore_result=True)
 def run_advance_task(run_id: str) -> str:
     """Advance a run with the built-in runtime (one worker per session at a time)."""
-    from sessions_app.services.runtime import run_advance
-
     started = time.perf_counter()
-    outcome = run_advance(run_id=run_id)
+    outcome = runtime.run_advance(run_id=run_id)
     job_log.info(
         "job=run_advance runId=%s outcome=%s ms=%.1f",
         run_id,
@@ -60,3 +55,16 @@ def run_advance_task(run_id: str) -> str:
         (time.perf_counter() - started) * 1000,
     )
     return outcome
+
+
+def run_advance_enqueue(run_id: str, countdown: int | None = None) -> None:
+    """Queue `run_advance_task` for `run_id` (installed as `hooks.run_advance_enqueue`)."""
+    if countdown is None:
+        run_advance_task.delay(run_id)
+    else:
+        run_advance_task.apply_async((run_id,), countdown=countdown)
+
+
+def maintenance_job_enqueue(job_id: str) -> None:
+    """Queue one attempt of a maintenance job (installed as `hooks.maintenance_job_enqueue`)."""
+    maintenance_job_run.delay(job_id)

@@ -1,6 +1,6 @@
 """Periodic cold archive (SPEC §7); imported by `sessions_app.tasks` for Celery and beat.
 
-Settings (read when the task runs; each has a default here): ARCHIVE_OLDER_THAN_SECONDS,
+Settings (read when the task runs; defaults in settings.py): ARCHIVE_OLDER_THAN_SECONDS,
 ARCHIVE_KEEP_LAST, ARCHIVE_CHUNK_SIZE, ARCHIVE_SESSIONS_PER_SWEEP.
 """
 
@@ -11,18 +11,9 @@ from typing import Any
 from celery import shared_task
 from django.conf import settings
 
+from sessions_app.services.archive import archive_old_messages
+
 ARCHIVE_SWEEP_TASK = "sessions_app.tasks_archive.archive_sweep"
-
-DEFAULTS = {
-    "ARCHIVE_OLDER_THAN_SECONDS": 7 * 24 * 3600,
-    "ARCHIVE_KEEP_LAST": 2000,
-    "ARCHIVE_CHUNK_SIZE": 500,
-    "ARCHIVE_SESSIONS_PER_SWEEP": 100,
-}
-
-
-def _setting(name: str) -> int:
-    return int(getattr(settings, name, DEFAULTS[name]))
 
 
 @shared_task(
@@ -34,13 +25,11 @@ def archive_sweep() -> dict[str, Any]:
     Every chunk moves in its own transaction under its session's row lock, so a worker that
     dies mid-sweep leaves only whole chunks behind and the next sweep carries on.
     """
-    from sessions_app.services.archive import archive_old_messages
-
     sweep = archive_old_messages(
-        older_than_seconds=_setting("ARCHIVE_OLDER_THAN_SECONDS"),
-        keep_last=_setting("ARCHIVE_KEEP_LAST"),
-        chunk_size=_setting("ARCHIVE_CHUNK_SIZE"),
-        limit_sessions=_setting("ARCHIVE_SESSIONS_PER_SWEEP"),
+        older_than_seconds=settings.ARCHIVE_OLDER_THAN_SECONDS,
+        keep_last=settings.ARCHIVE_KEEP_LAST,
+        chunk_size=settings.ARCHIVE_CHUNK_SIZE,
+        limit_sessions=settings.ARCHIVE_SESSIONS_PER_SWEEP,
     )
     return {
         "sessions": sweep.sessions,

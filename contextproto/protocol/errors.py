@@ -72,3 +72,10 @@ MAINTENANCE_PAGE_OUT_OF_RANGE = "maintenance_page_out_of_range"
 CHECKPOINT_EMPTY = "checkpoint_empty"
 CHECKPOINT_INVALID = "checkpoint_invalid"
 CHECKPOINT_TOO_LONG = "checkpoint_too_long"
+
+# Every code above, for the service registry (contextproto.errors) and the docs.
+CODES: tuple[str, ...] = tuple(
+    value
+    for name, value in list(globals().items())
+    if name.isupper() and not name.startswith("_") and isinstance(value, str)
+)

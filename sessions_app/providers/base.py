@@ -15,8 +15,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Protocol, runtime_checkable
 
-# Stable error codes, listed in one place.
-PROVIDER_UNKNOWN = "provider_unknown"
+from contextproto.protocol.errors import PROVIDER_UNKNOWN
+
+# Stable error codes, listed in one place (PROVIDER_UNKNOWN is the engine's, shared).
 PROVIDER_NOT_RUNNABLE = "provider_not_runnable"
 PROVIDER_NOT_CONFIGURED = "provider_not_configured"
 PROVIDER_UNAVAILABLE = "provider_unavailable"  # connection, timeout, 5xx: retryable

@@ -38,7 +38,7 @@ from django.db.models import BigIntegerField, F, OuterRef, Subquery, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from contextproto.errors import ApplicationError
+from contextproto.errors import ARCHIVE_RESTORE_CONFLICT, ApplicationError
 from contextproto.protocol.messages import RawMessage
 from sessions_app.models import ArchiveChunk, Message, Session
 from sessions_app.services.state import session_lock
@@ -436,10 +436,9 @@ def restore_session(*, session_id: UUID | str) -> int:
             return restored
     except IntegrityError as exc:
         raise ApplicationError(
-            "archive_restore_conflict",
+            ARCHIVE_RESTORE_CONFLICT,
             "An archived message collides with a hot one; nothing was restored.",
             {"sessionId": str(session_id)},
-            status=409,
         ) from exc
 
 

@@ -16,7 +16,7 @@ from uuid import UUID
 
 from django.db import transaction
 
-from contextproto.errors import ApplicationError
+from contextproto.errors import CLIENT_MESSAGE_ID_REUSED, ApplicationError
 from contextproto.protocol.messages import RawMessage
 from sessions_app import selectors
 from sessions_app.models import ClientWrite, Message
@@ -50,11 +50,10 @@ def write_once(
         if found is not None:
             if found.request_hash != digest:
                 raise ApplicationError(
-                    "client_message_id_reused",
+                    CLIENT_MESSAGE_ID_REUSED,
                     f"clientMessageId {client_message_id!r} was already used for another write "
                     f"(message #{found.message_index}); use a new id for a new message.",
                     {"field": "clientMessageId", "index": found.message_index},
-                    status=409,
                 )
             message = selectors.log_at(session.id, found.message_index)
             if message is None:  # pragma: no cover - messages are never deleted

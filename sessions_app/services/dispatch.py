@@ -17,20 +17,29 @@ from uuid import UUID
 from django.db import InterfaceError, OperationalError, transaction
 
 from contextproto import metrics
-from contextproto.errors import ApplicationError, NotFound
+from contextproto.errors import (
+    KV_KEY_LIMIT_REACHED,
+    NOT_A_PROTOCOL_TOOL,
+    TOOL_CALL_ALREADY_ANSWERED,
+    TOOL_CALL_ID_REUSED,
+    ApplicationError,
+    NotFound,
+)
 from contextproto.protocol import catalog, tools
 from contextproto.protocol.messages import RawMessage
 from sessions_app.models import Message, ProjectionSnapshot, Session, ToolReceipt
 from sessions_app.selectors import RAW_FIELDS, log_at, raw_from_values, to_raw
+from sessions_app.services import hooks
 from sessions_app.services.archive import archived_message_by_tool_call
-from sessions_app.services.messages import message_append_locked
+from sessions_app.services.messages import message_append_locked, message_write
+from sessions_app.services.projection import projection_build
 from sessions_app.services.reader import DbSessionReader
 from sessions_app.services.state import kv_apply_locked, session_lock
 
 SINGLE_TOOL_CALL_PER_TURN = "single_tool_call_per_turn"
 TOOL_INTERNAL_ERROR = "tool_internal_error"
 # KV refusals the model cannot fix by writing less.
-UNCORRECTABLE_WRITE_REFUSALS = frozenset({"kv_key_limit_reached"})
+UNCORRECTABLE_WRITE_REFUSALS = frozenset({KV_KEY_LIMIT_REACHED})
 
 logger = logging.getLogger(__name__)
 
@@ -90,17 +99,16 @@ def tool_dispatch(*, session_id: UUID | str, tool_call_id: str) -> Receipt:
             raise NotFound("Tool call", {"toolCallId": tool_call_id})
         if call.tool_name not in catalog.PROTOCOL_TOOL_NAMES:
             raise ApplicationError(
-                "not_a_protocol_tool",
+                NOT_A_PROTOCOL_TOOL,
                 f"{call.tool_name} is a host tool: execute it yourself and write its result "
                 "with POST sessions/{id}/messages/.",
                 {"toolCallId": tool_call_id, "toolName": call.tool_name},
             )
         if answer is not None:
             raise ApplicationError(
-                "tool_call_already_answered",
+                TOOL_CALL_ALREADY_ANSWERED,
                 f"toolCallId {tool_call_id} already has a result.",
                 {"toolCallId": tool_call_id},
-                status=409,
             )
         outcome, revision = _execute_and_apply(session, call)
         result_row = message_append_locked(
@@ -292,9 +300,7 @@ def _earlier_call_of_same_answer(session: Session, call: RawMessage) -> str | No
 def _perform_effects(session_id: UUID, effects: tuple[tuple[str, dict], ...]) -> None:
     for name, payload in effects:
         if name == "queue_maintenance":
-            from sessions_app.services.maintenance import maintenance_request
-
-            maintenance_request(
+            hooks.maintenance_request(
                 session_id=session_id, window_id=payload["windowId"], trigger="tool"
             )
 
@@ -311,12 +317,9 @@ def tool_call_record_and_dispatch(
     the same tool and arguments replays the receipt; with others it is 409
     `tool_call_id_reused`.
     """
-    from sessions_app.services.messages import message_write
-    from sessions_app.services.projection import projection_build
-
     if tool_name not in catalog.PROTOCOL_TOOL_NAMES:
         raise ApplicationError(
-            "not_a_protocol_tool",
+            NOT_A_PROTOCOL_TOOL,
             f"{tool_name} is not a protocol tool; only context_* tools are served here.",
             {"toolName": tool_name},
         )
@@ -342,10 +345,9 @@ def tool_call_record_and_dispatch(
             )
         elif recorded.tool_name != tool_name or recorded.arguments != arguments:
             raise ApplicationError(
-                "tool_call_id_reused",
+                TOOL_CALL_ID_REUSED,
                 f"toolCallId {tool_call_id} was already used for another call "
                 f"({recorded.tool_name}); use a new id for a new call.",
                 {"toolCallId": tool_call_id, "toolName": recorded.tool_name},
-                status=409,
             )
         return tool_dispatch(session_id=session.id, tool_call_id=tool_call_id)

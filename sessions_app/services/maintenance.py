@@ -30,20 +30,28 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import F, Q, QuerySet, Sum
 from django.utils import timezone
 
+from agents.models import AgentVersion
 from contextproto import nodes
-from contextproto.errors import ApplicationError, NotFound
+from contextproto.errors import (
+    MAINTENANCE_BUSY,
+    MAINTENANCE_JOB_FINISHED,
+    MAINTENANCE_NOT_PLANNED,
+    MAINTENANCE_PAGE_OUT_OF_RANGE,
+    MAINTENANCE_STATE_CHANGED,
+    ApplicationError,
+    NotFound,
+)
 from contextproto.protocol import catalog
 from contextproto.protocol import errors as planning_codes
 from contextproto.protocol import maintenance as planning
 from contextproto.protocol.errors import ProtocolError
 from contextproto.protocol.messages import RawMessage
 from contextproto.protocol.state import checkpoint_key, covered_key
-from sessions_app import selectors
+from sessions_app import providers, selectors
 from sessions_app.models import MaintenanceJob, Session
+from sessions_app.services import hooks
 from sessions_app.services.state import kv_apply_locked, session_lock
 
-STATE_CHANGED = "maintenance_state_changed"
-JOB_FINISHED = "maintenance_job_finished"
 ACTIVE = MaintenanceJob.ACTIVE_STATUSES
 
 
@@ -52,12 +60,11 @@ class LeaseLost(ApplicationError):
 
     def __init__(self, job: MaintenanceJob, message: str = "") -> None:
         super().__init__(
-            JOB_FINISHED,
+            MAINTENANCE_JOB_FINISHED,
             message
             or "The maintenance job is no longer active (finished, expired, or taken over by "
             "another worker); plan again.",
             {"jobId": str(job.id)},
-            status=409,
         )
 
 
@@ -190,12 +197,10 @@ def maintenance_request(
                 session_id=session_id, window_id=window_id, trigger=trigger, external=external
             )
             if not external:
-                from sessions_app.tasks import maintenance_job_run
-
                 job_id = str(job.id)
                 # robust: with the broker down the publish fails after the commit; the job
                 # stays queued and maintenance_sweep re-enqueues it once Redis is back.
-                transaction.on_commit(lambda: maintenance_job_run.delay(job_id), robust=True)
+                transaction.on_commit(lambda: hooks.maintenance_job_enqueue(job_id), robust=True)
     except IntegrityError:
         job = MaintenanceJob.objects.get(
             session_id=session_id, window_id=window_id, status__in=ACTIVE
@@ -322,10 +327,9 @@ def maintenance_external_plan(
 
 def _busy(job: MaintenanceJob) -> ApplicationError:
     return ApplicationError(
-        "maintenance_busy",
+        MAINTENANCE_BUSY,
         "The built-in maintainer is working on this window; try again later.",
         {"jobId": str(job.id)},
-        status=409,
     )
 
 
@@ -354,7 +358,7 @@ def _reject(
     _record(job, "rejected", where=where, currentRevision=current, changed=changed)
     job.reason = reason
     _save_fenced(job, ["history", "reason"])
-    return ApplicationError(STATE_CHANGED, reason, details, status=409)
+    return ApplicationError(MAINTENANCE_STATE_CHANGED, reason, details)
 
 
 def _covered_messages(job: MaintenanceJob, covered: int) -> list[RawMessage]:
@@ -380,17 +384,16 @@ def maintenance_page(*, job: MaintenanceJob, page: int) -> tuple[list[RawMessage
     `maintenance_job_finished` once the job is no longer the caller's.
     """
     if job.frozen_revision is None:
-        raise ApplicationError("maintenance_not_planned", "Plan the job before reading pages.")
+        raise ApplicationError(MAINTENANCE_NOT_PLANNED, "Plan the job before reading pages.")
     _ensure_active(job)
     current = Session.objects.values_list("state_revision", flat=True).get(pk=job.session_id)
     if current != job.frozen_revision:
         raise _reject(job, f"read of page {page}", current)
     if not 0 <= page < job.page_count:
         raise ApplicationError(
-            "maintenance_page_out_of_range",
+            MAINTENANCE_PAGE_OUT_OF_RANGE,
             f"page must be between 0 and {job.page_count - 1}.",
             {"pageCount": job.page_count},
-            status=404,
         )
     # The page is cut from the same rows the hash is computed on: the check costs no
     # extra read of the range, and the page served is exactly the source checked.
@@ -414,7 +417,7 @@ def maintenance_commit(*, job: MaintenanceJob, checkpoint: object) -> tuple[int,
     refusal.
     """
     if job.frozen_revision is None:
-        raise ApplicationError("maintenance_not_planned", "Plan the job before committing.")
+        raise ApplicationError(MAINTENANCE_NOT_PLANNED, "Plan the job before committing.")
     _ensure_active(job)
     with transaction.atomic():
         session = session_lock(job.session_id)
@@ -691,8 +694,6 @@ def _protocol_missing(job: MaintenanceJob) -> str | None:
 
 
 def _attempt(job: MaintenanceJob) -> ExecuteOutcome:
-    from sessions_app.providers import ProviderError
-
     try:
         plan = maintenance_plan(job=job)
     except LeaseLost:
@@ -710,21 +711,19 @@ def _attempt(job: MaintenanceJob) -> ExecuteOutcome:
     except LeaseLost:
         raise
     except ApplicationError as exc:
-        if exc.code == STATE_CHANGED:
+        if exc.code == MAINTENANCE_STATE_CHANGED:
             return _requeue(job, exc.message)
         return _finish(job, MaintenanceJob.Status.FAILED, f"{exc.code}: {exc.message}")
     except JobFailed as exc:
         return _finish(job, MaintenanceJob.Status.FAILED, str(exc))
-    except ProviderError as exc:
+    except providers.ProviderError as exc:
         if exc.retryable:
             return _requeue(job, f"{exc.code}: {exc}")
         return _finish(job, MaintenanceJob.Status.FAILED, f"{exc.code}: {exc}")
     return ExecuteOutcome(status="committed")
 
 
-def _maintainer_version(session: Session):
-    from agents.models import AgentVersion
-
+def _maintainer_version(session: Session) -> AgentVersion:
     agent_id = session.agent_version.maintainer_agent_id
     if agent_id is None:
         raise JobFailed("no maintainer Agent is bound to this AgentVersion")
@@ -750,8 +749,6 @@ def _summarise(
     job: MaintenanceJob, plan: planning.MaintenancePlan, pages: list[list[RawMessage]]
 ) -> str:
     """Ask the maintainer model for the checkpoint; one shorter retry if it is too long."""
-    from sessions_app.providers import provider_for
-
     session = Session.objects.select_related("agent_version").get(pk=job.session_id)
     maintainer = _maintainer_version(session)
     try:
@@ -767,7 +764,7 @@ def _summarise(
     goal = selectors.kv_values(session.id, [f"window/{job.window_id}"]).get(
         f"window/{job.window_id}", {}
     )
-    provider = provider_for(maintainer.model_provider, maintainer.model_config or {})
+    provider = providers.provider_for(maintainer.model_provider, maintainer.model_config or {})
     prompt = planning.summariser_prompt(
         previous_checkpoint=plan.previous_checkpoint,
         pages_text=[planning.render_page_text(page) for page in pages],
@@ -809,8 +806,6 @@ def maintenance_sweep() -> list[str]:
 
     Also expires abandoned external jobs. Returns the ids of the re-enqueued jobs.
     """
-    from sessions_app.tasks import maintenance_job_run
-
     _expire_external(MaintenanceJob.objects.all())
     now = timezone.now()
     stale_queued = now - timezone.timedelta(seconds=settings.MAINTENANCE_SWEEP_SECONDS)
@@ -821,7 +816,7 @@ def maintenance_sweep() -> list[str]:
     )[:500]
     ids = [str(job.id) for job in jobs]
     for job_id in ids:
-        maintenance_job_run.delay(job_id)
+        hooks.maintenance_job_enqueue(job_id)
     return ids
 
 

@@ -9,9 +9,24 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from contextproto.errors import ApplicationError
+from contextproto.errors import (
+    ARGUMENTS_INVALID,
+    CONTENT_INVALID,
+    MESSAGE_KIND_INVALID,
+    MESSAGE_KIND_NOT_WRITABLE,
+    MESSAGE_ROLE_MISMATCH,
+    PROTOCOL_TOOL_RESULT_FORBIDDEN,
+    SNAPSHOT_REQUIRED,
+    TOOL_CALL_ALREADY_ANSWERED,
+    TOOL_CALL_DUPLICATE,
+    TOOL_CALL_INCOMPLETE,
+    TOOL_CALL_NOT_FOUND,
+    ApplicationError,
+)
+from contextproto.protocol.catalog import PROTOCOL_TOOL_NAMES
 from contextproto.protocol.messages import ROLE_OF_KIND, RawMessage
-from sessions_app.models import Message, Run, Session, WindowRecord
+from sessions_app.models import Message, ProjectionSnapshot, Run, Session, WindowRecord
+from sessions_app.services import hooks
 from sessions_app.services.archive import archived_message_by_tool_call
 from sessions_app.services.state import session_lock
 
@@ -112,19 +127,19 @@ def message_write(
     """
     if kind == "input":
         raise ApplicationError(
-            "message_kind_not_writable",
+            MESSAGE_KIND_NOT_WRITABLE,
             "User input starts a run: POST it to sessions/{id}/inputs/.",
             {"field": "kind"},
         )
     if kind not in HOST_WRITABLE_KINDS:
         raise ApplicationError(
-            "message_kind_invalid",
+            MESSAGE_KIND_INVALID,
             f"kind must be one of {', '.join(HOST_WRITABLE_KINDS)}.",
             {"field": "kind"},
         )
     if HOST_WRITABLE_KINDS[kind] != role:
         raise ApplicationError(
-            "message_role_mismatch",
+            MESSAGE_ROLE_MISMATCH,
             f"kind {kind} is written with role {HOST_WRITABLE_KINDS[kind]}, not {role}.",
             {"field": "role"},
         )
@@ -139,16 +154,15 @@ def message_write(
         elif kind == "approval_feedback":
             if not tool_call_id or not _tool_call_recorded(session, tool_call_id):
                 raise ApplicationError(
-                    "tool_call_not_found",
+                    TOOL_CALL_NOT_FOUND,
                     "approval_feedback needs the toolCallId of a tool_call in this session.",
                     {"field": "toolCallId"},
                 )
             fields = {"tool_call_id": tool_call_id}
         message = message_append_locked(session, role=role, kind=kind, content=content, **fields)
         if kind == "tool_result":
-            from sessions_app.services.runtime import run_resume_if_ready
-
-            run_resume_if_ready(session_id=session.id)
+            # The runtime re-queues a run that waited for this result (same transaction).
+            hooks.host_tool_result_written(session_id=session.id)
         return message
 
 
@@ -167,7 +181,7 @@ def _check_content(content: Any) -> None:
         return
     if not isinstance(content, list) or not content:
         raise ApplicationError(
-            "content_invalid",
+            CONTENT_INVALID,
             "content is a string or a non-empty list of parts ({type: text|image, ...}).",
             {"field": "content"},
         )
@@ -182,7 +196,7 @@ def _check_content(content: Any) -> None:
         )
         if not ok:
             raise ApplicationError(
-                "content_invalid",
+                CONTENT_INVALID,
                 f"content[{position}] must be {{type: text, text}} or "
                 "{type: image, mediaType, data|url}.",
                 {"field": f"content[{position}]"},
@@ -196,17 +210,15 @@ def _tool_call_fields(
     arguments: Any,
     snapshot_id: str | None,
 ) -> dict[str, Any]:
-    from sessions_app.models import ProjectionSnapshot
-
     if not tool_call_id or not tool_name:
         raise ApplicationError(
-            "tool_call_incomplete",
+            TOOL_CALL_INCOMPLETE,
             "A tool_call needs toolCallId and toolName.",
             {"field": "toolCallId" if not tool_call_id else "toolName"},
         )
     if arguments is not None and not isinstance(arguments, dict):
         raise ApplicationError(
-            "arguments_invalid", "arguments must be a JSON object.", {"field": "arguments"}
+            ARGUMENTS_INVALID, "arguments must be a JSON object.", {"field": "arguments"}
         )
     snapshot = None
     if snapshot_id:
@@ -220,17 +232,16 @@ def _tool_call_fields(
             snapshot = None
     if snapshot is None:
         raise ApplicationError(
-            "snapshot_required",
+            SNAPSHOT_REQUIRED,
             "A tool_call needs the snapshotId of the projection of this session it was "
             "generated from (POST sessions/{id}/projection/ first).",
             {"field": "snapshotId"},
         )
     if _tool_call_recorded(session, tool_call_id):
         raise ApplicationError(
-            "tool_call_duplicate",
+            TOOL_CALL_DUPLICATE,
             f"toolCallId {tool_call_id} is already recorded in this session.",
             {"field": "toolCallId"},
-            status=409,
         )
     return {
         "tool_call_id": tool_call_id,
@@ -243,8 +254,6 @@ def _tool_call_fields(
 def _tool_result_fields(
     session: Session, tool_call_id: str | None, is_error: bool | None
 ) -> dict[str, Any]:
-    from contextproto.protocol.catalog import PROTOCOL_TOOL_NAMES
-
     call: Message | RawMessage | None = (
         Message.objects.filter(session=session, kind="tool_call", tool_call_id=tool_call_id)
         .only("window_id", "tool_name", "index")
@@ -258,13 +267,13 @@ def _tool_result_fields(
         call = archived_message_by_tool_call(session.id, tool_call_id, "tool_call")
     if call is None:
         raise ApplicationError(
-            "tool_call_not_found",
+            TOOL_CALL_NOT_FOUND,
             "A tool_result needs the toolCallId of a tool_call recorded in this session.",
             {"field": "toolCallId"},
         )
     if call.tool_name in PROTOCOL_TOOL_NAMES:
         raise ApplicationError(
-            "protocol_tool_result_forbidden",
+            PROTOCOL_TOOL_RESULT_FORBIDDEN,
             f"{call.tool_name} is a protocol tool: its result comes only from "
             f"POST sessions/{{id}}/tool-calls/{tool_call_id}/dispatch/.",
             {"field": "toolCallId"},
@@ -279,7 +288,7 @@ def _tool_result_fields(
         is not None
     ):
         raise ApplicationError(
-            "tool_call_already_answered",
+            TOOL_CALL_ALREADY_ANSWERED,
             f"toolCallId {tool_call_id} already has its result.",
             {"field": "toolCallId"},
         )

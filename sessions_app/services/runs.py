@@ -1,16 +1,26 @@
-"""Runs: a new user input starts a run (SPEC §9 `POST sessions/{id}/inputs/`)."""
+"""Runs: a new user input starts a run (SPEC §9 `POST sessions/{id}/inputs/`).
+
+The run's bookkeeping lives here, below the runtime that advances it: the busy check, and
+queueing the runtime after commit (through `hooks.run_advance_enqueue`).
+"""
 
 from __future__ import annotations
 
 from typing import Any
 from uuid import UUID
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from sessions_app.models import Message, Run
+from contextproto.errors import SESSION_BUSY, ApplicationError
+from sessions_app.models import Message, Run, Session
+from sessions_app.providers.base import RUNNABLE_PROVIDERS
+from sessions_app.services import hooks
 from sessions_app.services.messages import message_append_locked
 from sessions_app.services.state import session_lock
+
+ACTIVE_RUN_STATUSES = (Run.Status.QUEUED, Run.Status.RUNNING, Run.Status.WAITING_FOR_HOST_TOOL)
 
 
 def run_start(*, session_id: UUID | str, content: Any) -> tuple[Run, Message]:
@@ -21,13 +31,11 @@ def run_start(*, session_id: UUID | str, content: Any) -> tuple[Run, Message]:
     input while a run is active is refused with `session_busy` (409); otherwise the run is
     queued for the runtime after commit (docs/decisions.md).
     """
-    from sessions_app.services import runtime
-
     with transaction.atomic():
         session = session_lock(session_id)
         provider = session.agent_version.model_provider
-        if provider in runtime.RUNNABLE_PROVIDERS:
-            runtime.session_busy_check(session)
+        if provider in RUNNABLE_PROVIDERS:
+            session_busy_check(session)
         if session.current_run_id is not None:
             Run.objects.filter(
                 pk=session.current_run_id,
@@ -42,6 +50,26 @@ def run_start(*, session_id: UUID | str, content: Any) -> tuple[Run, Message]:
         message = message_append_locked(
             session, role="user", kind="input", content=content, run=run, input_run=run.id.hex
         )
-        if provider in runtime.RUNNABLE_PROVIDERS:
-            runtime.run_enqueue(run)
+        if provider in RUNNABLE_PROVIDERS:
+            run_enqueue(run)
         return run, message
+
+
+def run_enqueue(run: Run) -> None:
+    """Advance `run` in a worker once the current transaction commits."""
+    if not settings.RUNTIME_AUTOSTART:
+        return  # the caller (the demo driver, a test) advances runs itself
+    run_id = str(run.id)
+    transaction.on_commit(lambda: hooks.run_advance_enqueue(run_id))
+
+
+def session_busy_check(session: Session) -> None:
+    """Refuse new input while the built-in runtime works on the session (409 session_busy)."""
+    run = session.current_run
+    if run is not None and run.status in ACTIVE_RUN_STATUSES:
+        raise ApplicationError(
+            SESSION_BUSY,
+            f"Run {run.id.hex} is {run.status}; send the next input when it has finished "
+            "(or write the pending host tool result first).",
+            {"runId": run.id.hex, "runStatus": run.status},
+        )

@@ -19,18 +19,17 @@ from django.db.models import Sum
 from django.utils import timezone
 
 from contextproto import nodes
-from contextproto.errors import ApplicationError
+from contextproto.errors import MODEL_EMPTY_ANSWER, ApplicationError
 from contextproto.protocol import catalog
-from sessions_app import selectors
-from sessions_app.models import MaintenanceJob, ProjectionSnapshot, Run, Session
+from sessions_app import providers, selectors
+from sessions_app.models import ProjectionSnapshot, Run, Session
 from sessions_app.providers.base import storable_reply
+from sessions_app.services import hooks
 from sessions_app.services.dispatch import SINGLE_TOOL_CALL_PER_TURN, tool_dispatch
-from sessions_app.services.maintenance import maintenance_trigger_after_turn
 from sessions_app.services.messages import message_write
 from sessions_app.services.projection import projection_build
-
-RUNNABLE_PROVIDERS = ("scripted", "openai", "anthropic")
-ACTIVE_RUN_STATUSES = (Run.Status.QUEUED, Run.Status.RUNNING, Run.Status.WAITING_FOR_HOST_TOOL)
+from sessions_app.services.runs import run_enqueue
+from sessions_app.services.usage import turn_usage_record
 
 
 @dataclass(frozen=True)
@@ -44,7 +43,7 @@ class TurnReport:
 
 
 def lease_seconds() -> int:
-    return int(getattr(settings, "RUN_LEASE_SECONDS", 300))
+    return settings.RUN_LEASE_SECONDS
 
 
 def _claim(run_id: UUID | str) -> Run | None:
@@ -78,8 +77,6 @@ def run_advance(*, run_id: UUID | str, on_turn: Any = None) -> str:
     Returns the run's final status for this call ("skipped" when another worker owns it).
     `on_turn(TurnReport)` is called after each turn (the demo prints progress with it).
     """
-    from sessions_app.providers import ProviderError, provider_for
-
     run = _claim(run_id)
     if run is None:
         return "skipped"
@@ -89,7 +86,7 @@ def run_advance(*, run_id: UUID | str, on_turn: Any = None) -> str:
         # A version this worker does not carry fails the run with protocol_unknown_on_worker
         # (SPEC §12), never re-queued: the skew shows instead of a run on another catalog.
         nodes.require_protocol(version.context_protocol_id, version.context_protocol_version)
-        provider = provider_for(version.model_provider, version.model_config or {})
+        provider = providers.provider_for(version.model_provider, version.model_config or {})
     except Exception as exc:  # a misconfigured version fails the run loudly, with its reason
         _finish(
             run,
@@ -107,7 +104,7 @@ def run_advance(*, run_id: UUID | str, on_turn: Any = None) -> str:
             return run.status
         try:
             outcome = _turn(session, version, run, provider, on_turn)
-        except ProviderError as exc:
+        except providers.ProviderError as exc:
             if exc.retryable and _retry_later(run, exc):
                 return run.status
             _finish(run, Run.Status.FAILED, exc.as_dict())
@@ -131,8 +128,6 @@ def _retry_later(run: Run, exc: Exception) -> bool:
     The failed turn wrote nothing, so the retry replays it. Returns False once the
     attempts (`RUN_PROVIDER_RETRIES`) are used up; the run then fails with the error.
     """
-    from sessions_app.tasks import run_advance_task
-
     previous = (run.error or {}).get("retries", 0) if isinstance(run.error, dict) else 0
     if previous >= settings.RUN_PROVIDER_RETRIES:
         return False
@@ -142,7 +137,7 @@ def _retry_later(run: Run, exc: Exception) -> bool:
     run.error = {**exc.as_dict(), "retries": previous + 1, "retryInSeconds": delay}
     run.save(update_fields=["status", "lease_until", "error"])
     if settings.RUNTIME_AUTOSTART:
-        run_advance_task.apply_async((str(run.id),), countdown=delay)
+        hooks.run_advance_enqueue(str(run.id), countdown=delay)
     return True
 
 
@@ -165,7 +160,7 @@ def _turn(session: Session, version, run: Run, provider, on_turn) -> str:
         outcome = Run.Status.COMPLETED
     else:
         raise ApplicationError(
-            "model_empty_answer", "The model answered with neither text nor a tool call."
+            MODEL_EMPTY_ANSWER, "The model answered with neither text nor a tool call."
         )
     # Counted once the answer is written: a worker dying before that replays the turn (and
     # a scripted model's step) instead of skipping it. Usage is recorded last, so a
@@ -235,31 +230,6 @@ def _host_error(session: Session, tool_call_id: str, code: str, message: str) ->
     )
 
 
-def turn_usage_record(
-    *, snapshot: ProjectionSnapshot, usage: dict[str, Any] | None, raw: Any = None
-) -> MaintenanceJob | None:
-    """Store the provider-reported usage on the turn's snapshot; trigger maintenance (§6).
-
-    The one path for usage, whoever called the model: the built-in runtime, or an external
-    host through `snapshots/{id}/usage/`. Returns the maintenance job it queued, if any.
-    """
-    snapshot.usage = dict(usage or {})
-    snapshot.save(update_fields=["usage"])
-    session = Session.objects.select_related("agent_version").get(pk=snapshot.session_id)
-    tokens = snapshot.usage.get("inputTokens")
-    return maintenance_trigger_after_turn(session=session, input_tokens=tokens)
-
-
-def run_enqueue(run: Run) -> None:
-    """Advance `run` in a worker once the current transaction commits."""
-    from sessions_app.tasks import run_advance_task
-
-    if not settings.RUNTIME_AUTOSTART:
-        return  # the caller (the demo driver, a test) advances runs itself
-    run_id = str(run.id)
-    transaction.on_commit(lambda: run_advance_task.delay(run_id))
-
-
 def run_resume_if_ready(*, session_id: UUID | str) -> bool:
     """After a host tool result: re-queue the waiting run once no call is left unanswered.
 
@@ -283,16 +253,3 @@ def run_resume_if_ready(*, session_id: UUID | str) -> bool:
     run.save(update_fields=["status"])
     run_enqueue(run)
     return True
-
-
-def session_busy_check(session: Session) -> None:
-    """Refuse new input while the built-in runtime works on the session (409 session_busy)."""
-    run = session.current_run
-    if run is not None and run.status in ACTIVE_RUN_STATUSES:
-        raise ApplicationError(
-            "session_busy",
-            f"Run {run.id.hex} is {run.status}; send the next input when it has finished "
-            "(or write the pending host tool result first).",
-            {"runId": run.id.hex, "runStatus": run.status},
-            status=409,
-        )

@@ -8,7 +8,12 @@ from django.db import transaction
 
 from agents.models import AgentVersion, hash_key
 from agents.services import generate_key
-from contextproto.errors import ApplicationError, NotFound
+from contextproto.errors import (
+    AGENT_VERSION_ARCHIVED,
+    AGENT_VERSION_NOT_PUBLISHED,
+    ApplicationError,
+    NotFound,
+)
 from contextproto.protocol import state as kvkeys
 from sessions_app.models import Session
 from sessions_app.services.state import kv_apply_locked
@@ -27,15 +32,14 @@ def session_create(
     """
     if agent_version.status == AgentVersion.Status.ARCHIVED:
         raise ApplicationError(
-            "agent_version_archived",
+            AGENT_VERSION_ARCHIVED,
             f"Version {agent_version.number} is archived: its sessions go on, but new "
             "sessions start only on published versions; use a newer published version.",
             {"agentVersionId": str(agent_version.id), "status": agent_version.status},
-            status=409,
         )
     if agent_version.status != AgentVersion.Status.PUBLISHED:
         raise ApplicationError(
-            "agent_version_not_published",
+            AGENT_VERSION_NOT_PUBLISHED,
             "Sessions start only on published AgentVersions; publish this version first.",
             {"agentVersionId": str(agent_version.id), "status": agent_version.status},
         )

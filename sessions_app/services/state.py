@@ -15,7 +15,14 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import Count, Q
 
-from contextproto.errors import ApplicationError, NotFound
+from contextproto.errors import (
+    KV_KEY_INVALID,
+    KV_KEY_LIMIT_REACHED,
+    KV_VALUE_TOO_LARGE,
+    STATE_STALE,
+    ApplicationError,
+    NotFound,
+)
 from contextproto.protocol import state as kvkeys
 from sessions_app.models import FoldRecord, KVEntry, Session, WindowRecord
 
@@ -55,7 +62,7 @@ def _check_writes(session: Session, writes: Mapping[str, Any]) -> None:
     for key, value in writes.items():
         if not isinstance(key, str) or not key or len(key) > KV_KEY_MAX_LENGTH:
             raise ApplicationError(
-                "kv_key_invalid",
+                KV_KEY_INVALID,
                 f"KV keys are non-empty strings of at most {KV_KEY_MAX_LENGTH} characters.",
                 {"key": str(key)[:KV_KEY_MAX_LENGTH]},
             )
@@ -64,7 +71,7 @@ def _check_writes(session: Session, writes: Mapping[str, Any]) -> None:
         size = encoded_size(value)
         if size > max_bytes:
             raise ApplicationError(
-                "kv_value_too_large",
+                KV_VALUE_TOO_LARGE,
                 f"The value of {key!r} is {size} bytes; the limit is {max_bytes} bytes. "
                 "Store less (summarise) or split it.",
                 {"key": key, "size": size, "limit": max_bytes},
@@ -84,7 +91,7 @@ def _check_writes(session: Session, writes: Mapping[str, Any]) -> None:
         limit = settings.KV_MAX_KEYS_PER_SESSION
         if count - gone + new_keys > limit:
             raise ApplicationError(
-                "kv_key_limit_reached",
+                KV_KEY_LIMIT_REACHED,
                 f"This session already holds {count} KV keys; the limit is {limit}.",
                 {"count": count, "adding": new_keys, "limit": limit},
             )
@@ -194,11 +201,10 @@ def kv_commit(
         session = session_lock(session_id)
         if expected_revision is not None and session.state_revision != expected_revision:
             raise ApplicationError(
-                "context_state_stale",
+                STATE_STALE,
                 f"The state moved to revision {session.state_revision}; "
                 f"re-read it before writing (you sent {expected_revision}).",
                 {"currentRevision": session.state_revision, "expectedRevision": expected_revision},
-                status=409,
             )
         return kv_apply_locked(session, writes)
 

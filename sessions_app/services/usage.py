@@ -13,11 +13,24 @@ from uuid import UUID
 
 from django.db import transaction
 
-from contextproto.errors import ApplicationError, NotFound
-from sessions_app.models import MaintenanceJob, ProjectionSnapshot
-from sessions_app.services.runtime import turn_usage_record
+from contextproto.errors import USAGE_ALREADY_REPORTED, ApplicationError, NotFound
+from sessions_app.models import MaintenanceJob, ProjectionSnapshot, Session
+from sessions_app.services.maintenance import maintenance_trigger_after_turn
 
-USAGE_ALREADY_REPORTED = "usage_already_reported"
+
+def turn_usage_record(
+    *, snapshot: ProjectionSnapshot, usage: dict[str, Any] | None, raw: Any = None
+) -> MaintenanceJob | None:
+    """Store the provider-reported usage on the turn's snapshot; trigger maintenance (§6).
+
+    The one path for usage, whoever called the model: the built-in runtime, or an external
+    host through `snapshots/{id}/usage/`. Returns the maintenance job it queued, if any.
+    """
+    snapshot.usage = dict(usage or {})
+    snapshot.save(update_fields=["usage"])
+    session = Session.objects.select_related("agent_version").get(pk=snapshot.session_id)
+    tokens = snapshot.usage.get("inputTokens")
+    return maintenance_trigger_after_turn(session=session, input_tokens=tokens)
 
 
 @dataclass(frozen=True)
@@ -58,7 +71,6 @@ def snapshot_usage_report(
             "This snapshot's usage was already reported with other values; a turn's usage is "
             "recorded once. Project again for the next turn and report on that snapshot.",
             {"snapshotId": str(snapshot.id), "usage": snapshot.usage},
-            status=409,
         )
     job = turn_usage_record(snapshot=snapshot, usage=usage)
     return UsageReport(snapshot, replayed=False, maintenance_job=job)

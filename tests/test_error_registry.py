@@ -1,0 +1,206 @@
+"""Every error code the code base can answer with is in the one registry (contextproto.errors).
+
+Scans the sources for the places a code is given — `ApplicationError(...)` and its
+subclasses, the engine's `ProtocolError(...)`, and the API edge's `error_response(...)` /
+`error_body(...)` — resolves each code in its module, and checks it is registered with the
+status the site states, if it states one.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import re
+from pathlib import Path
+
+import pytest
+
+from contextproto.errors import ERRORS, ApplicationError, status_of
+from contextproto.protocol import errors as engine
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("agents", "contextproto", "sessions_app")
+
+# Raise sites must name a registered constant, not a string, in these places.
+CONSTANTS_ONLY = (
+    "agents/services.py",
+    "contextproto/*.py",
+    "sessions_app/services/*.py",
+)
+# Files still raising with a string code, owned by work in progress (issue 17): each code
+# is registered; drop a file from here once its raises use the constants.
+STRING_CODES_PENDING = {
+    "contextproto/api.py",
+    "contextproto/pagination.py",
+    "sessions_app/services/guards.py",
+    "sessions_app/services/projection.py",
+}
+# Sites whose code is computed or passed through, and why that is covered.
+COMPUTED_CODES = {
+    ("agents/services.py", "errors[0]['code']"): "test_binding_error_codes_are_registered",
+    ("contextproto/api_errors.py", "code"): "error_response passes its caller's code on",
+    ("contextproto/api_errors.py", "exc.code"): "renders an ApplicationError/ProtocolError",
+    ("contextproto/api_errors.py", "str(code)"): "test_drf_refusals_are_registered",
+    ("contextproto/protocol/folds.py", "code"): "a loop over errors.FOLD_* constants",
+}
+
+CODE_SITES = {"ApplicationError", "ProtocolError", "error_response", "error_body"}
+
+
+def _sources() -> list[Path]:
+    return sorted(
+        path
+        for package in PACKAGES
+        for path in (ROOT / package).rglob("*.py")
+        if "migrations" not in path.parts
+    )
+
+
+def _subclasses_of_application_error(tree: ast.AST) -> set[str]:
+    return {
+        node.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ClassDef)
+        and any(ast.unparse(base).endswith("ApplicationError") for base in node.bases)
+    }
+
+
+def _sites(path: Path) -> list[tuple[int, ast.Call, str]]:
+    """(line, call, kind) of every call that gives an error code."""
+    tree = ast.parse(path.read_text())
+    subclasses = _subclasses_of_application_error(tree)
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef) and node.name in subclasses:
+            for call in ast.walk(node):
+                if (
+                    isinstance(call, ast.Call)
+                    and isinstance(call.func, ast.Attribute)
+                    and call.func.attr == "__init__"
+                    and call.args
+                ):
+                    found.append((call.lineno, call, "ApplicationError"))
+        if not isinstance(node, ast.Call) or not node.args:
+            continue
+        func = node.func
+        name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
+        if name in CODE_SITES:
+            found.append((node.lineno, node, name))
+    return found
+
+
+def _module(path: Path):
+    return importlib.import_module(".".join(path.relative_to(ROOT).with_suffix("").parts))
+
+
+def _stated_status(call: ast.Call, kind: str) -> int | None:
+    for keyword in call.keywords:
+        if keyword.arg == "status" and isinstance(keyword.value, ast.Constant):
+            return keyword.value.value
+    position = {"ApplicationError": 3, "error_response": 2, "error_body": 2}.get(kind)
+    if position is not None and len(call.args) > position:
+        value = call.args[position]
+        if isinstance(value, ast.Constant):
+            return value.value
+    return None
+
+
+def _all_sites():
+    for path in _sources():
+        for line, call, kind in _sites(path):
+            yield path.relative_to(ROOT).as_posix(), line, call, kind
+
+
+SITES = list(_all_sites())
+
+
+def test_the_scan_finds_the_raise_sites():
+    kinds = {kind for *_rest, kind in SITES}
+    assert kinds == CODE_SITES
+    assert len(SITES) > 90
+
+
+@pytest.mark.parametrize(
+    ("where", "line", "call", "kind"),
+    SITES,
+    ids=[f"{where}:{line}" for where, line, _c, _k in SITES],
+)
+def test_every_raised_code_is_registered_with_its_status(where, line, call, kind):
+    argument = call.args[0]
+    expression = ast.unparse(argument)
+    if (where, expression) in COMPUTED_CODES:
+        return
+    if isinstance(argument, ast.Constant):
+        code = argument.value
+    elif isinstance(argument, ast.Name | ast.Attribute):
+        code = eval(expression, vars(_module(ROOT / where)))  # noqa: S307 (a name, read above)
+    else:
+        pytest.fail(f"{where}:{line}: a computed code ({expression}); list it in COMPUTED_CODES")
+    assert code in ERRORS, f"{where}:{line}: {code!r} is not in contextproto.errors.ERRORS"
+    stated = _stated_status(call, kind)
+    if stated is not None and kind != "ProtocolError":
+        assert stated == ERRORS[code].status, (
+            f"{where}:{line}: {code} answered with {stated}, the registry says "
+            f"{ERRORS[code].status}"
+        )
+
+
+def _constants_only(where: str) -> bool:
+    return any(Path(where).match(pattern) for pattern in CONSTANTS_ONLY) and (
+        where not in STRING_CODES_PENDING
+    )
+
+
+def test_services_raise_registered_constants_and_take_the_status_from_the_registry():
+    offending = [
+        f"{where}:{line}: {ast.unparse(call)[:80]}"
+        for where, line, call, kind in SITES
+        if kind == "ApplicationError"
+        and _constants_only(where)
+        and (
+            isinstance(call.args[0], ast.Constant)
+            or any(keyword.arg == "status" for keyword in call.keywords)
+            or len(call.args) > 3
+        )
+    ]
+    assert not offending, offending
+
+
+def test_binding_error_codes_are_registered():
+    source = (ROOT / "agents" / "services.py").read_text()
+    named = set(re.findall(r'"code": ([A-Z_]+),', source))
+    assert named >= {"TOOL_NOT_FOUND", "MAINTAINER_NOT_FOUND", "CROSS_APPLICATION_TOOL_FORBIDDEN"}
+    module = _module(ROOT / "agents" / "services.py")
+    assert all(getattr(module, name) in ERRORS for name in named)
+
+
+def test_every_engine_code_is_registered():
+    assert set(engine.CODES) <= set(ERRORS)
+    assert engine.PROVIDER_UNKNOWN in engine.CODES
+
+
+def test_the_registry_is_plain_data_for_the_schema():
+    assert all(entry.code == code for code, entry in ERRORS.items())
+    assert all(re.fullmatch(r"[a-z][a-z0-9_]*", code) for code in ERRORS)
+    assert all(400 <= entry.status <= 599 and entry.meaning for entry in ERRORS.values())
+
+
+def test_application_error_takes_its_status_from_the_registry():
+    assert ApplicationError("session_busy", "busy").status == 409
+    assert ApplicationError("maintenance_page_out_of_range", "no such page").status == 404
+    assert ApplicationError("tool_call_already_answered", "answered").status == 400
+    assert status_of("not_found") == 404
+
+
+def test_drf_refusals_are_registered():
+    """The codes DRF's own exceptions carry through api_exception_handler's fallback."""
+    from rest_framework import exceptions
+
+    for refusal in (
+        exceptions.MethodNotAllowed,
+        exceptions.NotAcceptable,
+        exceptions.PermissionDenied,
+        exceptions.UnsupportedMediaType,
+        exceptions.NotFound,
+    ):
+        assert ERRORS[refusal.default_code].status == refusal.status_code, refusal
