@@ -519,20 +519,3 @@ def archived_message_by_tool_call(
     """
     record = _archived_tool_record(session_id, tool_call_id, kind, after_index)
     return record_to_raw(record) if record is not None else None
-
-
-def archived_row_by_tool_call(
-    session_id: UUID | str, tool_call_id: str, kind: str, *, after_index: int = 0
-) -> Message | None:
-    """Like `archived_message_by_tool_call`, as a read-only Message (its save() refuses).
-
-    For code that needs a row (`call.run`, `to_raw(...)`), e.g. the dispatcher.
-    """
-    record = _archived_tool_record(session_id, tool_call_id, kind, after_index)
-    if record is None:
-        return None
-    row = record_to_row(UUID(str(session_id)), record)
-    # Marked as loaded from the database: Message.save() then refuses it (immutable).
-    row._state.adding = False
-    row._state.db = "default"
-    return row

@@ -8,7 +8,7 @@ from typing import Any
 from django.db.models import Q
 
 from contextproto.protocol.messages import Fold, RawMessage
-from contextproto.protocol.state import checkpoint_key, window_key
+from contextproto.protocol.state import window_key
 from sessions_app import selectors
 from sessions_app.models import FoldRecord, KVEntry, WindowRecord
 
@@ -129,6 +129,3 @@ class DbSessionReader:
                 if len(found) >= limit:
                     break
         return found
-
-
-__all__ = ["DbSessionReader", "checkpoint_key"]

@@ -207,8 +207,3 @@ def kv_commit(
                 {"currentRevision": session.state_revision, "expectedRevision": expected_revision},
             )
         return kv_apply_locked(session, writes)
-
-
-def kv_read(session: Session, keys: list[str]) -> dict[str, Any]:
-    """Return the committed values of `keys` (absent keys omitted) in one query."""
-    return dict(KVEntry.objects.filter(session=session, key__in=keys).values_list("key", "value"))

@@ -1,11 +1,12 @@
 """Tool calls in the archive (SPEC §7, §14): a result that arrives after its call was archived.
 
-The write paths find an archived call through `archived_message_by_tool_call` /
-`archived_row_by_tool_call` (sessions_app.services.messages and .dispatch).
+The write paths find an archived call through `archived_message_by_tool_call`
+(sessions_app.services.messages and .dispatch), as a frozen RawMessage.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -185,9 +186,9 @@ def test_archived_call_lookup_finds_nothing_for_unknown_ids(session):
     archive.archive_session(session_id=session.id, keep_last=0, chunk_size=3)
     assert archive.archived_message_by_tool_call(session.id, "nope", "tool_call") is None
     assert archive.archived_message_by_tool_call(session.id, "call_lookup", "tool_result") is None
-    row = archive.archived_row_by_tool_call(session.id, "call_lookup", "tool_call")
-    assert row.index == 2 and row.tool_name == "lookup"
-    from sessions_app.models import ImmutableMessageError
-
-    with pytest.raises(ImmutableMessageError):
-        row.save()
+    call = archive.archived_message_by_tool_call(session.id, "call_lookup", "tool_call")
+    assert call.index == 2 and call.tool_name == "lookup"
+    # The write paths get a frozen RawMessage, not a row: nothing can write it back.
+    assert not isinstance(call, Message)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        call.index = 99
