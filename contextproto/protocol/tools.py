@@ -136,7 +136,9 @@ class ToolOutcome:
     result: dict[str, Any]
     # key -> new JSON value; committed in ONE transaction with the receipt
     kv_writes: dict[str, Any] = field(default_factory=dict)
-    new_fold: Fold | None = None  # so the DB side can index it
+    # The fold a fold_create wrote, as a value (its KV write is in kv_writes); the DB side
+    # indexes folds from that write, so only the engine tests read this.
+    new_fold: Fold | None = None
     # performed by the caller after the commit, e.g. ("queue_maintenance", {"windowId": W})
     effects: tuple[tuple[str, dict[str, Any]], ...] = ()
 

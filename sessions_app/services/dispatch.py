@@ -240,9 +240,6 @@ def _execute(session: Session, call: RawMessage) -> tools.ToolOutcome:
                 "snapshot_missing",
                 "This call has no projection snapshot, so its frozen state is unknown.",
             ),
-            kv_writes={},
-            new_fold=None,
-            effects=(),
         )
     # SPEC §5.1: every call after the first of one model answer gets this error, whatever
     # else is wrong with it (a stale revision included): the answer's first call is the one
@@ -256,9 +253,6 @@ def _execute(session: Session, call: RawMessage) -> tools.ToolOutcome:
                 f"{earlier}. Call this tool again in a later turn if it is still needed.",
                 executedToolCallId=earlier,
             ),
-            kv_writes={},
-            new_fold=None,
-            effects=(),
         )
     tool_call = tools.ToolCall(
         tool_call_id=call.tool_call_id,
