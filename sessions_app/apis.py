@@ -7,7 +7,8 @@ from typing import Any
 from django.conf import settings
 from django.core.cache import cache
 from django.db import connection
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -96,6 +97,13 @@ CLIENT_MESSAGE_ID = serializers.CharField(
     "(200, header Idempotent-Replayed: true) instead of writing twice.",
 )
 REPLAYED_HEADER = "Idempotent-Replayed"
+REPLAYED = OpenApiParameter(
+    REPLAYED_HEADER,
+    OpenApiTypes.STR,
+    OpenApiParameter.HEADER,
+    response=[200],
+    description='"true": a retry with the same clientMessageId, answered with the first write.',
+)
 
 
 def _written(body: dict[str, Any], replayed: bool) -> Response:
@@ -115,7 +123,7 @@ class SessionInputApi(APIView):
         index = serializers.IntegerField()
         message = shapes.Message()
 
-    @extend_schema(request=Input, responses={201: Output, 200: Output})
+    @extend_schema(request=Input, parameters=[REPLAYED], responses={201: Output, 200: Output})
     def post(self, request: Request, session_id: str) -> Response:
         session = session_for(request, session_id)
         data = self.Input.parse(request.data)
@@ -148,7 +156,9 @@ class SessionMessagesApi(APIView):
             allow_null=True, help_text="afterIndex of the next page; null on the last."
         )
 
-    @extend_schema(request=Input, responses={201: shapes.Message, 200: shapes.Message})
+    @extend_schema(
+        request=Input, parameters=[REPLAYED], responses={201: shapes.Message, 200: shapes.Message}
+    )
     def post(self, request: Request, session_id: str) -> Response:
         session = session_for(request, session_id)
         data = self.Input.parse(request.data)
