@@ -608,6 +608,21 @@ def test_unified_roundtrip(e2e_worker, make_case, fake_model, mapping, provider)
     else:
         assert wrong["code"] == "invalid_arguments" and "expectedWindowId" in wrong["message"]
     assert receipts[memory_call]["success"] is True
+    # The refused write changed nothing (its receipt keeps the revision the open left); the
+    # correction and the fold each committed one revision.
+    revisions = dict(
+        ToolReceipt.objects.filter(session_id=case.session_id).values_list(
+            "tool_call_id", "state_revision"
+        )
+    )
+    opened = revisions[open_call]
+    assert [revisions[c] for c in (wrong_call, memory_call, fold_call)] == [
+        opened,
+        opened + 1,
+        opened + 2,
+    ]
+    if guarded:
+        assert wrong["stateRevision"] == opened
     created = receipts[fold_call]
     assert (created["success"], created["foldId"]) == (True, fold_id), created
     assert (created["firstIndex"], created["lastIndex"]) == (4, 5)
