@@ -1,8 +1,9 @@
 """The services import only downwards (docs/architecture.md, issue 17).
 
-Reads the modules' source (no import), so a cycle shows here even where Python would
-tolerate it. A module of `sessions_app/services` or a `sessions_app/tasks*.py` that is not in
-the table fails too: a new module gets its layer when it is written.
+The layer checks read the modules' source (no import), so a cycle shows even where Python
+would tolerate it. A module of `sessions_app/services` or a `sessions_app/tasks*.py` that is
+not in the table fails too: a new module gets its layer when it is written. The upward calls
+that remain go through `services/hooks.py`, and every hook is installed at start-up.
 """
 
 from __future__ import annotations
@@ -160,3 +161,11 @@ def test_the_walk_finds_upward_function_level_and_relative_imports():
         ("sessions_app.services.maintenance", True, 3),
         ("<relative import in line 4>", True, 4),
     ]
+
+
+def test_every_hook_is_installed_once_the_apps_are_ready():
+    from sessions_app.services import hooks
+
+    declared = {value for value in vars(hooks).values() if isinstance(value, hooks.Hook)}
+    assert declared == set(hooks.ALL)
+    assert [hook.name for hook in hooks.ALL if not hook.installed] == []
