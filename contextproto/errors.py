@@ -3,8 +3,9 @@
 Every code a refusal can carry is registered here once, with its HTTP status and what it
 means: the services' own codes below, and the engine's codes (contextproto.protocol.errors,
 400 unless a service gives one another status here). `ApplicationError` takes its status from
-this registry. `ERRORS` is plain data (code -> ErrorCode) for the OpenAPI description and the
-docs; tests/test_error_registry.py checks that every code the code base raises is in it.
+this registry. `ERRORS` (code -> ErrorCode) and `error_catalog()` (a list of plain dicts) are
+for the OpenAPI description and the docs; tests/test_error_registry.py checks that every code
+the code base raises is in it.
 
 Kept free of Django and DRF imports so the engine side, authentication and services can
 import it without cycles.
@@ -153,6 +154,14 @@ for _engine_code in engine.CODES:
         _code(_engine_code, 400, "A refusal of the engine (contextproto.protocol.errors).")
 PROVIDER_UNKNOWN = engine.PROVIDER_UNKNOWN
 PROTOCOL_UNKNOWN = engine.PROTOCOL_UNKNOWN
+
+
+def error_catalog() -> list[dict[str, Any]]:
+    """Every registered code as `{code, status, meaning}`, by status then code (for the schema)."""
+    return [
+        {"code": e.code, "status": e.status, "meaning": e.meaning}
+        for e in sorted(ERRORS.values(), key=lambda e: (e.status, e.code))
+    ]
 
 
 def status_of(code: str) -> int:

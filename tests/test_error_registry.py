@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from contextproto.errors import ERRORS, ApplicationError, status_of
+from contextproto.errors import ERRORS, ApplicationError, error_catalog, status_of
 from contextproto.protocol import errors as engine
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -133,7 +133,8 @@ def test_every_raised_code_is_registered_with_its_status(where, line, call, kind
     if isinstance(argument, ast.Constant):
         code = argument.value
     elif isinstance(argument, ast.Name | ast.Attribute):
-        code = eval(expression, vars(_module(ROOT / where)))  # noqa: S307 (a name, read above)
+        # A name or a dotted name, resolved in the module that raises with it.
+        code = eval(expression, vars(_module(ROOT / where)))
     else:
         pytest.fail(f"{where}:{line}: a computed code ({expression}); list it in COMPUTED_CODES")
     assert code in ERRORS, f"{where}:{line}: {code!r} is not in contextproto.errors.ERRORS"
@@ -183,6 +184,11 @@ def test_the_registry_is_plain_data_for_the_schema():
     assert all(entry.code == code for code, entry in ERRORS.items())
     assert all(re.fullmatch(r"[a-z][a-z0-9_]*", code) for code in ERRORS)
     assert all(400 <= entry.status <= 599 and entry.meaning for entry in ERRORS.values())
+    catalog = error_catalog()
+    assert [entry["code"] for entry in catalog] == sorted(
+        ERRORS, key=lambda code: (ERRORS[code].status, code)
+    )
+    assert catalog[0].keys() == {"code", "status", "meaning"}
 
 
 def test_application_error_takes_its_status_from_the_registry():
