@@ -16,6 +16,7 @@ from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
 from rest_framework import serializers
 
 from contextproto.api import PAGE_LIMIT_DEFAULT, PAGE_LIMIT_MAX
+from contextproto.errors import ERRORS
 
 
 class BearerKeyScheme(OpenApiAuthenticationExtension):
@@ -105,82 +106,18 @@ PAGE = [CURSOR, LIMIT]
 
 
 # ---------------------------------------------------------------- error codes
-# The description lists every code the API answers with, from the registry in
-# contextproto.errors (`ERRORS`: code -> ErrorCode(code, status, meaning)). Until that
-# registry is in place, the codes collected from the services below stand in for it.
-_COLLECTED_CODES: dict[str, int] = {
-    "agent_name_taken": 409,
-    "agent_version_archived": 409,
-    "agent_version_immutable": 409,
-    "agent_version_invalid": 400,
-    "agent_version_not_published": 409,
-    "archive_restore_conflict": 409,
-    "arguments_invalid": 400,
-    "body_too_deep": 400,
-    "client_message_id_reused": 409,
-    "content_invalid": 400,
-    "context_capacity_exceeded": 422,
-    "context_state_stale": 409,
-    "dependency_unavailable": 503,
-    "internal_error": 500,
-    "invalid_cursor": 400,
-    "invalid_request": 400,
-    "kv_key_invalid": 400,
-    "kv_key_limit_reached": 400,
-    "kv_value_too_large": 400,
-    "last_active_api_key": 409,
-    "maintainer_not_bound": 400,
-    "maintenance_busy": 409,
-    "maintenance_not_planned": 400,
-    "maintenance_page_out_of_range": 404,
-    "maintenance_state_changed": 409,
-    "malformed_json": 400,
-    "message_kind_invalid": 400,
-    "message_kind_not_writable": 400,
-    "message_role_mismatch": 400,
-    "model_empty_answer": 400,
-    "not_a_protocol_tool": 400,
-    "not_authenticated": 401,
-    "not_found": 404,
-    "protocol_tool_result_forbidden": 400,
-    "protocol_unknown_on_worker": 409,
-    "rate_limited": 429,
-    "request_too_large": 413,
-    "run_not_found": 400,
-    "session_busy": 409,
-    "snapshot_required": 400,
-    "too_many_api_keys": 409,
-    "tool_call_already_answered": 400,
-    "tool_call_duplicate": 409,
-    "tool_call_id_reused": 409,
-    "tool_call_incomplete": 400,
-    "tool_call_not_found": 400,
-    "unsupported_character": 400,
-    "usage_already_reported": 409,
-}
 
 
 def error_codes() -> list[tuple[str, int, str]]:
-    """(code, HTTP status, meaning) of every error code the API answers with, by code."""
-    from contextproto import errors
-    from contextproto.protocol import errors as engine
-
-    registry = getattr(errors, "ERRORS", None)
-    if registry:
-        return sorted((e.code, e.status, e.meaning) for e in registry.values())
-    codes = {
-        value: (400, "A refusal of the engine (contextproto.protocol.errors).")
-        for name, value in vars(engine).items()
-        if name.isupper() and isinstance(value, str)
-    }
-    codes.update((code, (status, "")) for code, status in _COLLECTED_CODES.items())
-    return sorted((code, status, meaning) for code, (status, meaning) in codes.items())
+    """(code, HTTP status, meaning) of every code in the registry (contextproto.errors), by code."""
+    return sorted((entry.code, entry.status, entry.meaning) for entry in ERRORS.values())
 
 
 def api_description(intro: str) -> str:
     """`intro` followed by the error shape and the table of error codes (Markdown)."""
     rows = "\n".join(
-        f"| `{code}` | {status} | {meaning} |" for code, status, meaning in error_codes()
+        f"| `{code}` | {status} | {meaning.replace('|', '\\|')} |"
+        for code, status, meaning in error_codes()
     )
     return (
         f"{intro}\n\n"
