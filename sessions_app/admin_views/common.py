@@ -16,7 +16,7 @@ PAGE_SIZE = 100
 MAX_PAGE_SIZE = 500
 RAW_INLINE_LIMIT = 20_000
 PREVIEW_CHARS = 400
-SNAPSHOT_HEAVY_FIELDS = ("messages", "sources", "request", "options", "notes")
+SNAPSHOT_HEAVY_FIELDS = ("body", "options", "notes")
 
 
 def url(name: str, session: Session | UUID | str, *args: Any) -> str:
