@@ -79,6 +79,12 @@ def _uuid_text(value: Any) -> str | None:
     return str(value if isinstance(value, UUID) else UUID(value))
 
 
+def _uuid_hex(value: Any) -> str | None:
+    if value is None:
+        return None
+    return value.hex if isinstance(value, UUID) else UUID(value).hex
+
+
 def _json(value: Any) -> Any:
     # Both backends hand JSON columns over as text here; the ORM decodes them the same way.
     return json.loads(value) if isinstance(value, str | bytes) else value
@@ -110,7 +116,6 @@ def _raw(row: Sequence[Any]) -> RawMessage:
         snapshot_id,
         created_at,
     ) = row
-    run = _uuid_text(run_id)
     return RawMessage(
         id=_uuid_text(message_id),
         index=index,
@@ -118,7 +123,7 @@ def _raw(row: Sequence[Any]) -> RawMessage:
         role=role,
         kind=kind,
         content=_json(content),
-        run_id=UUID(run).hex if run else None,
+        run_id=_uuid_hex(run_id),
         input_run=input_run,
         tool_call_id=tool_call_id,
         tool_name=tool_name,
