@@ -27,6 +27,7 @@ from uuid import UUID
 from django.db import connection, models
 
 from contextproto.protocol.messages import Fold, RawMessage
+from sessions_app.selectors import raw_from_values
 
 _UUID = models.UUIDField()
 
@@ -73,16 +74,8 @@ def _db_uuid(value: Any) -> Any:
     return _UUID.get_db_prep_value(value, connection)
 
 
-def _uuid_text(value: Any) -> str | None:
-    if value is None:
-        return None
-    return str(value if isinstance(value, UUID) else UUID(value))
-
-
-def _uuid_hex(value: Any) -> str | None:
-    if value is None:
-        return None
-    return value.hex if isinstance(value, UUID) else UUID(value).hex
+def _uuid(value: Any) -> UUID | None:
+    return value if value is None or isinstance(value, UUID) else UUID(value)
 
 
 def _json(value: Any) -> Any:
@@ -90,48 +83,29 @@ def _json(value: Any) -> Any:
     return json.loads(value) if isinstance(value, str | bytes) else value
 
 
-def _timestamp(value: Any) -> str:
+def _bool(value: Any) -> bool | None:
+    return None if value is None else bool(value)
+
+
+def _datetime(value: Any) -> datetime:
     if isinstance(value, str):  # SQLite keeps naive UTC text
         value = datetime.fromisoformat(value)
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=UTC)
-    return value.isoformat()
+    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+# What the ORM's field converters do to each column of selectors.RAW_FIELDS, on both
+# backends; raw_from_values then builds the RawMessage exactly as for an ORM row.
+_CONVERTERS = (_uuid, _same, _same, _same, _same, _json, _uuid, _same, _same, _same, _json)
+_CONVERTERS += (_bool, _uuid, _datetime)
 
 
 def _raw(row: Sequence[Any]) -> RawMessage:
-    (
-        _part,
-        message_id,
-        index,
-        window_id,
-        role,
-        kind,
-        content,
-        run_id,
-        input_run,
-        tool_call_id,
-        tool_name,
-        arguments,
-        is_error,
-        snapshot_id,
-        created_at,
-    ) = row
-    return RawMessage(
-        id=_uuid_text(message_id),
-        index=index,
-        window_id=window_id,
-        role=role,
-        kind=kind,
-        content=_json(content),
-        run_id=_uuid_hex(run_id),
-        input_run=input_run,
-        tool_call_id=tool_call_id,
-        tool_name=tool_name,
-        arguments=_json(arguments),
-        is_error=None if is_error is None else bool(is_error),
-        snapshot_id=_uuid_text(snapshot_id),
-        created_at=_timestamp(created_at),
-    )
+    """RawMessage of a `_VIEW_ROWS_SQL` row (its first column is the part)."""
+    return raw_from_values([convert(v) for convert, v in zip(_CONVERTERS, row[1:], strict=True)])
 
 
 def view_rows(
