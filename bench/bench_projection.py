@@ -78,12 +78,27 @@ def engine_stopwatch() -> Iterator[Stopwatch]:
         engine.project, adapters.adapt, engine.Projection.to_wire = saved
 
 
+@contextmanager
+def snapshot_stopwatch() -> Iterator[Stopwatch]:
+    """Time the snapshot write inside projection_build: encoding its body and the INSERT."""
+    from sessions_app.models import ProjectionSnapshot
+
+    manager = ProjectionSnapshot.objects
+    watch = Stopwatch()
+    manager.create = watch.wrap(manager.create)
+    try:
+        yield watch
+    finally:
+        del manager.create
+
+
 @dataclass
 class Cell:
     built: bench_data.Built
     projection: list[float] = field(default_factory=list)
     sql: list[float] = field(default_factory=list)
     snapshot_insert: list[float] = field(default_factory=list)
+    snapshot_write: list[float] = field(default_factory=list)
     engine: list[float] = field(default_factory=list)
     queries: int = 0
     bare: list[float] = field(default_factory=list)
@@ -168,12 +183,13 @@ def measure(built: list[bench_data.Built], reps: int) -> list[Cell]:
         cell.view_chars = len(json.dumps(snapshot.request, sort_keys=True))
     for _rep in range(reps):
         for cell in cells:
-            with sql_clock() as clock, engine_stopwatch() as watch:
+            with sql_clock() as clock, engine_stopwatch() as watch, snapshot_stopwatch() as write:
                 start = time.perf_counter()
                 projection_build(
                     session_id=cell.built.session_id, provider=PROVIDER, use_cache=False
                 )
                 cell.projection.append(time.perf_counter() - start)
+            cell.snapshot_write.append(write.seconds)
             cell.sql.append(clock.seconds)
             cell.engine.append(watch.seconds)
             cell.snapshot_insert.append(
@@ -184,6 +200,11 @@ def measure(built: list[bench_data.Built], reps: int) -> list[Cell]:
             _bare(cell.built, keys[cell.built.window_id])
             cell.bare.append(time.perf_counter() - start)
     return cells
+
+
+def read_build(cell: Cell) -> float:
+    """Median time of projection_build without its snapshot write (same repetitions)."""
+    return median([p - w for p, w in zip(cell.projection, cell.snapshot_write, strict=True)])
 
 
 def run(reps: int, sizes: tuple[int, ...] = SIZES) -> dict[str, Any]:
@@ -202,9 +223,11 @@ def run(reps: int, sizes: tuple[int, ...] = SIZES) -> dict[str, Any]:
         "p95 ms",
         "SQL ms",
         "snapshot INSERT ms",
+        "snapshot write ms",
         "engine ms",
         "bare median ms",
         "bare p95 ms",
+        "read+build / bare",
         "proj / bare",
         "proj / proj@1k",
     )
@@ -222,9 +245,11 @@ def run(reps: int, sizes: tuple[int, ...] = SIZES) -> dict[str, Any]:
                 ms(p95(cell.projection)),
                 ms(median(cell.sql)),
                 ms(median(cell.snapshot_insert)),
+                ms(median(cell.snapshot_write)),
                 ms(median(cell.engine)),
                 ms(bare),
                 ms(p95(cell.bare)),
+                read_build(cell) / bare,
                 proj / bare,
                 proj / base,
             )
@@ -241,6 +266,8 @@ def run(reps: int, sizes: tuple[int, ...] = SIZES) -> dict[str, Any]:
         "largest": largest.built.total,
         "vs_bare": max(median(c.projection) / median(c.bare) for c in cells),
         "vs_bare_min": min(median(c.projection) / median(c.bare) for c in cells),
+        "build_vs_bare": max(read_build(c) / median(c.bare) for c in cells),
+        "build_vs_bare_min": min(read_build(c) / median(c.bare) for c in cells),
         "cells": cells,
         "view_chars": [c.view_chars for c in cells],
         "seconds": time.perf_counter() - started,

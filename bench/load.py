@@ -79,6 +79,51 @@ LATENCY_HEADERS = ["endpoint", "requests", "req/s", "p50 ms", "p95 ms", "p99 ms"
 LATENCY_HEADERS += ["5xx", "no answer"]
 
 
+def scaling_headers(loops: int) -> list[str]:
+    return [
+        "endpoint",
+        "1 loop p50 ms",
+        f"{loops} loops p50 ms",
+        "p50 ratio",
+        "1 loop req/s",
+        f"{loops} loops req/s",
+        "req/s gain",
+    ]
+
+
+def scaling_rows(
+    single: Stats, single_wall: float, many: Stats, many_wall: float
+) -> list[list[Any]]:
+    """Per endpoint: median latency and requests/s of one loop alone and of many at once."""
+
+    def by_endpoint(stats: Stats) -> dict[str, list[float]]:
+        found: dict[str, list[float]] = {}
+        for attempt in stats.attempts:
+            if attempt.status is not None:
+                found.setdefault(attempt.endpoint, []).append(attempt.seconds * 1000)
+        return found
+
+    alone, together = by_endpoint(single), by_endpoint(many)
+    rows = []
+    for endpoint in sorted(set(alone) | set(together)):
+        one, all_ = alone.get(endpoint, []), together.get(endpoint, [])
+        p50_one, p50_all = percentile(one, 0.5), percentile(all_, 0.5)
+        rps_one = len(one) / single_wall if single_wall else float("nan")
+        rps_all = len(all_) / many_wall if many_wall else float("nan")
+        rows.append(
+            [
+                endpoint,
+                p50_one,
+                p50_all,
+                round(p50_all / p50_one, 2) if one and all_ else float("nan"),
+                round(rps_one, 1),
+                round(rps_all, 1),
+                round(rps_all / rps_one, 2) if rps_one else float("nan"),
+            ]
+        )
+    return rows
+
+
 def audit_rows(audit: Audit, stats: Stats) -> list[list[Any]]:
     return [
         ["sessions audited", audit.sessions],
@@ -131,6 +176,7 @@ def render_section(
     turns: int,
     context: dict[str, str],
     clean: bool,
+    scaling: list[list[Any]],
 ) -> str:
     rps = len(stats.attempts) / wall
     statuses = ", ".join(f"{k}: {v}" for k, v in sorted(stats.statuses().items(), key=str))
@@ -162,6 +208,14 @@ def render_section(
         f"{1000 * args.sessions / rps:.0f} ms): the loops queue for the "
         f"{args.server_workers} workers, which share the CPUs with PostgreSQL and the client.",
         benchlib.table(LATENCY_HEADERS, latency_rows(stats, wall)),
+        f"Scaling across processes (issue #13): the same turns driven by one loop alone, then "
+        f"by {args.sessions} loops at once on {args.sessions} sessions, against the same "
+        f"{args.server_workers} server processes. A latency ratio near {args.sessions} / "
+        f"{args.server_workers} = {args.sessions / args.server_workers:g} with requests/s "
+        "grown by the CPUs' headroom means the loops only queue for workers; a dispatch that "
+        "serialised on a shared lock would show a latency ratio far above and no gain in "
+        "requests/s.",
+        benchlib.table(scaling_headers(args.sessions), scaling),
         f"Integrity audit: **{'passed' if clean else 'FAILED'}**",
         benchlib.table(["integrity check", "count"], audit_rows(audit, stats)),
     ]
@@ -237,14 +291,21 @@ def main(argv: list[str] | None = None) -> int:
         app_client = HttpClient(server.base_url, key, Stats())
         version_id = hostloops.setup_agent_version(app_client)
         runs = [hostloops.create_session(app_client, version_id) for _ in range(args.sessions)]
+        alone = hostloops.create_session(app_client, version_id)
         app_client.close()
         # One turn per loop first, not measured: each worker imports and connects lazily.
         hostloops.run_loops(server.base_url, runs, Stats(), turns=1, seconds=args.seconds)
+        # The same turns by one loop alone: the baseline of the scaling table.
+        single = Stats()
+        hostloops.run_loops(server.base_url, [alone], Stats(), turns=1, seconds=args.seconds)
+        single_wall = hostloops.run_loops(
+            server.base_url, [alone], single, turns=1 + args.turns, seconds=args.seconds
+        )
         wall = hostloops.run_loops(
             server.base_url, runs, stats, turns=1 + args.turns, seconds=args.seconds
         )
-        audit = hostloops.audit_sessions(runs)
-        hostloops.verify_replays(server.base_url, runs, Stats(), audit)
+        audit = hostloops.audit_sessions([*runs, alone])
+        hostloops.verify_replays(server.base_url, [*runs, alone], Stats(), audit)
     finally:
         server.stop()
 
@@ -257,6 +318,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     print()
     print(benchlib.table(LATENCY_HEADERS, latency_rows(stats, wall)))
+    print()
+    scaling = scaling_rows(single, single_wall, stats, wall)
+    print(benchlib.table(scaling_headers(args.sessions), scaling))
     print()
     print(benchlib.table(["integrity check", "count"], audit_rows(audit, stats)))
     failed = [r for r in runs if r.error]
@@ -278,7 +342,14 @@ def main(argv: list[str] | None = None) -> int:
             "load_after": _loadavg(),
         }
         section = render_section(
-            args, stats=stats, audit=audit, wall=wall, turns=turns, context=context, clean=clean
+            args,
+            stats=stats,
+            audit=audit,
+            wall=wall,
+            turns=turns,
+            context=context,
+            clean=clean,
+            scaling=scaling,
         )
         write_section(ROOT / output, section)
         print(f"load: wrote the load section of {output}")

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import uuid
+import zlib
 from typing import Any, NoReturn
 
 from django.db import models
@@ -217,7 +219,45 @@ class WindowRecord(models.Model):
         return self.window_id
 
 
+class CompressedJSONField(models.BinaryField):
+    """A JSON document stored as one zlib-compressed blob, read back exactly as written.
+
+    Unlike jsonb it keeps key order (a provider request reads back as sent) and it costs one
+    small write: a turn's view, sources and request are ~180 KiB of JSON that compress to
+    ~40 KiB, mostly because the request repeats the view (BENCHMARKS.md, issue #13).
+    """
+
+    LEVEL = 1  # fast; the higher levels gain little on this text
+
+    def get_db_prep_value(self, value: Any, connection: Any, prepared: bool = False) -> Any:
+        if value is not None and not isinstance(value, bytes | memoryview):
+            encoded = json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
+            value = zlib.compress(encoded, self.LEVEL)
+        return super().get_db_prep_value(value, connection, prepared)
+
+    def from_db_value(self, value: Any, expression: Any, connection: Any) -> Any:
+        if value is None:
+            return None
+        return json.loads(zlib.decompress(value))
+
+
+def _body_part(name: str) -> property:
+    """A property over one key of a model's `body` (a plain property, so Django accepts it
+    as a constructor keyword)."""
+
+    def get(instance: Any) -> Any:
+        return (instance.body or {}).get(name)
+
+    def set_(instance: Any, value: Any) -> None:
+        instance.body = {**(instance.body or {}), name: value}
+
+    return property(get, set_)
+
+
 class ProjectionSnapshot(models.Model):
+    """One turn's frozen view: R/U/run/W, the options, the view with its sources and the
+    provider request as sent (`body`), plus the provider's usage once reported."""
+
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="snapshots")
     run = models.ForeignKey(Run, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
@@ -227,9 +267,8 @@ class ProjectionSnapshot(models.Model):
     protocol = models.CharField(max_length=64)
     options = models.JSONField(default=dict)
     provider = models.CharField(max_length=32)
-    messages = models.JSONField()
-    sources = models.JSONField()
-    request = models.JSONField()
+    # {"messages": [...], "sources": [...], "request": {...}}; see `messages` etc. below.
+    body = CompressedJSONField(default=dict)
     notes = models.JSONField(default=list)
     # Provider-reported usage of the turn that used this snapshot (input/output tokens).
     usage = models.JSONField(null=True, blank=True)
@@ -242,6 +281,12 @@ class ProjectionSnapshot(models.Model):
 
     def __str__(self) -> str:
         return f"snapshot r{self.revision} u{self.upper_bound}"
+
+    # The view's messages and their ProjectionSources (wire shapes) and the provider
+    # request, read and written like fields (constructor keywords too).
+    messages = _body_part("messages")
+    sources = _body_part("sources")
+    request = _body_part("request")
 
 
 class ToolReceipt(models.Model):

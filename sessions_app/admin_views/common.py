@@ -17,7 +17,7 @@ PAGE_SIZE = 100
 MAX_PAGE_SIZE = 500
 RAW_INLINE_LIMIT = 20_000
 PREVIEW_CHARS = 400
-SNAPSHOT_HEAVY_FIELDS = ("messages", "sources", "request", "options", "notes")
+SNAPSHOT_HEAVY_FIELDS = ("body", "options", "notes")
 
 # The pages render a content as the engine flattens it (text, `[image <type>]` markers,
 # JSON for anything else); re-exported for the other admin_views modules.

@@ -297,7 +297,7 @@ def latest_view(session: Session) -> ProjectionSnapshot | None:
     """The session's latest snapshot with what placing a message in it needs."""
     return (
         ProjectionSnapshot.objects.filter(session=session)
-        .defer("request", "options", "notes")
+        .defer("options", "notes")
         .order_by("-created_at", "-pk")
         .first()
     )

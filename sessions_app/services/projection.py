@@ -20,7 +20,7 @@ from contextproto.protocol import projection as engine
 from contextproto.protocol.errors import ProtocolError
 from contextproto.protocol.messages import DERIVED_HEADER, DERIVED_RAW, DERIVED_SYSTEM, RawMessage
 from contextproto.protocol.state import MAIN_WINDOW, covered_key
-from sessions_app import selectors
+from sessions_app import hot_reads, selectors
 from sessions_app.models import ProjectionSnapshot, Run, Session
 from sessions_app.providers.base import canonical_json, estimate_tokens
 from sessions_app.services.state import session_lock
@@ -66,8 +66,8 @@ def projection_build(
         protocol = catalog.get_version(
             version.context_protocol_id, version.context_protocol_version
         )
-        run = _run_for(session, run_id)
-        run_hex = run.id.hex if run else None
+        run_uuid = _run_for(session, run_id)
+        run_hex = run_uuid.hex if run_uuid else None
         upper_bound = session.last_index
         window_id = session.active_window if protocol.windowed else MAIN_WINDOW
         if use_cache:
@@ -75,7 +75,7 @@ def projection_build(
                 session=session,
                 revision=session.state_revision,
                 upper_bound=upper_bound,
-                run=run,
+                run_id=run_uuid,
                 provider=provider,
                 protocol=protocol.key,
             ).first()
@@ -84,7 +84,7 @@ def projection_build(
         keys = list(engine.kv_keys_for_view(protocol.protocol_id, window_id))
         if covered_key(window_id) not in keys:
             keys.append(covered_key(window_id))
-        kv = selectors.kv_values(session.id, keys)
+        kv = hot_reads.kv_values(session.id, keys)
         covered = int(kv.get(covered_key(window_id), 0) or 0)
         plan = engine.plan_reads(
             protocol_id=protocol.protocol_id,
@@ -94,17 +94,12 @@ def projection_build(
             upper_bound=upper_bound,
         )
         folds = (
-            selectors.folds_of_window_above(session.id, plan.folds_window, plan.folds_after_index)
+            hot_reads.folds_of_window_above(session.id, plan.folds_window, plan.folds_after_index)
             if plan.folds_window
             else []
         )
         revision = session.state_revision
-    window_messages = selectors.log_window(
-        session.id, plan.window_id, plan.after_index, plan.through_index
-    )
-    run_inputs = (
-        selectors.log_run_inputs(session.id, plan.run_id, plan.through_index) if plan.run_id else []
-    )
+    window_messages, run_inputs = _view_rows(session.id, plan)
     try:
         projection = engine.project(
             engine.ProjectionInput(
@@ -135,7 +130,7 @@ def projection_build(
     wire = projection.to_wire()
     return ProjectionSnapshot.objects.create(
         session=session,
-        run=run,
+        run_id=run_uuid,
         revision=revision,
         upper_bound=upper_bound,
         window_id=projection.window_id,
@@ -204,17 +199,35 @@ def _options(version: AgentVersion, protocol: catalog.ProtocolVersion) -> dict[s
     return {**protocol.defaults, **(version.options or {})}
 
 
-def _run_for(session: Session, run_id: str | None) -> Run | None:
+def _run_for(session: Session, run_id: str | None) -> UUID | None:
+    """The RunId the view is built for: `run_id` if it names a run of the session, else the
+    session's current run (no row read: only the id is needed)."""
     if run_id is None:
-        return session.current_run
+        return session.current_run_id
     try:
         run_uuid = UUID(str(run_id))
     except ValueError as exc:
         raise ApplicationError("run_not_found", "runId is not a RunId of this session.") from exc
-    run = Run.objects.filter(session=session, id=run_uuid).first()
-    if run is None:
+    if not Run.objects.filter(session=session, id=run_uuid).exists():
         raise ApplicationError("run_not_found", "runId is not a RunId of this session.")
-    return run
+    return run_uuid
+
+
+def _view_rows(
+    session_id: UUID, plan: engine.ReadPlan
+) -> tuple[list[RawMessage], list[RawMessage]]:
+    """The window's rows and the run's inputs: one statement while nothing in range is
+    archived, else the readers that merge the cold archive."""
+    hot = hot_reads.view_rows(
+        session_id, plan.window_id, plan.after_index, plan.through_index, plan.run_id
+    )
+    if hot is not None:
+        return hot.window, hot.run_inputs
+    window = selectors.log_window(session_id, plan.window_id, plan.after_index, plan.through_index)
+    run_inputs = (
+        selectors.log_run_inputs(session_id, plan.run_id, plan.through_index) if plan.run_id else []
+    )
+    return window, run_inputs
 
 
 def snapshot_to_wire(snapshot: ProjectionSnapshot) -> dict[str, Any]:

@@ -240,7 +240,7 @@ class Command(BaseCommand):
         snapshots = list(
             ProjectionSnapshot.objects.filter(session=session)
             .order_by("created_at", "pk")
-            .only("id", "created_at", "upper_bound", "window_id", "usage", "sources")
+            .only("id", "created_at", "upper_bound", "window_id", "usage", "body")
         )
         return {
             "label": label,
@@ -357,9 +357,7 @@ def full_history_tokens(session: Session, snapshots: list[ProjectionSnapshot]) -
     for message in history:
         wire = {k: v for k, v in message.to_wire().items() if k in keep}
         sizes.append(sizes[-1] + len(canonical_json(wire)))
-    full = ProjectionSnapshot.objects.filter(pk__in=[s.pk for s in snapshots]).only(
-        "id", "messages", "request"
-    )
+    full = ProjectionSnapshot.objects.filter(pk__in=[s.pk for s in snapshots]).only("id", "body")
     heavy = {s.pk: s for s in full}
     tokens = []
     for snapshot in snapshots:
@@ -393,7 +391,7 @@ def showcase_snapshot(session: Session) -> ProjectionSnapshot | None:
     candidates = (
         ProjectionSnapshot.objects.filter(session=session)
         .order_by("-created_at", "-pk")
-        .only("id", "sources", "messages")
+        .only("id", "body")
     )
     for snapshot in candidates:
         kinds = {s.get("derivedType") for s in snapshot.sources or []}

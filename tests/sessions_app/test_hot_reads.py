@@ -1,0 +1,110 @@
+"""The raw SQL reads of the turn return exactly what the ORM readers return (issue #13)."""
+
+from __future__ import annotations
+
+from sessions_app import hot_reads, selectors
+from sessions_app.models import Session
+from sessions_app.services.archive import archive_session, restore_session
+from sessions_app.services.state import kv_commit
+
+PARTS = [
+    {"type": "text", "text": "parts ü"},
+    {"type": "image", "mediaType": "image/png", "data": "AAAA"},
+]
+
+
+def _session_with_windows_folds_and_runs(api_session):
+    s = api_session()
+    s.input("first input")
+    s.input(PARTS)
+    a = s.host_tool_work("lookup", result="a" * 40)
+    b = s.host_tool_work("lookup", result="b")
+    s.write(role="assistant", kind="text", content="an answer")
+    for (first, last), summary in ((a, "a"), (b, "b")):
+        folded = s.tool(
+            "context_fold_create",
+            fromIndex=first,
+            throughIndex=last,
+            summary=summary,
+            expectedWindowId="main",
+        )
+        assert folded["success"], folded
+    opened = s.tool(
+        "context_window_open", windowId="beta", goal="other", input="x", expectedWindowId="main"
+    )
+    assert opened["success"], opened
+    s.host_tool_work("in-beta")
+    s.input("an input written in beta")
+    return s
+
+
+def _orm_view(session_id, window, after, through, run_hex):
+    window_rows = selectors.log_window(session_id, window, after, through)
+    run_rows = selectors.log_run_inputs(session_id, run_hex, through) if run_hex else []
+    return window_rows, run_rows
+
+
+def test_view_rows_equal_the_orm_readers(api_session):
+    s = _session_with_windows_folds_and_runs(api_session)
+    session = Session.objects.get(pk=s.id)
+    run_hex = session.current_run_id.hex
+    through = session.last_index
+    cases = [
+        ("main", 0, through, run_hex),
+        ("main", 3, through, run_hex),
+        ("main", -1, through - 2, run_hex),
+        ("beta", 0, through, run_hex),
+        ("beta", 0, through, None),
+        ("main", through, through, run_hex),  # an empty range
+        ("nowhere", 0, through, "0" * 32),  # nothing at all
+    ]
+    for window, after, bound, run in cases:
+        hot = hot_reads.view_rows(s.id, window, after, bound, run)
+        assert hot is not None
+        expected_window, expected_inputs = _orm_view(s.id, window, after, bound, run)
+        assert hot.window == expected_window, (window, after, bound)
+        assert hot.run_inputs == expected_inputs, (window, after, bound)
+    full = hot_reads.view_rows(s.id, "main", 0, through, run_hex)
+    assert {m.kind for m in full.window} >= {"input", "tool_call", "tool_result", "text"}
+    assert any(m.content == PARTS for m in full.window)
+    assert [m.content for m in full.run_inputs][-1] == "an input written in beta"
+
+
+def test_view_rows_leave_archived_ranges_to_the_merging_readers(api_session):
+    s = _session_with_windows_folds_and_runs(api_session)
+    session = Session.objects.get(pk=s.id)
+    run_hex = session.current_run_id.hex
+    through = session.last_index
+    before = _orm_view(s.id, "main", 0, through, run_hex)
+    archive_session(session_id=s.id, keep_last=4, chunk_size=4)
+    boundary = max(c.last_index for c in session.archive_chunks.all())
+    assert boundary > 0
+    assert hot_reads.view_rows(s.id, "main", 0, through, None) is None
+    assert hot_reads.view_rows(s.id, "main", 0, through, run_hex) is None
+    # Above B the hot rows are the whole window again (the run's inputs may still be cold).
+    above = hot_reads.view_rows(s.id, "beta", boundary, through, None)
+    assert above is not None
+    assert above.window == selectors.log_window(s.id, "beta", boundary, through)
+    restore_session(session_id=s.id)
+    restored = hot_reads.view_rows(s.id, "main", 0, through, run_hex)
+    assert restored is not None
+    assert (restored.window, restored.run_inputs) == before
+
+
+def test_kv_values_and_folds_equal_the_orm_readers(api_session):
+    s = _session_with_windows_folds_and_runs(api_session)
+    keys = ["activeWindow", "taskMemory", "window/main", "coveredThrough/main", "missing/key"]
+    assert hot_reads.kv_values(s.id, keys) == selectors.kv_values(s.id, keys)
+    assert hot_reads.kv_values(s.id, keys)["activeWindow"] == "beta"
+    assert hot_reads.kv_values(s.id, []) == {}
+    for after in (0, 3, 5, 100):
+        assert hot_reads.folds_of_window_above(
+            s.id, "main", after
+        ) == selectors.folds_of_window_above(s.id, "main", after)
+    folds = hot_reads.folds_of_window_above(s.id, "main", 0)
+    assert [f.summary for f in folds] == ["a", "b"]
+    assert hot_reads.folds_of_window_above(s.id, "beta", 0) == []
+    # A checkpoint over the first fold hides it from the view's read.
+    kv_commit(session_id=s.id, writes={"coveredThrough/main": folds[0].last_index})
+    above = hot_reads.folds_of_window_above(s.id, "main", folds[0].last_index)
+    assert [f.summary for f in above] == ["b"]
