@@ -26,7 +26,10 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "sessions_app.services.archive",
         ),
     ),
-    ("selectors: reads, hot and cold merged", ("sessions_app.selectors",)),
+    (
+        "selectors: reads, hot and cold merged (hot_reads: the projection's raw-SQL reads)",
+        ("sessions_app.selectors", "sessions_app.hot_reads"),
+    ),
     (
         "records: log writes, runs, sessions, client write ids, the engine's reader port",
         (
