@@ -13,6 +13,7 @@ from django.conf import settings
 from django.db import transaction
 
 from agents.models import AgentVersion
+from agents.selectors import effective_options, protocol_of
 from contextproto import metrics
 from contextproto.errors import ApplicationError
 from contextproto.protocol import adapters, catalog
@@ -63,9 +64,7 @@ def projection_build(
     with transaction.atomic():
         session = session_lock(session_id)
         version = session.agent_version
-        protocol = catalog.get_version(
-            version.context_protocol_id, version.context_protocol_version
-        )
+        protocol = protocol_of(version)
         run_uuid = _run_for(session, run_id)
         run_hex = run_uuid.hex if run_uuid else None
         upper_bound = session.last_index
@@ -105,7 +104,7 @@ def projection_build(
             engine.ProjectionInput(
                 protocol_id=protocol.protocol_id,
                 version=protocol.version,
-                options=_options(version, protocol),
+                options=effective_options(version, protocol),
                 system_prompt=version.system_prompt,
                 protocol_prompt=protocol.prompt,
                 session_id=str(session.id),
@@ -192,11 +191,6 @@ def _assistant_prefill(version: AgentVersion) -> bool:
     # A model config may say the model accepts an assistant prefill (docs/decisions.md).
     config = version.model_config
     return isinstance(config, dict) and config.get("assistantPrefill") is True
-
-
-def _options(version: AgentVersion, protocol: catalog.ProtocolVersion) -> dict[str, Any]:
-    # Published options are stored normalized; defaults fill any gap of older rows.
-    return {**protocol.defaults, **(version.options or {})}
 
 
 def _run_for(session: Session, run_id: str | None) -> UUID | None:
