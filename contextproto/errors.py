@@ -69,7 +69,7 @@ AGENT_VERSION_IMMUTABLE = _code(
     "agent_version_immutable", 409, "A published or archived version is not edited."
 )
 AGENT_VERSION_NOT_PUBLISHED = _code(
-    "agent_version_not_published", 409, "Only a published version is archived or starts sessions."
+    "agent_version_not_published", 400, "Only a published version is archived or starts sessions."
 )
 AGENT_VERSION_ARCHIVED = _code("agent_version_archived", 409, "It takes no new sessions.")
 TOOL_NOT_FOUND = _code("tool_not_found", 400, "A bound tool id that does not exist.")

@@ -60,7 +60,7 @@ def test_a_draft_cannot_be_archived(tenant):
     _, client = tenant()
     draft = new_version(client, new_agent(client))
     refused = client.post(f"agent-versions/{draft['id']}/archive/")
-    assert refused.status_code == 409
+    assert refused.status_code == 400
     assert refused.json()["error"]["code"] == "agent_version_not_published"
     assert AgentVersion.objects.get(pk=draft["id"]).status == "draft"
 
