@@ -102,6 +102,39 @@ def raw_from_values(values: Sequence[Any]) -> RawMessage:
     )
 
 
+def call_and_answer(
+    session_id: Any, tool_call_id: str
+) -> tuple[RawMessage | None, RawMessage | None]:
+    """The tool_call `tool_call_id` and the result after it, hot or archived.
+
+    One query while the call is hot; the cold archive is searched only when the hot table
+    cannot settle it (the call itself archived, or unknown). A call archived while
+    unanswered gets its result later (SPEC §7). The one lookup of "this call and whether it
+    is answered" for dispatch and for message writes.
+    """
+    rows = [
+        raw_from_values(values)
+        for values in Message.objects.filter(
+            session_id=session_id,
+            tool_call_id=tool_call_id,
+            kind__in=("tool_call", "tool_result"),
+        )
+        .order_by("index")
+        .values_list(*RAW_FIELDS)
+    ]
+    call = next((m for m in rows if m.kind == "tool_call"), None)
+    if call is None:
+        call = cold.archived_message_by_tool_call(session_id, tool_call_id, "tool_call")
+    after = call.index if call is not None else 0
+    answer = next((m for m in rows if m.kind == "tool_result" and m.index > after), None)
+    if answer is None and (call is None or not rows):
+        # A result comes after its call, so it can be archived only if the call is.
+        answer = cold.archived_message_by_tool_call(
+            session_id, tool_call_id, "tool_result", after_index=after
+        )
+    return call, answer
+
+
 # Cold and hot are merged by MessageIndex (SPEC §7). The cold part is #1..B (see
 # sessions_app.services.archive). A reader takes the hot rows and B in one statement, then
 # decompresses only the chunks overlapping its range, each chunk query reporting B again: if

@@ -27,10 +27,9 @@ from contextproto.errors import (
 )
 from contextproto.protocol import catalog, tools
 from contextproto.protocol.messages import RawMessage
-from sessions_app.models import Message, ProjectionSnapshot, Session, ToolReceipt
-from sessions_app.selectors import RAW_FIELDS, log_at, raw_from_values, to_raw
+from sessions_app.models import ProjectionSnapshot, Session, ToolReceipt
+from sessions_app.selectors import call_and_answer, log_at, to_raw
 from sessions_app.services import hooks
-from sessions_app.services.archive import archived_message_by_tool_call
 from sessions_app.services.messages import message_append_locked, message_write
 from sessions_app.services.projection import projection_build
 from sessions_app.services.reader import DbSessionReader
@@ -80,7 +79,7 @@ def tool_dispatch(*, session_id: UUID | str, tool_call_id: str) -> Receipt:
     """
     with transaction.atomic():
         session = session_lock(session_id)
-        call, answer = _call_and_answer(session.id, tool_call_id)
+        call, answer = call_and_answer(session.id, tool_call_id)
         if answer is not None:
             # No select_related: its inner join would hide a receipt whose result is archived.
             existing = ToolReceipt.objects.filter(
@@ -147,37 +146,6 @@ def tool_dispatch(*, session_id: UUID | str, tool_call_id: str) -> Receipt:
             result_message=to_raw(result_row),
             effects=effects,
         )
-
-
-def _call_and_answer(
-    session_id: UUID, tool_call_id: str
-) -> tuple[RawMessage | None, RawMessage | None]:
-    """The call `tool_call_id` and the result after it, hot or archived (one query if hot).
-
-    A call archived while unanswered is dispatched from its archived copy (SPEC §7).
-    """
-    rows = [
-        raw_from_values(values)
-        for values in Message.objects.filter(
-            session_id=session_id,
-            tool_call_id=tool_call_id,
-            kind__in=("tool_call", "tool_result"),
-        )
-        .order_by("index")
-        .values_list(*RAW_FIELDS)
-    ]
-    call = next((m for m in rows if m.kind == "tool_call"), None)
-    if call is None:
-        call = archived_message_by_tool_call(session_id, tool_call_id, "tool_call")
-    after = call.index if call is not None else 0
-    answer = next((m for m in rows if m.kind == "tool_result" and m.index > after), None)
-    if answer is None and (call is None or not rows):
-        # Cold only when the hot table cannot settle it: the call itself is archived (or
-        # unknown), so its result may be archived too.
-        answer = archived_message_by_tool_call(
-            session_id, tool_call_id, "tool_result", after_index=after
-        )
-    return call, answer
 
 
 def _execute_and_apply(session: Session, call: RawMessage) -> tuple[tools.ToolOutcome, int]:
@@ -319,7 +287,7 @@ def tool_call_record_and_dispatch(
         )
     with transaction.atomic():
         session = session_lock(session_id)
-        recorded, _answer = _call_and_answer(session.id, tool_call_id)
+        recorded, _answer = call_and_answer(session.id, tool_call_id)
         if recorded is None:
             snapshot = (
                 ProjectionSnapshot.objects.filter(session=session)

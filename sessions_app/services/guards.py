@@ -20,7 +20,7 @@ def input_content_check(content: Any) -> None:
     Checked before the idempotent write so a bad body is refused, not replayed. Belongs in
     `runs.run_start` (or a public `messages.content_check` it calls).
     """
-    messages._check_content(content)
+    messages.content_check(content)
 
 
 def maintainer_bound_check(session: Session) -> None:

@@ -24,10 +24,10 @@ from contextproto.errors import (
     ApplicationError,
 )
 from contextproto.protocol.catalog import PROTOCOL_TOOL_NAMES
-from contextproto.protocol.messages import ROLE_OF_KIND, RawMessage
+from contextproto.protocol.messages import ROLE_OF_KIND
 from sessions_app.models import Message, ProjectionSnapshot, Run, Session, WindowRecord
+from sessions_app.selectors import call_and_answer
 from sessions_app.services import hooks
-from sessions_app.services.archive import archived_message_by_tool_call
 from sessions_app.services.state import session_lock
 
 
@@ -143,7 +143,7 @@ def message_write(
             f"kind {kind} is written with role {HOST_WRITABLE_KINDS[kind]}, not {role}.",
             {"field": "role"},
         )
-    _check_content(content)
+    content_check(content)
     with transaction.atomic():
         session = session_lock(session_id)
         fields: dict[str, Any] = {}
@@ -168,15 +168,12 @@ def message_write(
 
 def _tool_call_recorded(session: Session, tool_call_id: str) -> bool:
     """Whether this session has a tool_call with this id, hot or archived."""
-    return (
-        Message.objects.filter(
-            session=session, kind="tool_call", tool_call_id=tool_call_id
-        ).exists()
-        or archived_message_by_tool_call(session.id, tool_call_id, "tool_call") is not None
-    )
+    call, _answer = call_and_answer(session.id, tool_call_id)
+    return call is not None
 
 
-def _check_content(content: Any) -> None:
+def content_check(content: Any) -> None:
+    """Refuse (400 `content_invalid`) a content that is neither text nor a list of parts."""
     if isinstance(content, str):
         return
     if not isinstance(content, list) or not content:
@@ -254,17 +251,7 @@ def _tool_call_fields(
 def _tool_result_fields(
     session: Session, tool_call_id: str | None, is_error: bool | None
 ) -> dict[str, Any]:
-    call: Message | RawMessage | None = (
-        Message.objects.filter(session=session, kind="tool_call", tool_call_id=tool_call_id)
-        .only("window_id", "tool_name", "index")
-        .first()
-        if tool_call_id
-        else None
-    )
-    # A call archived while unanswered gets its result later (SPEC §7).
-    archived = call is None and bool(tool_call_id)
-    if archived:
-        call = archived_message_by_tool_call(session.id, tool_call_id, "tool_call")
+    call, answer = call_and_answer(session.id, tool_call_id) if tool_call_id else (None, None)
     if call is None:
         raise ApplicationError(
             TOOL_CALL_NOT_FOUND,
@@ -278,15 +265,7 @@ def _tool_result_fields(
             f"POST sessions/{{id}}/tool-calls/{tool_call_id}/dispatch/.",
             {"field": "toolCallId"},
         )
-    if Message.objects.filter(
-        session=session, kind="tool_result", tool_call_id=tool_call_id
-    ).exists() or (
-        archived
-        and archived_message_by_tool_call(
-            session.id, tool_call_id, "tool_result", after_index=call.index
-        )
-        is not None
-    ):
+    if answer is not None:
         raise ApplicationError(
             TOOL_CALL_ALREADY_ANSWERED,
             f"toolCallId {tool_call_id} already has its result.",
