@@ -15,7 +15,12 @@ from django.db import transaction
 from agents.models import AgentVersion
 from agents.selectors import effective_options, protocol_of
 from contextproto import metrics
-from contextproto.errors import ApplicationError
+from contextproto.errors import (
+    CONTEXT_CAPACITY_EXCEEDED,
+    PROVIDER_UNKNOWN,
+    RUN_NOT_FOUND,
+    ApplicationError,
+)
 from contextproto.protocol import adapters, catalog
 from contextproto.protocol import projection as engine
 from contextproto.protocol.errors import ProtocolError
@@ -26,7 +31,6 @@ from sessions_app.models import ProjectionSnapshot, Run, Session
 from sessions_app.providers.base import canonical_json, estimate_tokens
 from sessions_app.services.state import session_lock
 
-CONTEXT_CAPACITY_EXCEEDED = "context_capacity_exceeded"
 # The estimator of estimated usage (providers.base): characters / 4 of the canonical JSON.
 CAPACITY_ESTIMATOR = "chars/4"
 
@@ -57,7 +61,7 @@ def projection_build(
     """
     if provider not in adapters.PROVIDERS:
         raise ApplicationError(
-            "provider_unknown",
+            PROVIDER_UNKNOWN,
             f"provider must be one of {', '.join(adapters.PROVIDERS)}.",
             {"provider": provider},
         )
@@ -183,7 +187,6 @@ def capacity_check(
         f"estimate), above maxInputTokens {limit}. Send a shorter input, shorten the task "
         "memory or the system prompt, or use a model with a larger window.",
         {**sizes, "total": total, "limit": limit, "estimator": CAPACITY_ESTIMATOR},
-        status=422,
     )
 
 
@@ -201,9 +204,9 @@ def _run_for(session: Session, run_id: str | None) -> UUID | None:
     try:
         run_uuid = UUID(str(run_id))
     except ValueError as exc:
-        raise ApplicationError("run_not_found", "runId is not a RunId of this session.") from exc
+        raise ApplicationError(RUN_NOT_FOUND, "runId is not a RunId of this session.") from exc
     if not Run.objects.filter(session=session, id=run_uuid).exists():
-        raise ApplicationError("run_not_found", "runId is not a RunId of this session.")
+        raise ApplicationError(RUN_NOT_FOUND, "runId is not a RunId of this session.")
     return run_uuid
 
 
