@@ -18,7 +18,7 @@ from rest_framework.authentication import BaseAuthentication
 from rest_framework.request import Request
 
 from agents.models import ApiKey, Application, hash_key
-from contextproto.errors import ApplicationError, NotFound
+from contextproto.errors import INVALID_REQUEST, NOT_AUTHENTICATED, ApplicationError, NotFound
 
 PAGE_LIMIT_DEFAULT = 50
 PAGE_LIMIT_MAX = 200
@@ -44,12 +44,10 @@ class BearerKeyAuthentication(BaseAuthentication):
         scheme, _, raw = header.partition(" ")
         raw = raw.strip()
         if scheme.lower() != "bearer" or not raw:
-            raise ApplicationError(
-                "not_authenticated", "Use 'Authorization: Bearer <key>'.", status=401
-            )
+            raise ApplicationError(NOT_AUTHENTICATED, "Use 'Authorization: Bearer <key>'.")
         credential = credential_for_key(raw)
         if credential is None:
-            raise ApplicationError("not_authenticated", "Unknown or revoked key.", status=401)
+            raise ApplicationError(NOT_AUTHENTICATED, "Unknown or revoked key.")
         # For the request log line (contextproto.middleware), which sees the Django request.
         request._request.credential = credential
         return None, credential
@@ -88,9 +86,8 @@ def credential_of(request: Request) -> Credential:
     credential = request.auth
     if not isinstance(credential, Credential):
         raise ApplicationError(
-            "not_authenticated",
+            NOT_AUTHENTICATED,
             "Send 'Authorization: Bearer <key>' with an application key or a session key.",
-            status=401,
         )
     return credential
 
@@ -159,7 +156,7 @@ def query_int(raw: object, name: str, default: int, *, minimum: int, maximum: in
         value = None
     if value is None or not minimum <= value <= maximum:
         raise ApplicationError(
-            "invalid_request",
+            INVALID_REQUEST,
             f"{name} must be an integer between {minimum} and {maximum}.",
             {"field": name},
         )

@@ -22,7 +22,17 @@ from rest_framework import status as http_status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from contextproto.errors import ApplicationError, NotFound
+from contextproto.errors import (
+    DEPENDENCY_UNAVAILABLE,
+    INVALID_REQUEST,
+    MALFORMED_JSON,
+    NOT_AUTHENTICATED,
+    NOT_FOUND,
+    RATE_LIMITED,
+    REQUEST_TOO_LARGE,
+    ApplicationError,
+    NotFound,
+)
 from contextproto.middleware import error_body, internal_error_body, request_id_of
 from contextproto.protocol.errors import ProtocolError
 
@@ -73,14 +83,14 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response |
         return error_response(exc.code, exc.message, 400, exc.details)
     if isinstance(exc, RequestDataTooBig):
         return error_response(
-            "request_too_large",
+            REQUEST_TOO_LARGE,
             "The request body exceeds the size limit; send less data per request.",
             http_status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
         )
     if isinstance(exc, drf_exceptions.Throttled):
         wait = max(1, math.ceil(exc.wait or 1))
         response = error_response(
-            "rate_limited",
+            RATE_LIMITED,
             f"Too many requests for this key; retry in {wait} s.",
             http_status.HTTP_429_TOO_MANY_REQUESTS,
             {"retryAfterSeconds": wait},
@@ -88,21 +98,21 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response |
         response["Retry-After"] = str(wait)
         return response
     if isinstance(exc, Http404):
-        return error_response("not_found", "Not found.", 404)
+        return error_response(NOT_FOUND, "Not found.", 404)
     if isinstance(exc, drf_exceptions.ValidationError):
         errors = _flatten_validation(exc.detail)
         first = errors[0] if errors else {"field": "body", "message": "Invalid input."}
         return error_response(
-            "invalid_request",
+            INVALID_REQUEST,
             f"{first['field']}: {first['message']}",
             400,
             {"errors": errors},
         )
     if isinstance(exc, drf_exceptions.ParseError):
-        return error_response("malformed_json", f"The body is not valid JSON: {exc.detail}", 400)
+        return error_response(MALFORMED_JSON, f"The body is not valid JSON: {exc.detail}", 400)
     if isinstance(exc, drf_exceptions.NotAuthenticated | drf_exceptions.AuthenticationFailed):
         return error_response(
-            "not_authenticated",
+            NOT_AUTHENTICATED,
             "Send 'Authorization: Bearer <key>' with an application key or a session key.",
             401,
         )
@@ -116,7 +126,7 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response |
         # the same request can be sent again once it is back.
         logger.warning("database unavailable: %s", exc)
         return error_response(
-            "dependency_unavailable",
+            DEPENDENCY_UNAVAILABLE,
             "The database is unavailable; nothing was written. Retry the same request later.",
             http_status.HTTP_503_SERVICE_UNAVAILABLE,
             {"dependency": "database"},
@@ -127,7 +137,7 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response |
         # replays instead of writing twice.
         logger.warning("redis unavailable: %s", exc)
         return error_response(
-            "dependency_unavailable",
+            DEPENDENCY_UNAVAILABLE,
             "Redis (cache and task broker) is unavailable. Retry the same request later.",
             http_status.HTTP_503_SERVICE_UNAVAILABLE,
             {"dependency": "redis"},

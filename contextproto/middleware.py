@@ -15,6 +15,8 @@ from collections.abc import Callable
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
+from contextproto.errors import INTERNAL_ERROR, NOT_FOUND, UNSUPPORTED_CHARACTER
+
 logger = logging.getLogger("contextproto.requests")
 
 API_PREFIX = "/api/"
@@ -114,7 +116,7 @@ def _refuse_nul(request: HttpRequest) -> HttpResponse | None:
         return None
     return JsonResponse(
         error_body(
-            "unsupported_character",
+            UNSUPPORTED_CHARACTER,
             f"{where}: contains a NUL character (%00), which no id, key or filter can hold.",
             400,
             {"field": where},
@@ -128,7 +130,7 @@ def api_not_found(request: HttpRequest, exception: Exception | None = None) -> H
     if is_api(request):
         return JsonResponse(
             error_body(
-                "not_found",
+                NOT_FOUND,
                 f"No API endpoint at {request.path}; see /api/v1/schema/ for the routes.",
                 404,
             ),
@@ -150,7 +152,7 @@ def api_server_error(request: HttpRequest) -> HttpResponse:
 
 def internal_error_body(request_id: str) -> dict:
     return error_body(
-        "internal_error",
+        INTERNAL_ERROR,
         "The service failed while handling this request; nothing you sent was at fault as "
         f"far as it can tell. Report request id {request_id} to the operator.",
         500,

@@ -16,7 +16,7 @@ from typing import Any
 
 from django.db.models import QuerySet
 
-from contextproto.errors import ApplicationError
+from contextproto.errors import INVALID_CURSOR, ApplicationError
 from contextproto.protocol.catalog import JSON_INTEGER_MAX
 
 CURSOR_TEXT_MAX = 256  # the longest text a cursor of ours holds is a KV key or a timestamp
@@ -56,7 +56,7 @@ def decode_cursor(raw: str | None, shape: dict[str, type]) -> Position | None:
 
 def invalid_cursor() -> ApplicationError:
     return ApplicationError(
-        "invalid_cursor",
+        INVALID_CURSOR,
         "The cursor is not one this API issued; pass nextCursor from the previous page as is, "
         "or leave it out to start at the beginning.",
         {"field": "cursor"},

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from contextproto.errors import ApplicationError
+from contextproto.errors import MAINTAINER_NOT_BOUND, ApplicationError
 from sessions_app.models import Session
 from sessions_app.services import messages
 
@@ -30,7 +30,7 @@ def maintainer_bound_check(session: Session) -> None:
     """
     if session.agent_version.maintainer_agent_id is None:
         raise ApplicationError(
-            "maintainer_not_bound",
+            MAINTAINER_NOT_BOUND,
             "No maintainer Agent is bound to this AgentVersion; bind one, or use the "
             "external maintainer endpoints (maintenance/plan/).",
         )
