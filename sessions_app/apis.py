@@ -33,7 +33,6 @@ from sessions_app.models import Session
 from sessions_app.services import (
     client_writes,
     dispatch,
-    guards,
     maintenance,
     messages,
     projection,
@@ -127,12 +126,10 @@ class SessionInputApi(APIView):
     def post(self, request: Request, session_id: str) -> Response:
         session = session_for(request, session_id)
         data = self.Input.parse(request.data)
-        guards.input_content_check(data["content"])
-        message, replayed = client_writes.write_once(
+        message, replayed = runs.run_start_once(
             session_id=session.id,
+            content=data["content"],
             client_message_id=data.get("clientMessageId"),
-            request={"kind": "input", "content": data["content"]},
-            write=lambda: runs.run_start(session_id=session.id, content=data["content"])[1],
         )
         body = {"runId": message.input_run, "index": message.index, "message": message.to_wire()}
         return _written(body, replayed)
@@ -460,7 +457,6 @@ class MaintenanceRequestApi(APIView):
         selectors.window_record_get(session, window_id)
         if request.data not in ({}, None):
             StrictSerializer.parse(request.data)
-        guards.maintainer_bound_check(session)
         job, _created = maintenance.maintenance_request(
             session_id=session.id, window_id=window_id, trigger="api"
         )

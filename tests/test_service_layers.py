@@ -41,12 +41,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         ),
     ),
     (
-        "protocol: dispatch, projection, the API's pre-write rules",
-        (
-            "sessions_app.services.dispatch",
-            "sessions_app.services.projection",
-            "sessions_app.services.guards",
-        ),
+        "protocol: dispatch, projection",
+        ("sessions_app.services.dispatch", "sessions_app.services.projection"),
     ),
     (
         "orchestrators: the runtime, maintenance, usage (which triggers maintenance)",

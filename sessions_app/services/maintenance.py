@@ -33,6 +33,7 @@ from django.utils import timezone
 from agents.models import AgentVersion
 from contextproto import nodes
 from contextproto.errors import (
+    MAINTAINER_NOT_BOUND,
     MAINTENANCE_BUSY,
     MAINTENANCE_JOB_FINISHED,
     MAINTENANCE_NOT_PLANNED,
@@ -186,8 +187,12 @@ def maintenance_request(
 
     At most one active job per session window (a partial unique constraint backs it); an
     external job past its TTL is expired first, so an abandoned plan never blocks the window.
-    The built-in worker task is enqueued after commit.
+    The built-in worker task is enqueued after commit. A request of the API
+    (`trigger="api"`) is refused with 400 `maintainer_not_bound` when the session's version
+    binds no maintainer Agent, before anything is written.
     """
+    if trigger == "api":
+        maintainer_bound_check(session_id=session_id)
     active = _active_job(session_id, window_id)
     if active is not None:
         return active, False
@@ -207,6 +212,21 @@ def maintenance_request(
         )
         return job, False
     return job, True
+
+
+def maintainer_bound_check(*, session_id: UUID | str) -> None:
+    """Refuse built-in maintenance when no maintainer Agent is bound (400 maintainer_not_bound)."""
+    bound = (
+        Session.objects.filter(pk=session_id)
+        .values_list("agent_version__maintainer_agent_id", flat=True)
+        .first()
+    )
+    if bound is None:
+        raise ApplicationError(
+            MAINTAINER_NOT_BOUND,
+            "No maintainer Agent is bound to this AgentVersion; bind one, or use the "
+            "external maintainer endpoints (maintenance/plan/).",
+        )
 
 
 @dataclass(frozen=True)

@@ -14,10 +14,11 @@ from django.db import transaction
 from django.utils import timezone
 
 from contextproto.errors import SESSION_BUSY, ApplicationError
+from contextproto.protocol.messages import RawMessage
 from sessions_app.models import Message, Run, Session
 from sessions_app.providers.base import RUNNABLE_PROVIDERS
-from sessions_app.services import hooks
-from sessions_app.services.messages import message_append_locked
+from sessions_app.services import client_writes, hooks
+from sessions_app.services.messages import content_check, message_append_locked
 from sessions_app.services.state import session_lock
 
 ACTIVE_RUN_STATUSES = (Run.Status.QUEUED, Run.Status.RUNNING, Run.Status.WAITING_FOR_HOST_TOOL)
@@ -53,6 +54,24 @@ def run_start(*, session_id: UUID | str, content: Any) -> tuple[Run, Message]:
         if provider in RUNNABLE_PROVIDERS:
             run_enqueue(run)
         return run, message
+
+
+def run_start_once(
+    *, session_id: UUID | str, content: Any, client_message_id: str | None
+) -> tuple[RawMessage, bool]:
+    """Start a run with `content` once per client message id; return (input, replayed).
+
+    The content is checked (400 `content_invalid`) before the client message id is looked
+    up, so a bad body is refused, never replayed or reported as a reused id; then
+    `client_writes.write_once` replays a retry or runs `run_start`.
+    """
+    content_check(content)
+    return client_writes.write_once(
+        session_id=session_id,
+        client_message_id=client_message_id,
+        request={"kind": "input", "content": content},
+        write=lambda: run_start(session_id=session_id, content=content)[1],
+    )
 
 
 def run_enqueue(run: Run) -> None:
