@@ -10,6 +10,7 @@ from django.db.models import Max
 from django.utils import timezone
 
 from agents.models import Agent, AgentVersion, ApiKey, Application, Tool, hash_key
+from agents.selectors import protocol_of
 from contextproto.errors import (
     AGENT_NAME_TAKEN,
     AGENT_VERSION_IMMUTABLE,
@@ -24,7 +25,9 @@ from contextproto.errors import (
     ApplicationError,
 )
 from contextproto.protocol import catalog
+from contextproto.protocol.errors import ProtocolError
 from contextproto.protocol.options import validate_options
+from contextproto.protocol.vocabulary import SYSTEM_PLACEHOLDER
 
 APPLICATION_KEY_PREFIX = "cpa_"
 KEY_PREFIX_LENGTH = 10  # "cpa_" + 6 characters: enough to recognise a key in a list
@@ -138,7 +141,6 @@ VERSION_FIELDS = (
     "model_config",
     "max_turns_per_run",
 )
-PROTOCOL_PLACEHOLDER = "{{context_protocol}}"
 
 
 @transaction.atomic
@@ -277,8 +279,9 @@ def agent_version_update_draft(
 def agent_version_problems(version: AgentVersion) -> list[dict[str, str]]:
     """Every reason `version` cannot be published, as `{field, code, message}` (SPEC §2)."""
     problems: list[dict[str, str]] = []
-    protocol = catalog.find_version(version.context_protocol_id, version.context_protocol_version)
-    if protocol is None:
+    try:
+        protocol = protocol_of(version)
+    except ProtocolError:
         known = ", ".join(v.key for v in catalog.all_versions())
         problems.append(
             {
@@ -293,7 +296,7 @@ def agent_version_problems(version: AgentVersion) -> list[dict[str, str]]:
             field = f"options.{error['option']}" if error.get("option") else "options"
             problems.append({"field": field, "code": error["code"], "message": error["message"]})
         if protocol.windowed:
-            count = version.system_prompt.count(PROTOCOL_PLACEHOLDER)
+            count = version.system_prompt.count(SYSTEM_PLACEHOLDER)
             if count != 1:
                 problems.append(
                     {
@@ -302,7 +305,7 @@ def agent_version_problems(version: AgentVersion) -> list[dict[str, str]]:
                         if count == 0
                         else "protocol_placeholder_repeated",
                         "message": f"A {protocol.key} system prompt must contain "
-                        f"{PROTOCOL_PLACEHOLDER} exactly once (found {count}).",
+                        f"{SYSTEM_PLACEHOLDER} exactly once (found {count}).",
                     }
                 )
     application_id = version.agent.application_id

@@ -24,6 +24,7 @@ from mcp.server.lowlevel.server import Server
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.exceptions import MCPError
 
+from agents.selectors import protocol_of
 from contextproto.api import Credential, credential_for_key
 from contextproto.errors import ApplicationError
 from contextproto.protocol import catalog
@@ -100,7 +101,7 @@ def _session_tools(session_id: uuid.UUID) -> list[dict[str, Any]]:
     from sessions_app.selectors import session_get
 
     version = session_get(session_id=session_id).agent_version
-    protocol = catalog.get_version(version.context_protocol_id, version.context_protocol_version)
+    protocol = protocol_of(version)
     # The protocol tools exactly as GET sessions/{id}/tools/ lists them (host tools are the
     # host's to run, so they are not offered here).
     return list(protocol.tools.values())

@@ -20,10 +20,10 @@ from jsonschema import Draft202012Validator
 
 from contextproto.protocol import catalog
 from contextproto.protocol.options import validate_options
+from contextproto.protocol.vocabulary import SYSTEM_PLACEHOLDER
 from sessions_app.providers.base import ProviderError
 from sessions_app.providers.scripted import validate_script
 
-PLACEHOLDER = "{{context_protocol}}"
 SCHEMA_FILE = "experiment-plan.schema.json"
 
 # `--provider` values: the adapter wire formats of SPEC §4.5, plus the scripted model.
@@ -169,11 +169,11 @@ def _group_errors(plan: dict[str, Any], groups: list[dict[str, Any]]) -> list[st
             errors.append(
                 f"$.groups[{n}].protocol.options{option}: {problem['message']} ({problem['code']})"
             )
-        if entry.windowed and isinstance(prompt, str) and prompt.count(PLACEHOLDER) != 1:
+        if entry.windowed and isinstance(prompt, str) and prompt.count(SYSTEM_PLACEHOLDER) != 1:
             errors.append(
                 f"$.agent.systemPrompt: group {group.get('id')!r} uses {entry.key}, whose "
-                f"system prompt must contain {PLACEHOLDER} exactly once "
-                f"(found {prompt.count(PLACEHOLDER)})"
+                f"system prompt must contain {SYSTEM_PLACEHOLDER} exactly once "
+                f"(found {prompt.count(SYSTEM_PLACEHOLDER)})"
             )
     return errors
 

@@ -31,6 +31,7 @@ from django.db.models import F, Q, QuerySet, Sum
 from django.utils import timezone
 
 from agents.models import AgentVersion
+from agents.selectors import effective_options, protocol_of
 from contextproto import nodes
 from contextproto.errors import (
     MAINTAINER_NOT_BOUND,
@@ -42,7 +43,6 @@ from contextproto.errors import (
     ApplicationError,
     NotFound,
 )
-from contextproto.protocol import catalog
 from contextproto.protocol import errors as planning_codes
 from contextproto.protocol import maintenance as planning
 from contextproto.protocol.errors import ProtocolError
@@ -76,12 +76,6 @@ class Frozen:
     covered: int
     checkpoint: str
     upper_bound: int
-
-
-def _options(session: Session) -> dict[str, Any]:
-    version = session.agent_version
-    protocol = catalog.get_version(version.context_protocol_id, version.context_protocol_version)
-    return {**protocol.defaults, **(version.options or {})}
 
 
 def _freeze(session_id: UUID | str, window_id: str) -> Frozen:
@@ -239,7 +233,7 @@ def _compute_plan(session_id: UUID | str, window_id: str, through_index: int | N
     """Freeze (R, W, C, B, hash) for the window; raises the planner's ProtocolError."""
     frozen = _freeze(session_id, window_id)
     session = frozen.session
-    options = _options(session)
+    options = effective_options(session.agent_version)
     messages = selectors.log_window(session.id, window_id, frozen.covered, frozen.upper_bound)
     folds = selectors.folds_of_window_above(session.id, window_id, frozen.covered)
     max_tokens = session.agent_version.max_input_tokens or 8000
@@ -420,7 +414,7 @@ def maintenance_page(*, job: MaintenanceJob, page: int) -> tuple[list[RawMessage
     digest, source = _source_now(job)
     if digest != job.source_hash:
         raise _reject(job, f"read of page {page}", current, source_hash=digest)
-    size = _options(Session.objects.get(pk=job.session_id))["pageSize"]
+    size = effective_options(Session.objects.get(pk=job.session_id).agent_version)["pageSize"]
     rows = source[page * size : (page + 1) * size]
     job.pages_read = max(job.pages_read, page + 1)
     _record(job, "page", page=page)
@@ -441,7 +435,7 @@ def maintenance_commit(*, job: MaintenanceJob, checkpoint: object) -> tuple[int,
     _ensure_active(job)
     with transaction.atomic():
         session = session_lock(job.session_id)
-        options = _options(session)
+        options = effective_options(session.agent_version)
         try:
             text = planning.validate_checkpoint(checkpoint, options["checkpointMaxCharacters"])
         except ProtocolError as exc:
@@ -772,15 +766,10 @@ def _summarise(
     session = Session.objects.select_related("agent_version").get(pk=job.session_id)
     maintainer = _maintainer_version(session)
     try:
-        protocol = catalog.get_version(
-            session.agent_version.context_protocol_id,
-            session.agent_version.context_protocol_version,
-        )
+        protocol = protocol_of(session.agent_version)
     except ProtocolError as exc:
         raise JobFailed(f"protocol_unknown_on_worker: {exc.message}") from exc
-    limit = {**protocol.defaults, **(session.agent_version.options or {})}[
-        "checkpointMaxCharacters"
-    ]
+    limit = effective_options(session.agent_version, protocol)["checkpointMaxCharacters"]
     goal = selectors.kv_values(session.id, [f"window/{job.window_id}"]).get(
         f"window/{job.window_id}", {}
     )
