@@ -8,6 +8,9 @@ written here by hand, one statement each:
   archive boundary B, from one snapshot of the table. When B says part of the range is in
   the cold archive, it answers None and the caller takes the merging readers of
   `sessions_app.selectors`, which handle cold chunks and concurrent moves.
+* `window_outline`: the same window range without the bodies, for the group scan of
+  `context_fold_create`.
+* `dispatch_frame`: a call's snapshot (R, U) and the message before the call.
 * `kv_values` and `folds_of_window_above`: the view's KV values, and the folds of W above C
   (FoldRecord joined to their KV records).
 
@@ -36,7 +39,13 @@ _COLUMNS = (
     'id, "index", window_id, role, kind, content, run_id, input_run, tool_call_id, '
     "tool_name, arguments, is_error, snapshot_id, created_at"
 )
+# The same without the bodies (content as the JSON text of "", no arguments): what the group
+# structure needs, as selectors.OUTLINE_FIELDS.
+_OUTLINE_COLUMNS = _COLUMNS.replace(" content,", " '\"\"',").replace(" arguments,", " NULL,")
 _NULLS = ", ".join(["NULL"] * 12)  # the columns after "index" in part 2
+_BOUNDARY_ROW = f"""SELECT 2, NULL, COALESCE(
+    (SELECT MAX(last_index) FROM sessions_app_archivechunk WHERE session_id = %s), 0
+), {_NULLS}"""
 
 # part 0: the window range; part 1: the run's inputs (any window, as log_run_inputs);
 # part 2: one row carrying B in the "index" column. One statement, so one snapshot.
@@ -47,10 +56,33 @@ UNION ALL
 SELECT 1, {_COLUMNS} FROM sessions_app_message
 WHERE session_id = %s AND kind = 'input' AND input_run = %s AND "index" <= %s
 UNION ALL
-SELECT 2, NULL, COALESCE(
-    (SELECT MAX(last_index) FROM sessions_app_archivechunk WHERE session_id = %s), 0
-), {_NULLS}
+{_BOUNDARY_ROW}
 ORDER BY 1, 3
+"""
+
+# The window range without bodies and B, for the group scan of context_fold_create.
+_OUTLINE_SQL = f"""
+SELECT 0 AS part, {_OUTLINE_COLUMNS} FROM sessions_app_message
+WHERE session_id = %s AND window_id = %s AND "index" > %s AND "index" <= %s
+UNION ALL
+{_BOUNDARY_ROW}
+ORDER BY 1, 3
+"""
+
+# What a dispatch checks before its handler runs: the frozen R/U of the call's snapshot
+# (part 0) and the message just before the call (part 1: is it a call of the same answer?),
+# with B (part 2), in one statement.
+_DISPATCH_FRAME_SQL = """
+SELECT 0 AS part, revision, upper_bound, NULL, NULL, NULL
+FROM sessions_app_projectionsnapshot WHERE session_id = %s AND id = %s
+UNION ALL
+SELECT 1, "index", NULL, kind, tool_call_id, snapshot_id
+FROM sessions_app_message WHERE session_id = %s AND "index" = %s
+UNION ALL
+SELECT 2, COALESCE(
+    (SELECT MAX(last_index) FROM sessions_app_archivechunk WHERE session_id = %s), 0
+), NULL, NULL, NULL, NULL
+ORDER BY 1
 """
 
 _KV_SQL = "SELECT key, value FROM sessions_app_kventry WHERE session_id = %s AND key IN ({keys})"
@@ -76,6 +108,10 @@ def _db_uuid(value: Any) -> Any:
 
 def _uuid(value: Any) -> UUID | None:
     return value if value is None or isinstance(value, UUID) else UUID(value)
+
+
+def _uuid_text(value: Any) -> str | None:
+    return None if value is None else str(_uuid(value))
 
 
 def _json(value: Any) -> Any:
@@ -143,6 +179,51 @@ def view_rows(
     window = [_raw(row) for row in rows if row[0] == 0]
     run_inputs = [_raw(row) for row in rows if row[0] == 1]
     return ViewRows(window=window, run_inputs=run_inputs)
+
+
+def window_outline(
+    session_id: Any, window_id: str, after_index: int, through_index: int
+) -> list[RawMessage] | None:
+    """W's messages in (after, through] without content and arguments, or None when some of
+    them may be archived (then `selectors.log_window(..., outline=True)`)."""
+    session = _db_uuid(session_id)
+    after_index = max(after_index, 0)
+    with connection.cursor() as cursor:
+        cursor.execute(_OUTLINE_SQL, [session, window_id, after_index, through_index, session])
+        rows = cursor.fetchall()
+    if rows[-1][2] > after_index:
+        return None
+    return [_raw(row) for row in rows[:-1]]
+
+
+@dataclass(frozen=True)
+class DispatchFrame:
+    """The snapshot's frozen (revision, upper bound), None if the snapshot is unknown; the
+    message before the call as (kind, tool_call_id, snapshot_id) and whether it was read
+    (False: archived, read it with `selectors.log_at`)."""
+
+    snapshot: tuple[int, int] | None
+    previous: tuple[str, str | None, str | None] | None
+    previous_known: bool
+
+
+def dispatch_frame(session_id: Any, snapshot_id: Any, call_index: int) -> DispatchFrame:
+    """The snapshot and the previous message a dispatch needs, in one statement."""
+    session = _db_uuid(session_id)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _DISPATCH_FRAME_SQL,
+            [session, _db_uuid(snapshot_id), session, call_index - 1, session],
+        )
+        rows = cursor.fetchall()
+    snapshot = next(((r[1], r[2]) for r in rows if r[0] == 0), None)
+    previous = next(((r[3], r[4], _uuid_text(r[5])) for r in rows if r[0] == 1), None)
+    boundary = rows[-1][1]
+    return DispatchFrame(
+        snapshot=snapshot,
+        previous=previous,
+        previous_known=previous is not None or call_index - 1 > boundary or call_index <= 1,
+    )
 
 
 def kv_values(session_id: Any, keys: Sequence[str]) -> dict[str, Any]:

@@ -27,6 +27,8 @@ from contextproto.errors import (
 )
 from contextproto.protocol import catalog, tools
 from contextproto.protocol.messages import RawMessage
+from contextproto.protocol.state import KEY_ACTIVE_WINDOW, covered_key, window_key
+from sessions_app import hot_reads
 from sessions_app.models import ProjectionSnapshot, Session, ToolReceipt
 from sessions_app.selectors import call_and_answer, log_at, to_raw
 from sessions_app.services import hooks
@@ -195,14 +197,12 @@ def _execute(session: Session, call: RawMessage) -> tools.ToolOutcome:
     """Run the engine handler for `call` against the frozen snapshot and current revision."""
     version = session.agent_version
     protocol = catalog.get_version(version.context_protocol_id, version.context_protocol_version)
-    snapshot = (
-        ProjectionSnapshot.objects.filter(session=session, id=call.snapshot_id)
-        .only("id", "revision", "upper_bound")
-        .first()
+    frame = (
+        hot_reads.dispatch_frame(session.id, call.snapshot_id, call.index)
         if call.snapshot_id
         else None
     )
-    if snapshot is None:
+    if frame is None or frame.snapshot is None:
         return tools.ToolOutcome(
             result=_error_result(
                 "snapshot_missing",
@@ -212,7 +212,7 @@ def _execute(session: Session, call: RawMessage) -> tools.ToolOutcome:
     # SPEC §5.1: every call after the first of one model answer gets this error, whatever
     # else is wrong with it (a stale revision included): the answer's first call is the one
     # the model acts on.
-    earlier = _earlier_call_of_same_answer(session, call)
+    earlier = _earlier_call_of_same_answer(session, call, frame)
     if earlier is not None:
         return tools.ToolOutcome(
             result=_error_result(
@@ -228,8 +228,8 @@ def _execute(session: Session, call: RawMessage) -> tools.ToolOutcome:
         arguments=call.arguments,
         call_index=call.index,
         call_window_id=call.window_id,
-        frozen_revision=snapshot.revision,
-        frozen_upper_bound=snapshot.upper_bound,
+        frozen_revision=frame.snapshot[0],
+        frozen_upper_bound=frame.snapshot[1],
     )
     context = tools.ToolContext(
         version=protocol,
@@ -237,26 +237,40 @@ def _execute(session: Session, call: RawMessage) -> tools.ToolOutcome:
         current_revision=session.state_revision,
         maintainer_bound=version.maintainer_agent_id is not None,
     )
-    return tools.dispatch(tool_call, context, DbSessionReader(session.id))
+    # The handlers' first KV read also brings the keys nearly every one reads.
+    active = session.active_window
+    reader = DbSessionReader(
+        session.id, prefetch=(KEY_ACTIVE_WINDOW, window_key(active), covered_key(active))
+    )
+    return tools.dispatch(tool_call, context, reader)
 
 
-def _earlier_call_of_same_answer(session: Session, call: RawMessage) -> str | None:
+def _earlier_call_of_same_answer(
+    session: Session, call: RawMessage, frame: hot_reads.DispatchFrame
+) -> str | None:
     """The first call of the answer `call` belongs to, when `call` is not that first call.
 
     Calls of one model answer are written back to back from one snapshot; a call whose
-    predecessor is a tool_call of the same snapshot is a second call of that answer.
+    predecessor is a tool_call of the same snapshot is a second call of that answer. The
+    frame holds the predecessor (one statement with the snapshot); further steps back, rare,
+    read one message each, hot or archived.
     """
     first = None
     index = call.index - 1
-    while index > 0:
-        previous = log_at(session.id, index)  # hot or archived
-        if previous is None or previous.kind != "tool_call":
+    previous = frame.previous if frame.previous_known else _outline_at(session.id, index)
+    while index > 0 and previous is not None:
+        kind, tool_call_id, snapshot_id = previous
+        if kind != "tool_call" or snapshot_id != call.snapshot_id:
             break
-        if previous.snapshot_id != (str(call.snapshot_id) if call.snapshot_id else None):
-            break
-        first = previous.tool_call_id
+        first = tool_call_id
         index -= 1
+        previous = _outline_at(session.id, index)
     return first
+
+
+def _outline_at(session_id: UUID, index: int) -> tuple[str, str | None, str | None] | None:
+    message = log_at(session_id, index) if index > 0 else None
+    return None if message is None else (message.kind, message.tool_call_id, message.snapshot_id)
 
 
 def _perform_effects(session_id: UUID, effects: tuple[tuple[str, dict], ...]) -> None:

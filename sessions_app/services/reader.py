@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 from typing import Any
 
@@ -9,15 +10,22 @@ from django.db.models import Q
 
 from contextproto.protocol.messages import Fold, RawMessage
 from contextproto.protocol.state import window_key
-from sessions_app import selectors
+from sessions_app import hot_reads, selectors
 from sessions_app.models import FoldRecord, KVEntry, WindowRecord
+
+_UNSET = object()  # a key read and found unset
 
 
 class DbSessionReader:
     """Reads of one session for tool handlers; the model can never name another session."""
 
-    def __init__(self, session_id: Any) -> None:
+    def __init__(self, session_id: Any, *, prefetch: Sequence[str] = ()) -> None:
+        """`prefetch`: KV keys read along with the first KV read, and every value read kept
+        for this reader's life. Only for a reader that lives inside one transaction holding
+        the session row lock (a dispatch), where KV cannot change under it."""
         self.session_id = session_id
+        self._prefetch = tuple(prefetch)
+        self._kv: dict[str, Any] | None = {} if prefetch else None
         # Index ranges of folds this reader returned, so reading their messages back only
         # touches the archive chunks that range overlaps.
         self._fold_ranges: dict[tuple[str, ...], tuple[int, int]] = {}
@@ -28,7 +36,16 @@ class DbSessionReader:
         return folds
 
     def kv_get_many(self, keys: Sequence[str]) -> dict[str, Any]:
-        return selectors.kv_values(self.session_id, keys)
+        if self._kv is None:
+            return selectors.kv_values(self.session_id, keys)
+        missing = [k for k in keys if k not in self._kv]
+        if missing:
+            wanted = list(dict.fromkeys([*missing, *self._prefetch]))
+            self._prefetch = ()
+            found = hot_reads.kv_values(self.session_id, wanted)
+            self._kv.update({k: found.get(k, _UNSET) for k in wanted})
+        # Copies: a handler may change what it read and read the key again.
+        return {k: copy.deepcopy(self._kv[k]) for k in keys if self._kv[k] is not _UNSET}
 
     def window_messages(
         self, window_id: str, after_index: int, through_index: int
@@ -38,6 +55,9 @@ class DbSessionReader:
     def window_outline(
         self, window_id: str, after_index: int, through_index: int
     ) -> list[RawMessage]:
+        hot = hot_reads.window_outline(self.session_id, window_id, after_index, through_index)
+        if hot is not None:
+            return hot
         return selectors.log_window(
             self.session_id, window_id, after_index, through_index, outline=True
         )

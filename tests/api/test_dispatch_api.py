@@ -363,3 +363,22 @@ def test_fold_read_of_another_windows_fold_does_not_switch_window(api_session):
     assert "main data" in read["text"]
     assert s.client.get(s.path()).json()["activeWindow"] == "other"
     assert revision(s) == rev
+
+
+def test_one_call_per_turn_holds_when_the_answer_s_earlier_calls_are_archived(api_session):
+    """The dispatcher finds the answer's first call hot, or archived, several calls back."""
+    from sessions_app.models import Message
+    from sessions_app.services.archive import archive_session
+
+    s = api_session(version=2)
+    s.input("start")
+    snapshot = s.project()
+    calls = [s.call("context_task_memory_get", snapshot) for _ in range(3)]
+    archive_session(session_id=s.id, keep_last=1, chunk_size=1)
+    hot = set(Message.objects.filter(session_id=s.id).values_list("tool_call_id", flat=True))
+    assert hot == {calls[2]}  # the first two calls are in the cold archive
+    for later in calls[1:]:
+        result = s.dispatch(later)["result"]
+        assert result["error"]["code"] == "single_tool_call_per_turn", result
+        assert result["error"]["executedToolCallId"] == calls[0]
+    assert s.dispatch(calls[0])["result"]["success"]

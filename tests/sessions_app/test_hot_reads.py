@@ -64,6 +64,8 @@ def test_view_rows_equal_the_orm_readers(api_session):
         expected_window, expected_inputs = _orm_view(s.id, window, after, bound, run)
         assert hot.window == expected_window, (window, after, bound)
         assert hot.run_inputs == expected_inputs, (window, after, bound)
+        outline = hot_reads.window_outline(s.id, window, after, bound)
+        assert outline == selectors.log_window(s.id, window, after, bound, outline=True)
     full = hot_reads.view_rows(s.id, "main", 0, through, run_hex)
     assert {m.kind for m in full.window} >= {"input", "tool_call", "tool_result", "text"}
     assert any(m.content == PARTS for m in full.window)
@@ -81,10 +83,14 @@ def test_view_rows_leave_archived_ranges_to_the_merging_readers(api_session):
     assert boundary > 0
     assert hot_reads.view_rows(s.id, "main", 0, through, None) is None
     assert hot_reads.view_rows(s.id, "main", 0, through, run_hex) is None
+    assert hot_reads.window_outline(s.id, "main", 0, through) is None
     # Above B the hot rows are the whole window again (the run's inputs may still be cold).
     above = hot_reads.view_rows(s.id, "beta", boundary, through, None)
     assert above is not None
     assert above.window == selectors.log_window(s.id, "beta", boundary, through)
+    outline = hot_reads.window_outline(s.id, "beta", boundary, through)
+    assert outline == selectors.log_window(s.id, "beta", boundary, through, outline=True)
+    assert outline and all(m.content == "" and m.arguments is None for m in outline)
     restore_session(session_id=s.id)
     restored = hot_reads.view_rows(s.id, "main", 0, through, run_hex)
     assert restored is not None
@@ -108,3 +114,28 @@ def test_kv_values_and_folds_equal_the_orm_readers(api_session):
     kv_commit(session_id=s.id, writes={"coveredThrough/main": folds[0].last_index})
     above = hot_reads.folds_of_window_above(s.id, "main", folds[0].last_index)
     assert [f.summary for f in above] == ["b"]
+
+
+def test_dispatch_frame_is_the_snapshot_and_the_previous_message(api_session):
+    s = _session_with_windows_folds_and_runs(api_session)
+    snapshot = s.project()
+    first = s.call("context_task_memory_get", snapshot)
+    second = s.call("context_task_memory_get", snapshot)
+    session = Session.objects.get(pk=s.id)
+    call = selectors.call_and_answer(s.id, second)[0]
+    frame = hot_reads.dispatch_frame(s.id, call.snapshot_id, call.index)
+    assert frame.snapshot == (snapshot["revision"], snapshot["upperBound"])
+    before = selectors.log_at(s.id, call.index - 1)
+    assert frame.previous_known
+    assert frame.previous == (before.kind, before.tool_call_id, before.snapshot_id)
+    assert frame.previous == ("tool_call", first, snapshot["snapshotId"])
+    # An unknown snapshot, and no message before #1.
+    unknown = hot_reads.dispatch_frame(s.id, "00000000-0000-0000-0000-000000000000", 1)
+    assert (unknown.snapshot, unknown.previous, unknown.previous_known) == (None, None, True)
+    # A predecessor in the cold archive is left to log_at.
+    archive_session(session_id=s.id, keep_last=4, chunk_size=4)
+    boundary = max(c.last_index for c in session.archive_chunks.all())
+    assert selectors.log_at(s.id, boundary) is not None
+    cold = hot_reads.dispatch_frame(s.id, call.snapshot_id, boundary + 1)
+    assert cold.snapshot == frame.snapshot
+    assert (cold.previous, cold.previous_known) == (None, False)
