@@ -163,7 +163,6 @@ def fold_create(inv: Invocation) -> ToolOutcome:
             "messageCount": len(fold.message_ids),
         },
         kv_writes={fold_key(fold.id): fold.to_kv()},
-        new_fold=fold,
     )
 
 

@@ -136,9 +136,6 @@ class ToolOutcome:
     result: dict[str, Any]
     # key -> new JSON value; committed in ONE transaction with the receipt
     kv_writes: dict[str, Any] = field(default_factory=dict)
-    # The fold a fold_create wrote, as a value (its KV write is in kv_writes); the DB side
-    # indexes folds from that write, so only the engine tests read this.
-    new_fold: Fold | None = None
     # performed by the caller after the commit, e.g. ("queue_maintenance", {"windowId": W})
     effects: tuple[tuple[str, dict[str, Any]], ...] = ()
 
@@ -246,13 +243,11 @@ def success(
     fields: dict[str, Any],
     *,
     kv_writes: dict[str, Any] | None = None,
-    new_fold: Fold | None = None,
     effects: tuple[tuple[str, dict[str, Any]], ...] = (),
 ) -> ToolOutcome:
     return ToolOutcome(
         result={"success": True, **fields},
         kv_writes=kv_writes or {},
-        new_fold=new_fold,
         effects=effects,
     )
 

@@ -82,7 +82,8 @@ def ok(outcome: ToolOutcome) -> dict[str, Any]:
 
 def err(outcome: ToolOutcome) -> dict[str, Any]:
     assert outcome.result["success"] is False, outcome.result
-    assert outcome.kv_writes == {} and outcome.new_fold is None and outcome.effects == ()
+    # Nothing to commit (no fold/<id> or other KV write) and nothing to do after.
+    assert outcome.kv_writes == {} and not outcome.mutated and outcome.effects == ()
     error = outcome.result["error"]
     assert isinstance(error["message"], str) and error["message"]
     assert isinstance(error["correctable"], bool)
@@ -696,15 +697,19 @@ def test_fold_create_writes_the_fold_with_ordered_message_ids() -> None:
         created_at_index=15,
     )
     assert outcome.kv_writes == {f"fold/{fold_id}": expected.to_kv()}
-    assert outcome.new_fold == expected
+    # The fold as the service reads it back from that write (selectors.folds_*).
+    assert Fold.from_kv(fold_id, outcome.kv_writes[f"fold/{fold_id}"]) == expected
 
 
 def test_fold_create_skips_other_windows_messages_inside_its_range() -> None:
     log = _work_log()
     outcome = run(_folds_reader(log), catalog.FOLD_CREATE, _fold_args(9, 12))
     assert ok(outcome)["messageCount"] == 3
-    assert outcome.new_fold is not None
-    assert outcome.new_fold.message_ids == ("m9", "m11", "m12")
+    fold_id = fold_id_for("tc1")  # run()'s call id
+    assert list(outcome.kv_writes) == [f"fold/{fold_id}"]
+    written = Fold.from_kv(fold_id, outcome.kv_writes[f"fold/{fold_id}"])
+    assert (written.window_id, written.first_index, written.last_index) == ("main", 9, 12)
+    assert written.message_ids == ("m9", "m11", "m12")
 
 
 @pytest.mark.parametrize(
