@@ -16,6 +16,7 @@ from uuid import UUID
 
 from django.db import InterfaceError, OperationalError, transaction
 
+from agents.selectors import effective_options, protocol_of
 from contextproto import metrics
 from contextproto.errors import (
     KV_KEY_LIMIT_REACHED,
@@ -196,7 +197,7 @@ def _execute_and_apply(session: Session, call: RawMessage) -> tuple[tools.ToolOu
 def _execute(session: Session, call: RawMessage) -> tools.ToolOutcome:
     """Run the engine handler for `call` against the frozen snapshot and current revision."""
     version = session.agent_version
-    protocol = catalog.get_version(version.context_protocol_id, version.context_protocol_version)
+    protocol = protocol_of(version)
     frame = (
         hot_reads.dispatch_frame(session.id, call.snapshot_id, call.index)
         if call.snapshot_id
@@ -233,7 +234,7 @@ def _execute(session: Session, call: RawMessage) -> tools.ToolOutcome:
     )
     context = tools.ToolContext(
         version=protocol,
-        options={**protocol.defaults, **(version.options or {})},
+        options=effective_options(version, protocol),
         current_revision=session.state_revision,
         maintainer_bound=version.maintainer_agent_id is not None,
     )
