@@ -59,7 +59,7 @@ def window_read(built: bench_data.Built) -> list[tuple[str, float]]:
     from django.db import connection
 
     from contextproto.protocol.messages import RawMessage
-    from sessions_app import selectors
+    from sessions_app import hot_reads, selectors
     from sessions_app.services.archive import archived_through
 
     sid, window, covered, bound = (
@@ -108,11 +108,19 @@ def window_read(built: bench_data.Built) -> list[tuple[str, float]]:
     assert [m.to_wire() for m in raw()] == [m.to_wire() for m in current], "raw read differs"
     return [
         (
-            "selectors.log_window (ORM instances -> RawMessage, archive merge)",
+            "selectors.log_window (ORM rows -> RawMessage, archive merge; before #13)",
             _time(lambda: selectors.log_window(sid, window, covered, bound)),
         ),
         ("raw cursor rows -> RawMessage (same rows, same values)", _time(raw)),
+        (
+            "hot_reads.view_rows (applied: window + run inputs + B, one statement)",
+            _time(lambda: hot_reads.view_rows(sid, window, covered, bound, built.run_hex)),
+        ),
         ("narrow rows (no content/arguments): enough for group boundaries", _time(narrow)),
+        (
+            "hot_reads.window_outline (applied: fold_create's group scan)",
+            _time(lambda: hot_reads.window_outline(sid, window, covered, bound)),
+        ),
     ]
 
 
@@ -180,9 +188,9 @@ def snapshot_write(built: bench_data.Built) -> tuple[list[tuple[str, float]], di
     sizes["zlib(all three)"] = len(blob)
     return (
         [
-            ("INSERT messages + sources + request as jsonb (today)", _time(three)),
+            ("INSERT messages + sources + request as jsonb (before #13)", _time(three)),
             ("INSERT request only as jsonb (messages/sources re-derivable)", _time(request_only)),
-            ("json.dumps + zlib level 1 + INSERT one bytea", _time(compressed)),
+            ("json.dumps + zlib level 1 + INSERT one bytea (applied)", _time(compressed)),
         ],
         sizes,
     )
@@ -255,7 +263,7 @@ def kv_writes() -> list[tuple[str, float]]:
 
 
 def run(built: bench_data.Built) -> dict[str, Any]:
-    banner("Prototypes: candidate fixes measured against today's path (nothing persisted)")
+    banner("Prototypes: candidate fixes measured side by side (nothing persisted)")
     started = time.perf_counter()
     reads = window_read(built)
     writes, sizes = snapshot_write(built)

@@ -1,4 +1,4 @@
-"""Targets of issue #8 and the BENCHMARKS.md text, written from one run's figures."""
+"""Targets of issues #8 and #13 and the BENCHMARKS.md text, written from one run's figures."""
 
 from __future__ import annotations
 
@@ -113,10 +113,6 @@ def statements_table(results: dict[str, Any]) -> str:
     )
 
 
-def _proto(results: dict[str, Any], group: str, n: int) -> float:
-    return ms(results["prototypes"][group][n][1])
-
-
 def _scaling_note(results: dict[str, Any], verdict: dict[str, str]) -> str:
     cells = results["projection"]["cells"]
     rows = ", ".join(
@@ -143,47 +139,30 @@ def _vs_bare_note(results: dict[str, Any]) -> str:
     total = median(cell.projection)
     sql = median(cell.sql)
     insert = median(cell.snapshot_insert)
+    write = median(cell.snapshot_write)
     engine = median(cell.engine)
-    glue = total - sql - engine
     bare = median(cell.bare)
-    read_part = total - insert - engine
-    text = [
-        f"Why: at {cell.built.total:,} messages `projection_build` takes {ms(total):.1f} ms "
-        f"against {ms(bare):.1f} ms for the bare read of the same {cell.bare_rows} rows and "
-        f"{cell.bare_kv} KV values. It does more than read: {cell.queries} statements take "
-        f"{ms(sql):.1f} ms of SQL, of which {ms(insert):.1f} ms is the INSERT of the "
-        "snapshot (the view, its sources and the provider request: three jsonb documents, "
-        "see the payload sizes under Prototypes); the engine, the adapter and `to_wire` take "
-        f"{ms(engine):.1f} ms; the remaining {ms(glue):.1f} ms is Django ORM and glue "
-        "(compiling the querysets, building ~200 RawMessage objects from value tuples - no "
-        "model instances since issue #13 -, serialising the snapshot). Without the snapshot "
-        "write and the "
-        f"engine everything else (the reads, the ORM work, encoding the snapshot's JSON) is "
-        f"{ms(read_part):.1f} ms, {read_part / bare:.1f}x the bare query.",
-    ]
-    if "prototypes" in results:
-        text.append(
-            "What would fix it (prototyped, see Prototypes): write less per turn - store the "
-            "request as sent and re-derive messages/sources on demand (a projection is a pure "
-            "function of R, U, run, protocol and options; SPEC §4) or store one compressed "
-            f"blob: {_proto(results, 'writes', 0):.1f} ms -> "
-            f"{_proto(results, 'writes', 1):.1f} / {_proto(results, 'writes', 2):.1f} ms; read "
-            "the window with a raw cursor (or `values_list`) straight into RawMessage: "
-            f"{_proto(results, 'reads', 0):.1f} ms -> {_proto(results, 'reads', 1):.1f} ms; "
-            "cache the immutable published AgentVersion with its host tools per process "
-            "(2 statements per turn). Applied so far: the value-tuple read (no Message "
-            "instances)."
-        )
-    if "prototypes" in results:
-        floor = bare + engine + results["prototypes"]["writes"][1][1]
-        text.append(
-            f"Even with all of that the floor is about the bare read + the engine + the "
-            f"smallest snapshot write = {ms(floor):.1f} ms, {floor / bare:.1f}x the bare read: "
-            "1.5x is out of reach while the view is built and stored in the turn's own "
-            "request; reaching it needs the snapshot body written off the turn's path (the "
-            "frozen R/U/run row first, the body after the model call or by a worker)."
-        )
-    return " ".join(text)
+    glue = total - sql - engine - (write - insert)
+    return (
+        f"Where the time goes at {cell.built.total:,} messages: `projection_build` "
+        f"{ms(total):.1f} ms against {ms(bare):.1f} ms for the bare read of the same "
+        f"{cell.bare_rows} rows and {cell.bare_kv} KV values. {cell.queries} statements take "
+        f"{ms(sql):.1f} ms of SQL, {ms(insert):.1f} ms of it the snapshot INSERT; encoding "
+        f"the snapshot body (JSON + zlib, ~37 KiB) adds {ms(write - insert):.1f} ms, so the "
+        f"whole snapshot write is {ms(write):.1f} ms; the engine, the adapter and `to_wire` "
+        f"take {ms(engine):.1f} ms; the rest, {ms(glue):.1f} ms, is Python around them (the "
+        "session lock and the host tools through the ORM, ~200 RawMessage objects built from "
+        "the rows, the transaction). Issue #13 applied: the window, the run's inputs and the "
+        "archive boundary in one plain SQL statement (`sessions_app/hot_reads.py`), KV and "
+        "folds in one each, no Run row read, and the snapshot as one compressed body instead "
+        "of three jsonb documents (9 -> 6 statements). The bare read does none of the "
+        "engine's work and writes nothing: the engine alone is "
+        f"{engine / bare:.1f}x of it and the snapshot write {write / bare:.1f}x, so even with "
+        f"every read as cheap as the bare one the turn would be "
+        f"{(bare + engine + write) / bare:.1f}x. Going lower needs the snapshot body written "
+        "off the turn's path (the frozen R/U/run row first, the body after the model call or "
+        "by a worker) and the engine's own work made cheaper; both were left for later."
+    )
 
 
 def _dispatch_note(results: dict[str, Any]) -> str:
@@ -195,42 +174,25 @@ def _dispatch_note(results: dict[str, Any]) -> str:
         "statements)"
         for p in parts
     )
-    text = [
-        "Why (one client, sequential): " + described + ". The dispatcher reads before it "
-        "writes - the session row with its AgentVersion, the call and its answer (one "
-        "query), the snapshot, the walk back over earlier calls of the same answer, the KV "
-        "keys each handler needs, and for `context_fold_create` the outline of the live "
-        "window (C, U] (ids, indices, kinds, call ids; no content) to rebuild its "
-        "interaction groups, plus the fold checks (endpoint windows, overlapping folds, the "
-        "fold count). Handler and writes run in a savepoint (so a failure becomes an error "
-        "receipt). The writes: one statement for the KV limits, one upsert per table (KV, "
-        "FoldRecord / WindowRecord), the result message and its window counter, the "
-        "receipt, and one update of the session row. "
-        + (
-            "Most of the time is Python: building and compiling the querysets and model "
-            "instances costs more than executing them."
-            if all(p["python"] > p["sql"] for p in parts)
-            else "SQL round trips and Python ORM work share the time."
-        )
-        + f" With {results['dispatch']['worst_clients']} clients in one process the "
-        "threads also queue for the interpreter (GIL), which is why the ratio grows with the "
-        "number of clients; a deployment spreads clients over several processes."
-    ]
-    if "prototypes" in results:
-        text.append(
-            "Done so far: one `bulk_create(update_conflicts=True)` per table instead of a "
-            "per-key `update_or_create`; (issue #13) the outline read for "
-            "`context_fold_create` (prototype: "
-            f"{_proto(results, 'reads', 0):.1f} ms -> {_proto(results, 'reads', 2):.1f} ms), "
-            "call and answer in one query, no lazy run read, one session row update, one "
-            "statement for the KV limits (fold_create 22 -> 19 statements, window_open "
-            "19 -> 16 on the previous run's code). Left: the savepoint (2 statements) and "
-            "the fold checks' three small reads could fold into fewer; with the engine's "
-            "validation and the replay and guard reads the spec requires, around 3x the bare "
-            "transaction looks like the floor for ORM code - 2x would need the dispatch hot "
-            "path in raw SQL like the bare one."
-        )
-    return " ".join(text)
+    return (
+        "Why (one client, sequential): " + described + ". The bare transaction only writes; "
+        "the dispatcher must first read and check what SPEC §5.1 requires - the session row "
+        "with its AgentVersion, the call and its answer (one query, hot or archived), the "
+        "snapshot's frozen R/U with the message before the call (one statement: is this the "
+        "answer's second call?), the KV the handler reads (its usual keys in one read), and "
+        "for `context_fold_create` the outline of the live window (C, U] to rebuild its "
+        "interaction groups plus three fold checks (endpoint windows, overlapping folds, "
+        "the fold count). Handler and writes run in a savepoint so a failure becomes an "
+        "error receipt (2 statements). Issue #13 applied: call and answer in one query, "
+        "snapshot + predecessor in one, the outline in plain SQL, KV prefetch, one session "
+        "row update, one statement for the KV limits (fold_create 22 -> 17 statements, "
+        "window_open 19 -> 15). What is left is mostly Python: the engine's validation and "
+        "the ORM writes (model instances, compiled INSERTs). 3x the bare transaction would "
+        "need the whole dispatch in hand-written SQL like the bare one; we kept the ORM for "
+        "the writes, where correctness (fencing, upserts, counters) lives. With "
+        f"{results['dispatch']['worst_clients']} client threads in one interpreter the GIL "
+        "adds queueing; the multi-process figures are in the load section (`make load`)."
+    )
 
 
 def _notes(results: dict[str, Any], verdicts: list[dict[str, str]]) -> list[str]:
@@ -281,7 +243,7 @@ def render(results: dict[str, Any], verdicts: list[dict[str, str]], ctx: dict[st
         "# Benchmarks",
         "",
         "Projection and dispatch scaling against the physical limit, and the token economy "
-        "(issue #8). Generated by `bench/run.py`; every figure below comes from the run "
+        "(issues #8 and #13). Generated by `bench/run.py`; every figure below comes from the run "
         "described here - rerun `make bench` to refresh this file.",
         "",
         f"* Date: {ctx['started']}",

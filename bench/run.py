@@ -138,7 +138,7 @@ def main() -> None:
         "total_seconds": total,
         "total_from_make": bool(make_started),
     }
-    benchlib.banner("Targets (issue #8)")
+    benchlib.banner("Targets (issues #8 and #13)")
     verdicts = bench_report.targets(results)
     for verdict in verdicts:
         print(f"  [{verdict['status']}] {verdict['target']}: {verdict['measured']}")
