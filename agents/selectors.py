@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from agents.models import Agent, AgentVersion, ApiKey, Application
-from contextproto.api import parse_uuid
 from contextproto.errors import NotFound
+from contextproto.ids import parse_uuid
 from contextproto.pagination import Keyset, Page, keyset_page
 from contextproto.protocol import catalog
 

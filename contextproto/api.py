@@ -100,13 +100,6 @@ def application_of(request: Request, what: str = "Resource") -> Application:
     return credential.application
 
 
-def parse_uuid(raw: object, what: str) -> UUID:
-    try:
-        return UUID(str(raw))
-    except (ValueError, TypeError) as exc:
-        raise NotFound(what) from exc
-
-
 class StrictSerializer(serializers.Serializer):
     """Refuse unknown keys instead of dropping them silently (DRF's default)."""
 

@@ -21,11 +21,11 @@ from contextproto.api import (
     application_of,
     credential_of,
     page_limit,
-    parse_uuid,
     query_int,
 )
 from contextproto.api_schema import AFTER_INDEX, LIMIT, PAGE, PREFIX, WINDOW
 from contextproto.errors import NotFound
+from contextproto.ids import parse_uuid
 from contextproto.protocol import adapters, catalog
 from sessions_app import apis_shapes as shapes
 from sessions_app import selectors

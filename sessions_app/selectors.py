@@ -16,8 +16,8 @@ from django.db import transaction
 from django.db.models import CharField, Exists, Q, QuerySet, Value
 from django.utils.dateparse import parse_datetime
 
-from contextproto.api import parse_uuid
 from contextproto.errors import NotFound
+from contextproto.ids import parse_uuid
 from contextproto.pagination import Keyset, Page, Position, invalid_cursor, keyset_page, split_page
 from contextproto.protocol.messages import Fold, RawMessage
 from contextproto.protocol.state import checkpoint_key, covered_key, fold_key, window_key
