@@ -20,6 +20,7 @@ from django.http import Http404, HttpRequest
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 
+from contextproto.pagination import split_page
 from contextproto.protocol.foldtext import render_fold_text
 from contextproto.protocol.state import (
     KEY_ACTIVE_WINDOW,
@@ -325,8 +326,7 @@ class SessionBrowser:
         if window:
             records = records.filter(window_id=window)
         found = list(records.order_by("first_index")[: limit + 1])
-        more = len(found) > limit
-        found = found[:limit]
+        found, more = split_page(found, limit)
         return self.render(
             request,
             session,
@@ -511,8 +511,7 @@ class SessionBrowser:
         if after:
             entries = entries.filter(key__gt=after)
         found = list(entries.order_by("key")[: limit + 1])
-        more = len(found) > limit
-        found = found[:limit]
+        found, more = split_page(found, limit)
         rows = []
         for entry in found:
             text = pretty(entry.value)

@@ -12,6 +12,7 @@ from django.db.models import Count, Q, QuerySet
 from django.http import HttpRequest
 from django.utils.dateparse import parse_datetime
 
+from contextproto.pagination import split_page
 from contextproto.protocol.messages import RawMessage
 from contextproto.protocol.state import checkpoint_key, covered_key, fold_key, window_key
 from sessions_app import charts, selectors
@@ -141,8 +142,7 @@ def message_page(
     elif before is not None and window is None:
         after = max(before - limit - 1, 0)
     found = selectors.log_page(session.id, window_id=window, after_index=after, limit=limit + 1)
-    more = len(found) > limit
-    found = found[:limit]
+    found, more = split_page(found, limit)
     next_after = found[-1].index if found and more else None
     if run is not None:
         found = [m for m in found if m.run_id == run.id.hex]
@@ -169,8 +169,7 @@ def keyset_by_time(
         if moment is not None:
             queryset = queryset.filter(Q(created_at__lt=moment) | Q(created_at=moment, pk__lt=pk))
     found = list(queryset.order_by("-created_at", "-pk")[: limit + 1])
-    more = len(found) > limit
-    found = found[:limit]
+    found, more = split_page(found, limit)
     cursor = f"{found[-1].created_at.isoformat()}|{found[-1].pk}" if found and more else None
     return found, cursor
 
@@ -328,8 +327,7 @@ def raw_pane(
             )
             if m.index <= bound
         ]
-        more = len(found) > limit
-        found = found[:limit]
+        found, more = split_page(found, limit)
         return found, None, found[-1].index if found and more else None, start > 0
     if before is not None:
         start = max(min(before, bound + 1) - limit - 1, 0)
