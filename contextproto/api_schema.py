@@ -128,3 +128,16 @@ def api_description(intro: str) -> str:
         "| code | status | meaning |\n|---|---|---|\n"
         f"{rows}\n"
     )
+
+
+def error_codes_hook(
+    result: dict[str, Any], generator: Any, request: Any, public: bool
+) -> dict[str, Any]:
+    """drf-spectacular postprocessing hook: end `info.description` with the error codes.
+
+    A hook (SPECTACULAR_SETTINGS["POSTPROCESSING_HOOKS"]) rather than a view setting, so the
+    served schema (/api/v1/schema/) and `manage.py spectacular` describe the same codes.
+    """
+    info = result.setdefault("info", {})
+    info["description"] = api_description(info.get("description", ""))
+    return result

@@ -201,6 +201,12 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Context protocol service: agents, sessions, projections, protocol tools.",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
+    # drf-spectacular's default hook, then the error-code table at the end of the description
+    # (for the served schema and `manage.py spectacular` alike).
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "contextproto.api_schema.error_codes_hook",
+    ],
 }
 
 # Protocol host settings (SPEC §1, §4.4).

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import ast
 import importlib
+import json
 import re
 from pathlib import Path
 
 import pytest
+from django.core.management import call_command
 from rest_framework.test import APIClient
 
 from contextproto.api_schema import error_codes
@@ -106,3 +108,11 @@ def test_the_description_lists_each_code_once_with_its_registered_status(descrip
     rows = re.findall(r"^\| `([a-z0-9_]+)` \|", description, re.MULTILINE)
     assert len(rows) == len(set(rows))
     assert listed(description) == {code: status for code, status, _ in error_codes()}
+
+
+def test_manage_py_spectacular_describes_the_same_error_codes(description, tmp_path):
+    schema = tmp_path / "schema.json"
+    call_command("spectacular", "--format", "openapi-json", "--file", str(schema))
+    written = json.loads(schema.read_text())["info"]["description"]
+    assert written == description
+    assert listed(written) == {code: status for code, status, _ in error_codes()}
