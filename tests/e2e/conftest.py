@@ -20,22 +20,6 @@ E2E_FLAG = "CONTEXTPROTO_E2E"
 # The key the provider SDKs send to the local fake endpoints; never a real credential.
 FAKE_KEY_ENV = "CONTEXTPROTO_E2E_FAKE_KEY"
 FAKE_KEY = "sk-e2e-local-fake"
-# Variables the SDKs read on their own; none may steer the worker's model calls.
-SDK_ENV = (
-    "OPENAI_API_KEY",
-    "OPENAI_BASE_URL",
-    "OPENAI_ORG_ID",
-    "OPENAI_PROJECT_ID",
-    "ANTHROPIC_API_KEY",
-    "ANTHROPIC_AUTH_TOKEN",
-    "ANTHROPIC_BASE_URL",
-    "HTTP_PROXY",
-    "HTTPS_PROXY",
-    "ALL_PROXY",
-    "http_proxy",
-    "https_proxy",
-    "all_proxy",
-)
 
 
 def e2e_enabled() -> bool:
@@ -108,6 +92,7 @@ def e2e_worker(django_db_setup, django_db_blocker, tmp_path_factory) -> Iterator
         yield Worker(None, None, problem)
         return
     from contextproto.celery import app
+    from tests.providers.servers import SDK_ENV
     from tests.servers import start_celery_worker, worker_env
 
     with django_db_blocker.unblock():

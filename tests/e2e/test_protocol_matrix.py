@@ -24,7 +24,6 @@ import json
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from http.server import ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -55,7 +54,7 @@ from sessions_app.services.archive import archive_session, restore_session
 from sessions_app.services.projection import projection_build
 from tests.conftest import KeyClient
 from tests.e2e.conftest import FAKE_KEY, FAKE_KEY_ENV, Worker
-from tests.providers.servers import Answer, FakeAPI, _handler
+from tests.providers.servers import Answer, FakeAPI, serve_api
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -170,20 +169,8 @@ def _anthropic_reply(content: list, stop: str, tokens: int) -> dict[str, Any]:
 @pytest.fixture
 def fake_model(request) -> Iterator[ScriptedAPI]:
     """A recording fake of the case's provider on 127.0.0.1 (a free port)."""
-    import threading
-
-    api = ScriptedAPI(provider=request.node.callspec.params["provider"])
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(api))
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    api.url = f"http://127.0.0.1:{server.server_address[1]}"
-    try:
+    with serve_api(ScriptedAPI(provider=request.node.callspec.params["provider"])) as api:
         yield api
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
 
 
 # --------------------------------------------------------------------------- session set-up

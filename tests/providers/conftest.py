@@ -12,29 +12,10 @@ import pytest
 from tests.providers.servers import (
     ANTHROPIC_TOOL_USE_REPLY,
     OPENAI_TOOL_CALL_REPLY,
+    SDK_ENV,
     Answer,
     FakeAPI,
     serve,
-)
-
-# Variables the SDKs read on their own; none may steer a test.
-SDK_ENV = (
-    "OPENAI_API_KEY",
-    "OPENAI_BASE_URL",
-    "OPENAI_ORG_ID",
-    "OPENAI_PROJECT_ID",
-    "ANTHROPIC_API_KEY",
-    "ANTHROPIC_AUTH_TOKEN",
-    "ANTHROPIC_BASE_URL",
-    "ANTHROPIC_PROFILE",
-    "ANTHROPIC_CUSTOM_HEADERS",
-    "ANTHROPIC_CONFIG_DIR",
-    "HTTP_PROXY",
-    "HTTPS_PROXY",
-    "ALL_PROXY",
-    "http_proxy",
-    "https_proxy",
-    "all_proxy",
 )
 
 

@@ -11,6 +11,26 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+# Variables the provider SDKs read on their own; none may steer a test or a test worker.
+SDK_ENV = (
+    "OPENAI_API_KEY",
+    "OPENAI_BASE_URL",
+    "OPENAI_ORG_ID",
+    "OPENAI_PROJECT_ID",
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_AUTH_TOKEN",
+    "ANTHROPIC_BASE_URL",
+    "ANTHROPIC_PROFILE",
+    "ANTHROPIC_CUSTOM_HEADERS",
+    "ANTHROPIC_CONFIG_DIR",
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "ALL_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "all_proxy",
+)
+
 OPENAI_TOOL_CALL_REPLY = {
     "id": "chatcmpl-1",
     "object": "chat.completion",
@@ -145,7 +165,13 @@ def _handler(api: FakeAPI) -> type[BaseHTTPRequestHandler]:
 @contextmanager
 def serve(default: Answer) -> Iterator[FakeAPI]:
     """Run a FakeAPI on 127.0.0.1 (a free port) in a daemon thread."""
-    api = FakeAPI(default)
+    with serve_api(FakeAPI(default)) as api:
+        yield api
+
+
+@contextmanager
+def serve_api[API: FakeAPI](api: API) -> Iterator[API]:
+    """Run `api` (a FakeAPI or a subclass) on 127.0.0.1 (a free port) in a daemon thread."""
     server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(api))
     server.daemon_threads = True
     thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
