@@ -168,3 +168,25 @@ def test_every_hook_is_installed_once_the_apps_are_ready():
     declared = {value for value in vars(hooks).values() if isinstance(value, hooks.Hook)}
     assert declared == set(hooks.ALL)
     assert [hook.name for hook in hooks.ALL if not hook.installed] == []
+
+
+VIEW_MODULES = ("contextproto.api", "contextproto.api_errors", "contextproto.api_schema")
+
+
+@pytest.mark.parametrize(
+    "module", ["agents.selectors", "agents.services", "sessions_app.selectors"]
+)
+def test_selectors_and_configuration_import_no_view_module(module):
+    """Reads and the configuration services sit below the views (parse_uuid: contextproto.ids)."""
+    tree = ast.parse(_path(module).read_text())
+    named = {
+        name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Import | ast.ImportFrom)
+        for name in (
+            [alias.name for alias in node.names]
+            if isinstance(node, ast.Import)
+            else [node.module or ""]
+        )
+    }
+    assert not named & set(VIEW_MODULES), f"{module} imports {sorted(named & set(VIEW_MODULES))}"
