@@ -27,11 +27,6 @@ CONSTANTS_ONLY = (
     "contextproto/*.py",
     "sessions_app/services/*.py",
 )
-# Files still raising with a string code, owned by work in progress (issue 17): each code
-# is registered; drop a file from here once its raises use the constants.
-STRING_CODES_PENDING = {
-    "sessions_app/services/projection.py",
-}
 # Sites whose code is computed or passed through, and why that is covered.
 COMPUTED_CODES = {
     ("agents/services.py", "errors[0]['code']"): "test_binding_error_codes_are_registered",
@@ -144,9 +139,7 @@ def test_every_raised_code_is_registered_with_its_status(where, line, call, kind
 
 
 def _constants_only(where: str) -> bool:
-    return any(Path(where).match(pattern) for pattern in CONSTANTS_ONLY) and (
-        where not in STRING_CODES_PENDING
-    )
+    return any(Path(where).match(pattern) for pattern in CONSTANTS_ONLY)
 
 
 def test_services_raise_registered_constants_and_take_the_status_from_the_registry():
