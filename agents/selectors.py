@@ -7,7 +7,7 @@ from typing import Any
 from agents.models import Agent, AgentVersion, ApiKey, Application
 from contextproto.errors import NotFound
 from contextproto.ids import parse_uuid
-from contextproto.pagination import Keyset, Page, keyset_page
+from contextproto.pagination import BY_ID, Page, keyset_page
 from contextproto.protocol import catalog
 
 AGENT_LIST_MAX = 500
@@ -72,18 +72,10 @@ def agent_version_for_session(*, application: Application, version_id: Any) -> A
     return version
 
 
-API_KEYS = Keyset(
-    order=("id",),
-    shape={"id": int},
-    position=lambda key: {"id": key.pk},
-    after=lambda rows, at: rows.filter(id__gt=at["id"]),
-)
-
-
 def api_key_page(*, application: Application, cursor: str | None, limit: int) -> Page[ApiKey]:
     """The Application's API keys (revoked ones too) in creation order."""
     return keyset_page(
-        ApiKey.objects.filter(application=application), API_KEYS, cursor=cursor, limit=limit
+        ApiKey.objects.filter(application=application), BY_ID, cursor=cursor, limit=limit
     )
 
 

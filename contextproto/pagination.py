@@ -82,6 +82,15 @@ class Keyset:
         return decode_cursor(raw, self.shape)
 
 
+# Lists in the order rows were created, by their integer primary key.
+BY_ID = Keyset(
+    order=("id",),
+    shape={"id": int},
+    position=lambda row: {"id": row.pk},
+    after=lambda rows, at: rows.filter(id__gt=at["id"]),
+)
+
+
 @dataclass(frozen=True)
 class Page[T]:
     """One page of a list and the cursor of the next (None on the last page)."""

@@ -18,7 +18,15 @@ from django.utils.dateparse import parse_datetime
 
 from contextproto.errors import NotFound
 from contextproto.ids import parse_uuid
-from contextproto.pagination import Keyset, Page, Position, invalid_cursor, keyset_page, split_page
+from contextproto.pagination import (
+    BY_ID,
+    Keyset,
+    Page,
+    Position,
+    invalid_cursor,
+    keyset_page,
+    split_page,
+)
 from contextproto.protocol.messages import Fold, RawMessage
 from contextproto.protocol.state import checkpoint_key, covered_key, fold_key, window_key
 from sessions_app.models import (
@@ -588,14 +596,6 @@ def window_record_get(session: Session, window_id: str) -> WindowRecord:
     return record
 
 
-FOLDS = Keyset(
-    order=("id",),
-    shape={"id": int},
-    position=lambda row: {"id": row.id},
-    after=lambda rows, at: rows.filter(id__gt=at["id"]),
-)
-
-
 @dataclass(frozen=True)
 class FoldView:
     """A fold and whether maintenance has compressed its range (it lies within coveredThrough)."""
@@ -607,7 +607,7 @@ class FoldView:
 def fold_page(session: Session, *, cursor: str | None, limit: int) -> Page[FoldView]:
     """The session's folds in creation order, resolved to their KV records."""
     page = keyset_page(
-        FoldRecord.objects.filter(session=session), FOLDS, cursor=cursor, limit=limit
+        FoldRecord.objects.filter(session=session), BY_ID, cursor=cursor, limit=limit
     )
     folds = folds_from_records(session.id, page.items)
     covered = kv_values(session.id, [covered_key(w) for w in {f.window_id for f in folds}])
