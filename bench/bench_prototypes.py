@@ -60,7 +60,7 @@ def window_read(built: bench_data.Built) -> list[tuple[str, float]]:
 
     from contextproto.protocol.messages import RawMessage
     from sessions_app import hot_reads, selectors
-    from sessions_app.services.archive import archived_through
+    from sessions_app.services.cold_store import archived_through
 
     sid, window, covered, bound = (
         built.session_id,

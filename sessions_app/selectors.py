@@ -1,7 +1,7 @@
 """Reads of the raw log and state, each bounded and index-backed.
 
 Every reader of raw messages goes through `log_*` functions here, which merge the cold archive
-(sessions_app.services.archive) with the hot table by MessageIndex (SPEC §7).
+(sessions_app.services.cold_store) with the hot table by MessageIndex (SPEC §7).
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from sessions_app.models import (
     Session,
     WindowRecord,
 )
-from sessions_app.services import archive as cold
+from sessions_app.services import cold_store as cold
 from sessions_app.services.state import session_lock
 
 RAW_FIELDS = (
@@ -144,7 +144,7 @@ def call_and_answer(
 
 
 # Cold and hot are merged by MessageIndex (SPEC §7). The cold part is #1..B (see
-# sessions_app.services.archive). A reader takes the hot rows and B in one statement, then
+# sessions_app.services.cold_store). A reader takes the hot rows and B in one statement, then
 # decompresses only the chunks overlapping its range, each chunk query reporting B again: if
 # the two disagree, an archive or restore committed in between and the read starts over;
 # after a few tries it reads once under the session row lock, which every move takes. So no

@@ -19,11 +19,11 @@ ROOT = Path(__file__).resolve().parent.parent
 # lower layer reaches a higher one only through `services/hooks.py`, installed at start-up.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     (
-        "store: the session row lock, KV, the cold half of the log, the hook slots",
+        "store: the session row lock, KV, the cold store (chunk format and reads), hook slots",
         (
             "sessions_app.services.hooks",
             "sessions_app.services.state",
-            "sessions_app.services.archive",
+            "sessions_app.services.cold_store",
         ),
     ),
     (
@@ -31,9 +31,10 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         ("sessions_app.selectors", "sessions_app.hot_reads"),
     ),
     (
-        "records: log writes, runs, sessions, client write ids, the engine's reader port",
+        "records: log writes, archive moves, runs, sessions, client write ids, the reader port",
         (
             "sessions_app.services.messages",
+            "sessions_app.services.archive",
             "sessions_app.services.runs",
             "sessions_app.services.client_writes",
             "sessions_app.services.reader",

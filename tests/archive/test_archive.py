@@ -14,7 +14,7 @@ from django.test.utils import override_settings
 
 from sessions_app import selectors
 from sessions_app.models import ArchiveChunk, Message, Session
-from sessions_app.services import archive
+from sessions_app.services import archive, cold_store
 from sessions_app.services.messages import message_append
 from sessions_app.services.runs import run_start
 from tests.archive.builders import hot_dump, projections, reader_dump, rich_session
@@ -132,13 +132,13 @@ def test_a_range_read_decompresses_only_the_chunks_it_overlaps(session, monkeypa
     texts(session, 40)
     archive.archive_session(session_id=session.id, keep_last=0, chunk_size=10)
     decoded: list[int] = []
-    real = archive.chunk_records
+    real = cold_store.chunk_records
 
     def counting(chunk):
         decoded.append(chunk.first_index)
         return real(chunk)
 
-    monkeypatch.setattr(archive, "chunk_records", counting)
+    monkeypatch.setattr(cold_store, "chunk_records", counting)
     window = selectors.log_window(session.id, "main", 15, 25)
     assert [m.index for m in window] == list(range(16, 26))
     assert decoded == [11, 21]

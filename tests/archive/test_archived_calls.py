@@ -14,7 +14,7 @@ import pytest
 from contextproto.errors import ApplicationError
 from sessions_app import selectors
 from sessions_app.models import ArchiveChunk, Message
-from sessions_app.services import archive
+from sessions_app.services import archive, cold_store
 from sessions_app.services.messages import message_append, message_write
 from sessions_app.services.projection import projection_build
 from sessions_app.services.runs import run_start
@@ -59,7 +59,7 @@ def test_result_of_a_call_archived_while_unanswered_is_paired_and_restored(sessi
     call = open_host_call(session)
     archive.archive_session(session_id=session.id, keep_last=0, chunk_size=2)
     assert not Message.objects.filter(pk=call.pk).exists()
-    assert archive.archived_message_by_tool_call(session.id, "call_lookup", "tool_call").id == (
+    assert cold_store.archived_message_by_tool_call(session.id, "call_lookup", "tool_call").id == (
         str(call.id)
     )
 
@@ -184,9 +184,11 @@ def test_archived_call_lookup_finds_nothing_for_unknown_ids(session):
     open_host_call(session)
     message_append(session_id=session.id, role="assistant", kind="text", content="x")
     archive.archive_session(session_id=session.id, keep_last=0, chunk_size=3)
-    assert archive.archived_message_by_tool_call(session.id, "nope", "tool_call") is None
-    assert archive.archived_message_by_tool_call(session.id, "call_lookup", "tool_result") is None
-    call = archive.archived_message_by_tool_call(session.id, "call_lookup", "tool_call")
+    assert cold_store.archived_message_by_tool_call(session.id, "nope", "tool_call") is None
+    assert (
+        cold_store.archived_message_by_tool_call(session.id, "call_lookup", "tool_result") is None
+    )
+    call = cold_store.archived_message_by_tool_call(session.id, "call_lookup", "tool_call")
     assert call.index == 2 and call.tool_name == "lookup"
     # The write paths get a frozen RawMessage, not a row: nothing can write it back.
     assert not isinstance(call, Message)
