@@ -467,7 +467,9 @@ class MaintenanceRequestApi(APIView):
 
 class MaintenancePlanApi(APIView):
     class Input(StrictSerializer):
-        throughIndex = serializers.IntegerField(required=False, allow_null=True, min_value=1)
+        # Any integer: one that is no boundary (0 and below too) is the service's
+        # maintenance_boundary_invalid with the nearest valid boundary (SPEC §9.1).
+        throughIndex = serializers.IntegerField(required=False, allow_null=True)
 
     class Output(serializers.Serializer):
         jobId = serializers.UUIDField()

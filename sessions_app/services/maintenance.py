@@ -267,8 +267,8 @@ def _store_plan(job: MaintenanceJob, computed: _Computed) -> None:
         throughIndex=plan.through_index,
         blockedBy=list(plan.blocked_by),
     )
-    if plan.blocked_by:
-        job.reason = f"compressed up to a blocker: {list(plan.blocked_by)}"
+    # A new plan replaces the reason of an earlier rejection: it no longer applies.
+    job.reason = f"compressed up to a blocker: {list(plan.blocked_by)}" if plan.blocked_by else ""
     _save_fenced(
         job,
         [

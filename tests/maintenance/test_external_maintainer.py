@@ -99,6 +99,29 @@ def test_revision_change_after_the_last_page_rejects_the_commit(api_session):
     assert "checkpoint/main" not in after
 
 
+def test_a_replanned_job_that_commits_forgets_the_earlier_rejection(api_session):
+    s = long_session(api_session)
+    job = plan(s)
+    for n in range(job["pageCount"]):
+        assert page(s, job, n).status_code == 200
+    s.tool("context_task_memory_set", memory="moved")
+    assert commit(s, job, "checkpoint").status_code == 409
+    again = s.client.post(s.path("windows/main/maintenance/plan/"), {})
+    assert again.status_code in (200, 201), again.content
+    job = again.json()
+    for n in range(job["pageCount"]):
+        assert page(s, job, n).status_code == 200
+    assert commit(s, job, "checkpoint").status_code == 200
+    listed = s.client.get(s.path("maintenance/")).json()
+    committed = next(j for j in listed["jobs"] if j["jobId"] == job["jobId"])
+    assert committed["status"] == "committed"
+    assert "revision moved" not in (committed.get("reason") or "")
+    twice = commit(s, job, "checkpoint")
+    assert twice.status_code == 409
+    assert twice.json()["error"]["code"] == "maintenance_job_finished"
+    assert "revision moved" not in twice.json()["error"]["message"]
+
+
 def test_overlong_and_empty_checkpoints_are_refused(api_session):
     s = long_session(api_session)
     job = plan(s)
@@ -116,6 +139,14 @@ def test_invalid_through_index_is_a_boundary_error(api_session):
     assert response.status_code == 400
     assert response.json()["error"]["code"] == "maintenance_boundary_invalid"
     assert response.json()["error"]["details"]["nearestValidBoundary"] is not None
+
+
+@pytest.mark.parametrize("through", [0, -1, -(2**70)])
+def test_a_through_index_of_zero_or_below_is_a_boundary_error_too(api_session, through):
+    s = long_session(api_session)
+    response = s.client.post(s.path("windows/main/maintenance/plan/"), {"throughIndex": through})
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == "maintenance_boundary_invalid"
 
 
 def test_after_commit_covered_folds_are_compressed_but_readable(api_session):
