@@ -50,6 +50,7 @@ serve: $(STAMP)
 	@set -euo pipefail; \
 	export DATABASE_URL="$${DATABASE_URL:-$(SERVE_DATABASE_URL)}"; \
 	export REDIS_URL="$${REDIS_URL:-$(SERVE_REDIS_URL)}"; \
+	export DATABASE_POOL_SIZE="$${DATABASE_POOL_SIZE:-8}"; \
 	if ! psql "$$DATABASE_URL" -Atqc 'SELECT 1' >/dev/null 2>&1; then \
 	  createdb --maintenance-db="$${DATABASE_URL%/*}/postgres" "$${DATABASE_URL##*/}"; \
 	fi; \

@@ -320,7 +320,13 @@ def main(argv: list[str] | None = None) -> int:
     var_dir = Path(args.var_dir)
     var_dir.mkdir(parents=True, exist_ok=True)
     server = Server(
-        env=hostloops.server_env(database_url=database_url, redis_url=redis_url, var_dir=var_dir),
+        env=hostloops.server_env(
+            database_url=database_url,
+            redis_url=redis_url,
+            var_dir=var_dir,
+            # As `make serve` runs it, unless the caller chose a size.
+            DATABASE_POOL_SIZE=os.environ.get("DATABASE_POOL_SIZE", "8"),
+        ),
         log_path=var_dir / "server.log",
         workers=args.server_workers,
     )

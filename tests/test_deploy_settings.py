@@ -5,6 +5,7 @@ Each case runs manage.py in a fresh process: settings are read once, at import.
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import subprocess
@@ -28,6 +29,7 @@ CONTROLLED = (
     "DATABASE_URL",
     "REDIS_URL",
     "DJANGO_ALLOW_ASYNC_UNSAFE",  # set by the browser tests' conftest; check --deploy flags it
+    "DATABASE_POOL_SIZE",
 )
 
 
@@ -101,3 +103,30 @@ def test_management_commands_still_run_on_the_dev_key(tmp_path):
 def test_development_may_use_the_dev_secret_key(tmp_path, env):
     result = manage(tmp_path, "check", **env)
     assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.parametrize(
+    ("url", "size", "pool"),
+    [
+        (
+            "postgres://postgres@127.0.0.1:5432/x",
+            "6",
+            {"min_size": 1, "max_size": 6, "timeout": 10},
+        ),
+        ("postgres://postgres@127.0.0.1:5432/x", "0", None),
+        ("sqlite:///{tmp}/x.sqlite3", "6", None),
+    ],
+)
+def test_database_pool_size_turns_on_the_postgresql_connection_pool(tmp_path, url, size, pool):
+    shown = manage(
+        tmp_path,
+        "shell",
+        "-c",
+        "from django.conf import settings; import json; "
+        "print(json.dumps(settings.DATABASES['default'].get('OPTIONS', {}).get('pool')))",
+        DATABASE_URL=url.format(tmp=tmp_path),
+        DATABASE_POOL_SIZE=size,
+        ALLOW_DEV_SECRET_KEY="true",
+    )
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout.strip().splitlines()[-1]) == pool

@@ -35,6 +35,7 @@ def server_env(tmp_path: Path) -> dict[str, str]:
         ALLOWED_HOSTS="127.0.0.1,localhost",
         VAR_DIR=str(tmp_path),
         RUNTIME_AUTOSTART="false",
+        DATABASE_POOL_SIZE="4",  # as `make serve` runs it: requests take pooled connections
     )
     return env
 
