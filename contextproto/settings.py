@@ -251,6 +251,10 @@ CELERY_BEAT_SCHEDULE = {
         "task": "sessions_app.tasks.maintenance_sweep",
         "schedule": float(env_int("MAINTENANCE_SWEEP_SECONDS", 60)),
     },
+    "run-sweep": {
+        "task": "sessions_app.tasks.run_sweep",
+        "schedule": float(env_int("RUN_SWEEP_SECONDS", 60)),
+    },
 }
 
 NODE_ROLE = env_str("NODE_ROLE", "api")

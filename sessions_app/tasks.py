@@ -37,10 +37,17 @@ def maintenance_sweep() -> int:
     return len(maintenance.maintenance_sweep())
 
 
+@shared_task(ignore_result=True)
+def run_sweep() -> int:
+    """Periodic: re-enqueue runs whose worker died or whose enqueue was lost."""
+    return len(runtime.run_sweep())
+
+
 @worker_ready.connect
 def _sweep_on_start(**_: object) -> None:
     # A new worker picks up what a killed one left behind without waiting for beat.
     maintenance_sweep.delay()
+    run_sweep.delay()
 
 
 @shared_task(acks_late=True, reject_on_worker_lost=True, ignore_result=True)

@@ -15,7 +15,7 @@ from uuid import UUID
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Sum
+from django.db.models import Q, Sum
 from django.utils import timezone
 
 from contextproto import nodes
@@ -120,6 +120,29 @@ def run_advance(*, run_id: UUID | str, on_turn: Any = None) -> str:
         Run.objects.filter(pk=run.pk).update(
             lease_until=timezone.now() + timezone.timedelta(seconds=lease_seconds())
         )
+
+
+SWEEP_LIMIT = 500
+
+
+def run_sweep() -> list[str]:
+    """Re-enqueue runs a dead worker or a lost enqueue left behind; return their ids.
+
+    A run still `running` past its lease lost its worker (killed, or its machine gone): the
+    broker would redeliver its task only after the visibility timeout (an hour). A `queued`
+    run older than a lease with no scheduled retry (no `error`) lost its enqueue (the broker
+    was down). A duplicate delivery is harmless: `_claim` lets one worker in.
+    """
+    now = timezone.now()
+    lost_enqueue = now - timezone.timedelta(seconds=lease_seconds())
+    runs = Run.objects.filter(
+        Q(status=Run.Status.RUNNING, lease_until__lt=now)
+        | Q(status=Run.Status.QUEUED, error__isnull=True, created_at__lt=lost_enqueue)
+    ).values_list("id", flat=True)[:SWEEP_LIMIT]
+    ids = [str(run_id) for run_id in runs]
+    for run_id in ids:
+        hooks.run_advance_enqueue(run_id)
+    return ids
 
 
 def _retry_later(run: Run, exc: Exception) -> bool:
