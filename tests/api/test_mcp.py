@@ -11,6 +11,8 @@ import json
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+from asgiref.sync import sync_to_async
+from django.db import connections
 from mcp import Client
 
 from contextproto.api import credential_for_key
@@ -21,7 +23,6 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def server_for(key: str | None):
-    from asgiref.sync import sync_to_async
 
     async def resolve(_ctx):
         if key is None:
@@ -34,8 +35,16 @@ def server_for(key: str | None):
 def run(coroutine):
     # A thread of its own: Playwright's sync API (browser tests) may have left an event loop
     # running in this one, and asyncio.run() refuses to nest.
+    async def then_close():
+        try:
+            return await coroutine
+        finally:
+            # The server's thread-sensitive calls ran on asgiref's shared sync thread; its
+            # database connection would outlive the test and block the test database's drop.
+            await sync_to_async(connections.close_all, thread_sensitive=True)()
+
     with ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(asyncio.run, coroutine).result()
+        return pool.submit(asyncio.run, then_close()).result()
 
 
 def test_an_application_key_sees_the_catalog_and_prompts_but_no_tools(tenant):
