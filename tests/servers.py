@@ -53,11 +53,17 @@ def running_server(
                 time.sleep(0.3)
         yield base
     finally:
-        process.terminate()
-        try:
-            process.wait(15)
-        except subprocess.TimeoutExpired:
-            process.kill()
+        stop_process(process, 15)
+
+
+def stop_process(process: subprocess.Popen, grace: float) -> None:
+    """Ask `process` to stop (SIGTERM); kill it if it is still there after `grace` seconds."""
+    process.terminate()
+    try:
+        process.wait(grace)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(10)
 
 
 def worker_env(**overrides: str) -> dict[str, str]:

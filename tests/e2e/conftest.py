@@ -93,7 +93,7 @@ def e2e_worker(django_db_setup, django_db_blocker, tmp_path_factory) -> Iterator
         return
     from contextproto.celery import app
     from tests.providers.servers import SDK_ENV
-    from tests.servers import start_celery_worker, worker_env
+    from tests.servers import start_celery_worker, stop_process, worker_env
 
     with django_db_blocker.unblock():
         env = worker_env(
@@ -110,10 +110,5 @@ def e2e_worker(django_db_setup, django_db_blocker, tmp_path_factory) -> Iterator
     try:
         yield Worker(process, log, None)
     finally:
-        process.terminate()
-        try:
-            process.wait(30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(10)
+        stop_process(process, 30)
         app.control.purge()
