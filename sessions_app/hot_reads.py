@@ -1,8 +1,8 @@
 """The turn's hot reads in plain SQL: the one module that owns raw SQL reads (issue #13).
 
-`projection_build` runs on every turn. Through the ORM its reads cost several times the
-statements themselves (compiling querysets, building rows), so the reads it needs are
-written here by hand, one statement each:
+`projection_build` and the dispatcher run on every turn. Through the ORM their reads cost
+several times the statements themselves (compiling querysets, building rows), so the reads
+they need are written here by hand, one statement each:
 
 * `view_rows`: the active window's messages in (C, U], the current run's inputs and the
   archive boundary B, from one snapshot of the table. When B says part of the range is in
