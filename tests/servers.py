@@ -9,7 +9,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -88,3 +88,27 @@ def start_celery_worker(
     return subprocess.Popen(
         command, cwd=ROOT, env=env, stdout=log.open("ab"), stderr=subprocess.STDOUT
     )
+
+
+def wait_for[T](predicate: Callable[[], T], timeout: float, what: str, every: float = 0.1) -> T:
+    """Poll `predicate` until it returns something truthy; fail after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(every)
+
+
+@contextmanager
+def purged_celery_queue() -> Iterator[None]:
+    """An empty broker queue before and after: no task of another test is delivered."""
+    from contextproto.celery import app
+
+    app.control.purge()
+    try:
+        yield
+    finally:
+        app.control.purge()

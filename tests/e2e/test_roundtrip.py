@@ -34,7 +34,8 @@ from sessions_app.models import (
 from sessions_app.selectors import log_page, to_raw
 from sessions_app.services.archive import archive_session, restore_session
 from tests.conftest import KeyClient
-from tests.maintenance.test_worker_process import start_worker, wait_for
+from tests.maintenance.test_worker_process import start_worker
+from tests.servers import wait_for
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow]
 

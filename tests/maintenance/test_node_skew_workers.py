@@ -21,7 +21,7 @@ from agents.models import AgentVersion
 from contextproto.protocol import catalog
 from sessions_app.models import MaintenanceJob
 from sessions_app.services.maintenance import maintenance_request
-from tests.servers import start_celery_worker, worker_env
+from tests.servers import purged_celery_queue, start_celery_worker, wait_for, worker_env
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow]
 
@@ -30,16 +30,6 @@ def start_worker(queue: str, log: Path, **extra_env: str) -> subprocess.Popen:
     return start_celery_worker(
         log, env=worker_env(**extra_env), queue=queue, extra=("-n", f"{queue}@%h")
     )
-
-
-def wait_for(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def health() -> dict:
@@ -70,11 +60,9 @@ def finished(job_id) -> MaintenanceJob | None:
 
 @pytest.fixture
 def purged_queue():
-    from contextproto.celery import app
-
-    app.control.purge()  # the workers' start-up sweep lands on the default queue
-    yield
-    app.control.purge()
+    # The workers' start-up sweep lands on the default queue.
+    with purged_celery_queue():
+        yield
 
 
 @pytest.mark.django_db(transaction=True)

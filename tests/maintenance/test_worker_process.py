@@ -12,7 +12,7 @@ import pytest
 from django.utils import timezone
 
 from sessions_app.models import KVEntry, MaintenanceJob, Session
-from tests.servers import start_celery_worker, worker_env
+from tests.servers import purged_celery_queue, start_celery_worker, wait_for, worker_env
 
 LEASE_SECONDS = 3
 
@@ -30,16 +30,6 @@ def start_worker(log: Path) -> subprocess.Popen:
     )
 
 
-def wait_for(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def job_lease(job_id):
     return MaintenanceJob.objects.values_list("lease_until", flat=True).get(pk=job_id)
 
@@ -54,11 +44,8 @@ def job_state(job_id):
 
 @pytest.fixture
 def purged_queue():
-    from contextproto.celery import app
-
-    app.control.purge()
-    yield
-    app.control.purge()
+    with purged_celery_queue():
+        yield
 
 
 @pytest.mark.django_db(transaction=True)

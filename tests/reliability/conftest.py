@@ -3,27 +3,13 @@
 from __future__ import annotations
 
 import json
-import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
 
 from tests.servers import current_database_url
 
 # The URL of the test database, for server and worker processes the test starts.
 database_url = current_database_url
-
-
-def wait_for[T](predicate: Callable[[], T], timeout: float, what: str, every: float = 0.1) -> T:
-    """Poll `predicate` until it returns something truthy; fail after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(every)
 
 
 def call(

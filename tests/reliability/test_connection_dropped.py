@@ -20,7 +20,8 @@ from django.db import OperationalError
 
 from bench import hostloops
 from sessions_app.models import KVEntry, Message, Session, ToolReceipt
-from tests.reliability.conftest import call, database_url, wait_for
+from tests.reliability.conftest import call, database_url
+from tests.servers import wait_for
 
 MEMORY = "budget 9000, quote first"
 

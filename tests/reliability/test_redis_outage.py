@@ -17,8 +17,8 @@ import pytest
 
 from bench import hostloops
 from sessions_app.models import KVEntry, MaintenanceJob, Session
-from tests.reliability.conftest import call, database_url, wait_for
-from tests.servers import start_celery_worker
+from tests.reliability.conftest import call, database_url
+from tests.servers import start_celery_worker, wait_for
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow]
 

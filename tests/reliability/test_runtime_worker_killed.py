@@ -24,8 +24,7 @@ import pytest
 from django.utils import timezone
 
 from sessions_app.models import KVEntry, Message, ProjectionSnapshot, Run, ToolReceipt
-from tests.reliability.conftest import wait_for
-from tests.servers import start_celery_worker, worker_env
+from tests.servers import purged_celery_queue, start_celery_worker, wait_for, worker_env
 
 VISIBILITY_TIMEOUT = 4
 LEASE_SECONDS = 3
@@ -44,11 +43,8 @@ def start_worker(log: Path) -> subprocess.Popen:
 
 @pytest.fixture
 def purged_queue():
-    from contextproto.celery import app
-
-    app.control.purge()
-    yield
-    app.control.purge()
+    with purged_celery_queue():
+        yield
 
 
 @pytest.mark.django_db(transaction=True)

@@ -15,7 +15,8 @@ import pytest
 from django.conf import settings
 
 from bench import hostloops
-from tests.reliability.conftest import database_url, wait_for
+from tests.reliability.conftest import database_url
+from tests.servers import wait_for
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow]
 
