@@ -330,6 +330,30 @@ def _write(client: HttpClient, run: SessionRun, path: str, body: dict, endpoint:
     return answer
 
 
+def _write_call(
+    client: HttpClient,
+    run: SessionRun,
+    view: dict,
+    call_id: str,
+    tool: str,
+    arguments: dict[str, Any],
+    *,
+    client_id: str,
+) -> dict:
+    """Write the model's tool_call generated from `view` (retry-safe by `client_id`)."""
+    body = {
+        "role": "assistant",
+        "kind": "tool_call",
+        "content": "",
+        "toolCallId": call_id,
+        "toolName": tool,
+        "arguments": arguments,
+        "snapshotId": view["snapshotId"],
+        "clientMessageId": client_id,
+    }
+    return _write(client, run, "messages/", body, "messages (tool_call)")
+
+
 def _protocol_call(run: SessionRun, turn: int) -> tuple[str, dict[str, Any]]:
     """The model's protocol tool call for this turn: memory, a new window, or a fold."""
     kind = turn % 3
@@ -374,22 +398,7 @@ def host_turn(client: HttpClient, run: SessionRun, turn: int) -> None:
     run.active_window = view["windowId"]
     tool, arguments = _protocol_call(run, turn)
     call_id = f"call-{turn}-{tool.removeprefix('context_')}"
-    _write(
-        client,
-        run,
-        "messages/",
-        {
-            "role": "assistant",
-            "kind": "tool_call",
-            "content": "",
-            "toolCallId": call_id,
-            "toolName": tool,
-            "arguments": arguments,
-            "snapshotId": view["snapshotId"],
-            "clientMessageId": f"call-{turn}",
-        },
-        "messages (tool_call)",
-    )
+    _write_call(client, run, view, call_id, tool, arguments, client_id=f"call-{turn}")
     receipt = client.expect(
         "POST", base + f"tool-calls/{call_id}/dispatch/", endpoint="dispatch", ok=(200,)
     )
@@ -419,21 +428,14 @@ def host_turn(client: HttpClient, run: SessionRun, turn: int) -> None:
     )
     run.active_window = view["windowId"]
     host_id = f"lookup-{turn}"
-    call = _write(
+    call = _write_call(
         client,
         run,
-        "messages/",
-        {
-            "role": "assistant",
-            "kind": "tool_call",
-            "content": "",
-            "toolCallId": host_id,
-            "toolName": "lookup",
-            "arguments": {"q": f"figures {turn}"},
-            "snapshotId": view["snapshotId"],
-            "clientMessageId": f"host-call-{turn}",
-        },
-        "messages (tool_call)",
+        view,
+        host_id,
+        "lookup",
+        {"q": f"figures {turn}"},
+        client_id=f"host-call-{turn}",
     )
     answer = _write(
         client,
