@@ -21,6 +21,23 @@ TOOLS = [
 ]
 
 
+def _call(call_id: str, tool: str, arguments: dict | None = None) -> ModelMessage:
+    """The model's tool_call `call_id` of `tool` in a view."""
+    return ModelMessage(
+        role="assistant",
+        kind="tool_call",
+        content="",
+        tool_call_id=call_id,
+        tool_name=tool,
+        arguments=arguments if arguments is not None else {},
+    )
+
+
+def _result(call_id: str, content: str) -> ModelMessage:
+    """The tool_result of `call_id` in a view."""
+    return ModelMessage(role="tool", kind="tool_result", content=content, tool_call_id=call_id)
+
+
 def _projection(messages: list[ModelMessage], errors: frozenset[str] = frozenset()) -> Projection:
     return Projection(
         messages=tuple(messages),
@@ -41,26 +58,12 @@ def _two_parallel_calls() -> Projection:
             ModelMessage(role="system", kind="system", content="sys"),
             ModelMessage(role="assistant", kind="context_header", content="header"),
             ModelMessage(role="user", kind="input", content="go"),
-            ModelMessage(
-                role="assistant",
-                kind="tool_call",
-                content="",
-                tool_call_id="c1",
-                tool_name="search",
-                arguments={"q": "Zürich"},
-            ),
-            ModelMessage(
-                role="assistant",
-                kind="tool_call",
-                content="",
-                tool_call_id="c2",
-                tool_name="fetch",
-                arguments={},
-            ),
+            _call("c1", "search", {"q": "Zürich"}),
+            _call("c2", "fetch"),
             ModelMessage(
                 role="tool", kind="tool_result", content="r1", tool_call_id="c1", tool_name="search"
             ),
-            ModelMessage(role="tool", kind="tool_result", content="r2", tool_call_id="c2"),
+            _result("c2", "r2"),
             ModelMessage(role="assistant", kind="context_state", content="{state}"),
         ],
         errors=frozenset({"c2"}),
@@ -131,16 +134,9 @@ def test_openai_tool_messages_follow_their_call_even_past_user_feedback() -> Non
     projection = _projection(
         [
             ModelMessage(role="system", kind="system", content="sys"),
-            ModelMessage(
-                role="assistant",
-                kind="tool_call",
-                content="",
-                tool_call_id="c1",
-                tool_name="deploy",
-                arguments={},
-            ),
+            _call("c1", "deploy"),
             ModelMessage(role="user", kind="approval_feedback", content="approved"),
-            ModelMessage(role="tool", kind="tool_result", content="done", tool_call_id="c1"),
+            _result("c1", "done"),
         ]
     )
     request = adapt(projection, "openai-chat")
@@ -226,15 +222,8 @@ def test_anthropic_tool_results_merge_with_a_following_user_message() -> None:
     projection = _projection(
         [
             ModelMessage(role="user", kind="input", content="go"),
-            ModelMessage(
-                role="assistant",
-                kind="tool_call",
-                content="",
-                tool_call_id="c1",
-                tool_name="search",
-                arguments={},
-            ),
-            ModelMessage(role="tool", kind="tool_result", content="r1", tool_call_id="c1"),
+            _call("c1", "search"),
+            _result("c1", "r1"),
             ModelMessage(role="user", kind="context_state", content="state"),
         ]
     )
@@ -252,16 +241,9 @@ def test_anthropic_puts_tool_results_first_in_their_user_turn() -> None:
     projection = _projection(
         [
             ModelMessage(role="user", kind="input", content="go"),
-            ModelMessage(
-                role="assistant",
-                kind="tool_call",
-                content="",
-                tool_call_id="c1",
-                tool_name="deploy",
-                arguments={},
-            ),
+            _call("c1", "deploy"),
             ModelMessage(role="user", kind="approval_feedback", content="approved"),
-            ModelMessage(role="tool", kind="tool_result", content="done", tool_call_id="c1"),
+            _result("c1", "done"),
         ]
     )
     request = adapt(projection, "anthropic-messages")
