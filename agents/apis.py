@@ -29,6 +29,9 @@ class ModelInput(StrictSerializer):
     )
     maintenanceTriggerRatio = serializers.FloatField(required=False)
     config = serializers.DictField(required=False)
+    # Checked at publish (SPEC §15), like the options.
+    promptCache = serializers.DictField(required=False)
+    prices = serializers.DictField(required=False, allow_null=True)
 
 
 class VersionInput(StrictSerializer):
@@ -62,6 +65,8 @@ def version_fields(data: dict[str, Any]) -> dict[str, Any]:
             "maxInputTokens": "max_input_tokens",
             "maintenanceTriggerRatio": "maintenance_trigger_ratio",
             "config": "model_config",
+            "promptCache": "prompt_cache",
+            "prices": "prices",
         }
         fields.update({model_map[k]: v for k, v in model.items()})
     return fields

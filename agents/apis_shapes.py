@@ -30,6 +30,11 @@ class ModelSettings(serializers.Serializer):
     maxInputTokens = serializers.IntegerField(allow_null=True)
     maintenanceTriggerRatio = serializers.FloatField()
     config = AnyJSONField()
+    promptCache = AnyJSONField(help_text="{mode: auto|off, ttl: 5m|1h}; {} means the defaults.")
+    prices = AnyJSONField(
+        allow_null=True,
+        help_text="{input, cacheRead, cacheWrite, output} per million tokens, or null.",
+    )
 
 
 class AgentVersion(serializers.Serializer):

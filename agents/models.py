@@ -101,6 +101,10 @@ class AgentVersion(models.Model):
     maintenance_trigger_ratio = models.FloatField(default=0.75)
     # Scripted model steps or provider-specific settings (SPEC §8).
     model_config = models.JSONField(default=dict, blank=True)
+    # SPEC §15: `model.promptCache` ({mode, ttl}; {} = the defaults) and `model.prices`
+    # (currency units per million tokens: input, cacheRead, cacheWrite, output; null = none).
+    prompt_cache = models.JSONField(default=dict, blank=True)
+    prices = models.JSONField(null=True, blank=True)
     tools = models.ManyToManyField(Tool, blank=True, related_name="agent_versions")
     maintainer_agent = models.ForeignKey(
         Agent, null=True, blank=True, on_delete=models.PROTECT, related_name="maintained_versions"

@@ -107,6 +107,8 @@ def agent_version_to_wire(version: AgentVersion) -> dict[str, Any]:
             "maxInputTokens": version.max_input_tokens,
             "maintenanceTriggerRatio": version.maintenance_trigger_ratio,
             "config": version.model_config,
+            "promptCache": version.prompt_cache,
+            "prices": version.prices,
         },
         "tools": [str(t.id) for t in version.tools.all()],
         "maintainerAgentId": str(version.maintainer_agent_id)

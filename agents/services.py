@@ -139,6 +139,8 @@ VERSION_FIELDS = (
     "max_input_tokens",
     "maintenance_trigger_ratio",
     "model_config",
+    "prompt_cache",
+    "prices",
     "max_turns_per_run",
 )
 
