@@ -1,0 +1,823 @@
+"""Prompt-cache simulator: replay provider requests under each provider's documented rules.
+
+Given the request bodies the adapters build (`openai-chat`: `{messages, tools,
+prompt_cache_key?}`; `anthropic-messages`: `{system, messages, tools}` with optional
+`cache_control` markers), their send times and a token counter, it returns per turn the
+input tokens that a provider would bill as cache reads, cache writes and uncached input.
+Every figure is an estimate: the token counter is injected (reports use cl100k_base, see
+`contextproto/tokens.py`) and the providers' rules below are models of their documentation.
+
+Canonical prefix order (what is compared, block by block):
+* anthropic-messages: each tool, then each system text block (a string system prompt is one
+  text block), then each message's content blocks in order (a string content is one text
+  block). A block is its JSON as sent (key order kept), with every `cache_control` removed,
+  plus its position (section, message, block) and, for message blocks, the role.
+* openai-chat: each tool, then each message as one block. OpenAI renders tool definitions
+  into the prompt ahead of the conversation, so a changed tool list re-bills everything.
+  Matching is at block (message) boundaries: a message that differs is not credited with
+  its first identical tokens, so cached figures are slightly low (by less than a message).
+Tokens of a block are counted once per distinct content, on that JSON text.
+
+Rules, and where they come from (the providers' prompt-caching guides as stored for this
+work; neither page shows a date; retrieved December 2026):
+* OpenAI (developers.openai.com/api/docs/guides/prompt-caching): caching is automatic for
+  prompts of 1024 tokens or more; a hit needs an exact prefix match (tools included); the
+  cached count grows in 128-token increments above 1024 (the guide's earlier revision, also
+  quoted by third-party guides); `prompt_cache_key` is combined with the prefix hash for
+  routing (here: requests with different keys never share, and a request without a key
+  shares only with others without one); in-memory retention keeps a prefix "5 to 10 minutes
+  of inactivity", always dropped "within one hour of last use" (the same wording on the
+  Azure OpenAI page); `prompt_cache_retention: "24h"` keeps it up to 24 hours. Defaults here:
+  300 s after last use (the lower bound), 24 h for "24h". No write charge. (The newest
+  revision of the guide adds explicit breakpoints and a 1.25x write price for the GPT-5.6
+  family onwards; that is not simulated.)
+* Anthropic (platform.claude.com/docs/en/build-with-claude/prompt-caching): entries are
+  written only at breakpoints: a block with `cache_control: {"type": "ephemeral", "ttl"?}`,
+  or, with a top-level `cache_control` (automatic caching, generally available since
+  February 2026), the last cacheable block; at most 4 per request (the automatic one counts,
+  a 5th is a 400); prefix order tools -> system -> messages; at each breakpoint the API looks
+  for an entry at that block's prefix and at the boundaries of up to 20 blocks before it
+  (here: the breakpoint's own block and the 20 before it); the longest hit is read; writes
+  cover from the hit (or 0) to the last breakpoint whose prefix was not cached, and every
+  such breakpoint's prefix becomes an entry; a prefix below the model's minimum cacheable
+  length is neither written nor read; TTL "5m" (default) or "1h", refreshed at no cost by
+  each read; a 1h breakpoint may not follow a 5m one; with mixed TTLs the write is billed
+  as 1h from the hit to the last 1h breakpoint and 5m from there to the last breakpoint (the
+  guide's section on mixing TTLs). Prices relative to input: read 0.1x, 5m write 1.25x,
+  1h write 2x. Entries are scoped by model.
+  Minimum cacheable lengths (`ANTHROPIC_MIN_CACHEABLE_TOKENS`): the guide's table as quoted
+  in anthropic-sdk-python issue 1194 (early 2026): 4096 Opus 4.6 / 4.5 and Haiku 4.5; 1024
+  Sonnet 4.6 / 4.5 / 4, Opus 4.1 / 4, Sonnet 3.7; 2048 Haiku 3.5 / 3. "What's new in Claude
+  Opus 4.8" (released May 28, 2026): 1024 for Opus 4.8. Opus 4.7 at 2048 and Opus 5 /
+  Fable 5 / Mythos 5 at 512 come from secondary sources that cite the guide (June-July
+  2026; others list 4096 for Opus 4.7). An unknown model gets 1024, and the turn says so.
+
+Bad input (an unknown provider, a malformed body, a marker the API refuses, time running
+backwards) raises `CacheSimError` with a message saying what to fix: the simulator serves
+reports and benchmarks, not API clients.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from hashlib import blake2b as _blake2b
+from typing import Any, NamedTuple
+
+from contextproto.protocol.adapters import PROVIDER_ANTHROPIC_MESSAGES, PROVIDER_OPENAI_CHAT
+
+SIMULATED_PROVIDERS = (PROVIDER_OPENAI_CHAT, PROVIDER_ANTHROPIC_MESSAGES)
+
+OPENAI_MIN_CACHED_TOKENS = 1024
+OPENAI_CACHE_STEP_TOKENS = 128
+OPENAI_IN_MEMORY_RETENTION_SECONDS = 300.0
+OPENAI_EXTENDED_RETENTION_SECONDS = 24 * 3600.0
+
+ANTHROPIC_MAX_BREAKPOINTS = 4
+ANTHROPIC_LOOKBACK_BLOCKS = 20
+ANTHROPIC_TTL_SECONDS = {"5m": 300.0, "1h": 3600.0}
+ANTHROPIC_DEFAULT_MIN_CACHEABLE_TOKENS = 1024
+# Model id (date and platform suffixes removed) -> minimum cacheable prefix in tokens.
+ANTHROPIC_MIN_CACHEABLE_TOKENS: Mapping[str, int] = {
+    "claude-opus-5": 512,
+    "claude-fable-5": 512,
+    "claude-mythos-5": 512,
+    "claude-opus-4-8": 1024,
+    "claude-opus-4-7": 2048,
+    "claude-opus-4-6": 4096,
+    "claude-opus-4-5": 4096,
+    "claude-haiku-4-5": 4096,
+    "claude-sonnet-4-6": 1024,
+    "claude-sonnet-4-5": 1024,
+    "claude-opus-4-1": 1024,
+    "claude-opus-4": 1024,
+    "claude-opus-4-0": 1024,
+    "claude-sonnet-4": 1024,
+    "claude-sonnet-4-0": 1024,
+    "claude-3-7-sonnet": 1024,
+    "claude-3-5-sonnet": 1024,
+    "claude-3-opus": 1024,
+    "claude-3-5-haiku": 2048,
+    "claude-3-haiku": 2048,
+}
+
+SECTION_TOOLS = "tools"
+SECTION_SYSTEM = "system"
+SECTION_MESSAGES = "messages"
+
+# Rule tags of a simulated turn.
+RULE_OPENAI_BELOW_MINIMUM = "openai:below-minimum"
+RULE_OPENAI_MISS = "openai:miss"
+RULE_OPENAI_HIT = "openai:hit"
+RULE_ANTHROPIC_NO_BREAKPOINT = "anthropic:no-breakpoint"
+RULE_ANTHROPIC_BELOW_MINIMUM = "anthropic:below-minimum"
+RULE_ANTHROPIC_READ = "anthropic:read"
+RULE_ANTHROPIC_WRITE = "anthropic:write"
+RULE_ANTHROPIC_READ_WRITE = "anthropic:read+write"
+
+TokenCounter = Callable[[str], int]
+
+
+class CacheSimError(ValueError):
+    """A request the simulator cannot replay, with what to fix."""
+
+
+# --------------------------------------------------------------------------- linearising
+
+
+class BlockRef(NamedTuple):
+    """Where a block sits in the request body.
+
+    `index` is the tool's, the system block's or the message's position in its list (the
+    body's `messages`, after the adapter's merges); `block` the content block's position in
+    that message (None for tools, system blocks and OpenAI messages).
+    """
+
+    section: str
+    index: int
+    block: int | None = None
+    role: str | None = None
+
+    def describe(self) -> str:
+        if self.section == SECTION_TOOLS:
+            return f"tool #{self.index}"
+        if self.section == SECTION_SYSTEM:
+            return f"system block #{self.index}"
+        where = f"message #{self.index}"
+        if self.block is not None:
+            where += f" block #{self.block}"
+        return f"{where} ({self.role})" if self.role else where
+
+
+class Block(NamedTuple):
+    """One unit of the prefix: its place, token count, content digest and marker.
+
+    Two blocks are the same when both `ref` and `digest` are equal (markers excluded).
+    """
+
+    ref: BlockRef
+    tokens: int
+    digest: bytes
+    marker: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class Linearised:
+    """A request in the provider's prefix order with cumulative tokens and prefix hashes.
+
+    `cumulative[i]` is the token count of blocks 0..i, `prefixes[i]` a hash of them;
+    `automatic` is a top-level `cache_control` (Anthropic's automatic caching), if any.
+    """
+
+    provider: str
+    blocks: tuple[Block, ...]
+    cumulative: tuple[int, ...]
+    prefixes: tuple[bytes, ...]
+    automatic: Mapping[str, Any] | None = None
+
+    @property
+    def total_tokens(self) -> int:
+        return self.cumulative[-1] if self.cumulative else 0
+
+    def tokens_through(self, position: int) -> int:
+        """Tokens of the prefix that ends with block `position` (-1: the empty prefix)."""
+        return self.cumulative[position] if position >= 0 else 0
+
+
+# One encoder for every block: json.dumps with options builds a new one per call.
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+
+
+def _is_mapping(value: Any) -> bool:
+    return type(value) is dict or isinstance(value, Mapping)
+
+
+def _strip_markers(value: Any, found: list[Any]) -> Any:
+    """`value` without any `cache_control` key, collecting the removed markers in `found`."""
+    if _is_mapping(value):
+        out = {}
+        for key, item in value.items():
+            if key == "cache_control":
+                found.append(item)
+            else:
+                out[key] = _strip_markers(item, found)
+        return out
+    if isinstance(value, list):
+        return [_strip_markers(item, found) for item in value]
+    return value
+
+
+def _encode(value: Any) -> tuple[str, Any]:
+    """The compared text of a block (markers removed) and its marker, if it carries one."""
+    text = _ENCODER.encode(value)
+    # Fast path: the key can only appear unescaped as a key, so most blocks skip the copy.
+    if '"cache_control"' not in text:
+        return text, None
+    found: list[Any] = []
+    text = _ENCODER.encode(_strip_markers(value, found))
+    return text, found[-1]
+
+
+_DICT, _LIST = object(), object()
+
+
+def _freeze(value: Any) -> Any:
+    """A hashable key equal for equal JSON values (same key order), cheap to build."""
+    kind = type(value)
+    if kind is str:
+        return value
+    if kind is dict or isinstance(value, Mapping):
+        return (_DICT, tuple([(key, _freeze(item)) for key, item in value.items()]))
+    if kind is list or kind is tuple:
+        return (_LIST, tuple([_freeze(item) for item in value]))
+    return (kind, value)  # tagged, so that 1, 1.0 and True stay apart
+
+
+class _BlockMemo:
+    """Encoding, token count and content digest of each distinct block, computed once.
+
+    Successive requests repeat almost every block, so the JSON encoding (the expensive
+    part) runs once per distinct block; equal values are found through `_freeze`.
+    """
+
+    def __init__(self, count_tokens: TokenCounter) -> None:
+        self._count = count_tokens
+        self._known: dict[Any, tuple[bytes, int, Any]] = {}
+        # By compared text: a block that gains or loses a marker is counted once.
+        self._texts: dict[str, tuple[bytes, int]] = {}
+
+    def __call__(self, value: Any) -> tuple[bytes, int, Any]:
+        key = _freeze(value)
+        known = self._known.get(key)
+        if known is None:
+            text, marker = _encode(value)
+            counted = self._texts.get(text)
+            if counted is None:
+                tokens = int(self._count(text))
+                if tokens < 0:
+                    raise CacheSimError(
+                        f"the token counter returned {tokens} for a block; counts are >= 0."
+                    )
+                counted = self._texts[text] = (
+                    _blake2b(text.encode(), digest_size=16).digest(),
+                    tokens,
+                )
+            known = self._known[key] = (*counted, marker)
+        return known
+
+
+class _Builder:
+    def __init__(self, provider: str, memo: _BlockMemo) -> None:
+        self.provider = provider
+        self.memo = memo
+        self.blocks: list[Block] = []
+        self.cumulative: list[int] = []
+        self.prefixes: list[bytes] = []
+        self._total = 0
+        self._prefix = b""
+
+    def add(self, ref: BlockRef, value: Any) -> None:
+        content, tokens, marker = self.memo(value)
+        # A prefix is identified by every block's place (section, positions, role) and
+        # compared text, chained: one short hash per block.
+        place = f"{ref.section}\x00{ref.index}\x00{ref.block}\x00{ref.role}\x00".encode()
+        self._prefix = _blake2b(self._prefix + place + content, digest_size=16).digest()
+        self._total += tokens
+        self.prefixes.append(self._prefix)
+        self.cumulative.append(self._total)
+        self.blocks.append(Block(ref, tokens, content, marker))
+
+
+def _list_of(body: Mapping[str, Any], key: str) -> list[Any]:
+    value = body.get(key)
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise CacheSimError(f"request body `{key}` must be a list, got {type(value).__name__}.")
+    return value
+
+
+def _text_blocks(content: Any, where: str) -> list[Any]:
+    # A string is the API's shorthand for one text block; both forms render the same prompt.
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    if isinstance(content, list):
+        for j, block in enumerate(content):
+            if not _is_mapping(block):
+                raise CacheSimError(f"{where} block #{j} must be an object.")
+        return content
+    raise CacheSimError(f"{where} must be a string or a list of blocks.")
+
+
+def _message(message: Any, k: int) -> Mapping[str, Any]:
+    if not _is_mapping(message) or not isinstance(message.get("role"), str):
+        raise CacheSimError(f"message #{k} must be an object with a string `role`.")
+    return message
+
+
+def linearise(provider: str, body: Mapping[str, Any], count_tokens: TokenCounter) -> Linearised:
+    """Put `body` in `provider`'s prefix order with cumulative token counts.
+
+    Raises CacheSimError for an unknown provider or a malformed body.
+    """
+    return _linearise(provider, body, _BlockMemo(count_tokens))
+
+
+def _linearise(provider: str, body: Mapping[str, Any], memo: _BlockMemo) -> Linearised:
+    if provider not in SIMULATED_PROVIDERS:
+        raise CacheSimError(
+            f"cannot simulate caching for provider {provider!r}; use one of "
+            f"{', '.join(SIMULATED_PROVIDERS)}."
+        )
+    if not _is_mapping(body):
+        raise CacheSimError("the request body must be an object.")
+    out = _Builder(provider, memo)
+    for i, tool in enumerate(_list_of(body, "tools")):
+        out.add(BlockRef(SECTION_TOOLS, i), tool)
+    automatic = None
+    if provider == PROVIDER_ANTHROPIC_MESSAGES:
+        system = body.get("system")
+        if system is not None:
+            for i, block in enumerate(_text_blocks(system, "system")):
+                out.add(BlockRef(SECTION_SYSTEM, i), block)
+        for k, message in enumerate(_list_of(body, "messages")):
+            role = _message(message, k)["role"]
+            for j, block in enumerate(_text_blocks(message.get("content"), f"message #{k}")):
+                out.add(BlockRef(SECTION_MESSAGES, k, j, role), block)
+        automatic = body.get("cache_control")
+    else:
+        for k, message in enumerate(_list_of(body, "messages")):
+            out.add(BlockRef(SECTION_MESSAGES, k, None, _message(message, k)["role"]), message)
+    return Linearised(
+        provider=provider,
+        blocks=tuple(out.blocks),
+        cumulative=tuple(out.cumulative),
+        prefixes=tuple(out.prefixes),
+        automatic=automatic,
+    )
+
+
+# --------------------------------------------------------------------------- divergence
+
+
+@dataclass(frozen=True)
+class Divergence:
+    """Where two consecutive requests first differ.
+
+    kind: `identical`; `appended` (the current request extends the previous one: the cache
+    is not broken); `truncated` (the current request is a prefix of the previous one); or
+    `changed` (block `position` differs). `shared_tokens` counts the common prefix.
+    """
+
+    kind: str
+    position: int | None
+    previous: BlockRef | None
+    current: BlockRef | None
+    shared_tokens: int
+
+    def describe(self) -> str:
+        if self.kind == "appended" and self.current is not None:
+            return f"append from {self.current.describe()}"
+        if self.kind == "truncated" and self.previous is not None:
+            return f"truncated before {self.previous.describe()}"
+        if self.kind == "changed" and self.current is not None:
+            return f"first change at {self.current.describe()}"
+        return "identical requests"
+
+
+def first_divergence(previous: Linearised, current: Linearised) -> Divergence:
+    """Find the first block where `current` differs from `previous` (same provider)."""
+    if previous.provider != current.provider:
+        raise CacheSimError(
+            f"cannot compare a {previous.provider} request with a {current.provider} request."
+        )
+    common = min(len(previous.blocks), len(current.blocks))
+    position = next(
+        # Prefix hashes chain every block's place and text: the first unequal one is there.
+        (i for i in range(common) if previous.prefixes[i] != current.prefixes[i]),
+        None,
+    )
+    if position is not None:
+        return Divergence(
+            kind="changed",
+            position=position,
+            previous=previous.blocks[position].ref,
+            current=current.blocks[position].ref,
+            shared_tokens=current.tokens_through(position - 1),
+        )
+    shared = current.tokens_through(common - 1)
+    if len(previous.blocks) == len(current.blocks):
+        return Divergence("identical", None, None, None, shared)
+    if len(current.blocks) > common:
+        return Divergence("appended", common, None, current.blocks[common].ref, shared)
+    return Divergence("truncated", common, previous.blocks[common].ref, None, shared)
+
+
+# --------------------------------------------------------------------------- replay
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One request as sent: wire format, body, send time (seconds) and model.
+
+    `min_cacheable_tokens` overrides the model's minimum cacheable length.
+    """
+
+    provider: str
+    body: Mapping[str, Any]
+    sent_at: float
+    model: str | None = None
+    min_cacheable_tokens: int | None = None
+
+
+@dataclass(frozen=True)
+class TurnCache:
+    """What one request would be billed as: every figure an estimate.
+
+    `input_tokens` = `cache_read_tokens` + `cache_write_tokens` + `uncached_tokens`;
+    `cache_write_1h_tokens` is the part of the writes made with a 1-hour TTL.
+    """
+
+    input_tokens: int
+    cache_read_tokens: int
+    cache_write_tokens: int
+    cache_write_1h_tokens: int
+    uncached_tokens: int
+    rule: str
+    detail: str
+
+    def to_wire(self) -> dict[str, Any]:
+        return {
+            "inputTokens": self.input_tokens,
+            "cacheReadTokens": self.cache_read_tokens,
+            "cacheWriteTokens": self.cache_write_tokens,
+            "cacheWrite1hTokens": self.cache_write_1h_tokens,
+            "uncachedTokens": self.uncached_tokens,
+            "rule": self.rule,
+            "detail": self.detail,
+        }
+
+
+_DATE_SUFFIX = re.compile(r"(?:[-@]\d{8}|-latest|-v\d+(?::\d+)?|:\w+)$")
+
+
+def anthropic_min_cacheable_tokens(model: str | None) -> tuple[int, str]:
+    """The minimum cacheable prefix of an Anthropic `model`, and where the figure comes from.
+
+    Platform prefixes (`anthropic/`, `us.anthropic.`) and date or version suffixes are
+    ignored; a model not in `ANTHROPIC_MIN_CACHEABLE_TOKENS` gets 1024.
+    """
+    if not model:
+        return ANTHROPIC_DEFAULT_MIN_CACHEABLE_TOKENS, "no model given: default 1024"
+    name = model.lower()
+    start = name.find("claude")
+    name = name[start:] if start >= 0 else name
+    while True:
+        shorter = _DATE_SUFFIX.sub("", name)
+        if shorter == name:
+            break
+        name = shorter
+    known = ANTHROPIC_MIN_CACHEABLE_TOKENS.get(name)
+    if known is not None:
+        return known, f"{name}: {known}"
+    return ANTHROPIC_DEFAULT_MIN_CACHEABLE_TOKENS, f"{model} not in the table: default 1024"
+
+
+@dataclass
+class _Entry:
+    expires_at: float
+    ttl: float
+
+
+def _marker_ttl(marker: Any, where: str) -> float:
+    if not isinstance(marker, Mapping) or marker.get("type") != "ephemeral":
+        raise CacheSimError(f'cache_control on {where} must be {{"type": "ephemeral"}}.')
+    ttl = marker.get("ttl", "5m")
+    if ttl not in ANTHROPIC_TTL_SECONDS:
+        raise CacheSimError(f'cache_control ttl on {where} must be "5m" or "1h", got {ttl!r}.')
+    return ANTHROPIC_TTL_SECONDS[ttl]
+
+
+def _ttl_name(seconds: float) -> str:
+    return next(name for name, value in ANTHROPIC_TTL_SECONDS.items() if value == seconds)
+
+
+class CacheSimulator:
+    """Replays requests in send order and keeps each provider's cache between them.
+
+    `count_tokens(text) -> int` counts one block's text; it is called once per distinct
+    block. One simulator may replay both providers; their caches are separate.
+    """
+
+    def __init__(
+        self,
+        count_tokens: TokenCounter,
+        *,
+        openai_retention_seconds: float = OPENAI_IN_MEMORY_RETENTION_SECONDS,
+    ) -> None:
+        self._memo = _BlockMemo(count_tokens)
+        self._openai_retention = float(openai_retention_seconds)
+        # (model, prompt_cache_key, prefix hash) -> expiry time.
+        self._openai: dict[tuple[str, str | None, bytes], float] = {}
+        # (model, prefix hash) -> entry written at a breakpoint.
+        self._anthropic: dict[tuple[str, bytes], _Entry] = {}
+        self._now = float("-inf")
+        self._pruned_at_size = 1024
+
+    def linearise(self, provider: str, body: Mapping[str, Any]) -> Linearised:
+        """`linearise` with this simulator's counter (its token counts are shared)."""
+        return _linearise(provider, body, self._memo)
+
+    def replay(self, turn: Turn) -> TurnCache:
+        """Simulate `turn`, sent after every turn replayed before it."""
+        if turn.sent_at < self._now:
+            raise CacheSimError(
+                f"turns must be replayed in send order: {turn.sent_at} is before {self._now}."
+            )
+        if turn.min_cacheable_tokens is not None and turn.min_cacheable_tokens < 0:
+            raise CacheSimError("min_cacheable_tokens must be >= 0.")
+        self._now = float(turn.sent_at)
+        request = self.linearise(turn.provider, turn.body)
+        if turn.provider == PROVIDER_OPENAI_CHAT:
+            result = self._openai_turn(turn, request)
+        else:
+            result = self._anthropic_turn(turn, request)
+        self._prune()
+        return result
+
+    # ----------------------------------------------------------------------- OpenAI
+
+    def _openai_turn(self, turn: Turn, request: Linearised) -> TurnCache:
+        now = self._now
+        key = turn.body.get("prompt_cache_key")
+        scope = (turn.model or "", None if key is None else str(key))
+        retention = self._openai_retention
+        if turn.body.get("prompt_cache_retention") == "24h":
+            retention = OPENAI_EXTENDED_RETENTION_SECONDS
+        minimum = (
+            OPENAI_MIN_CACHED_TOKENS
+            if turn.min_cacheable_tokens is None
+            else turn.min_cacheable_tokens
+        )
+        # Every prefix of a request is stored together, so a match of prefix i implies one
+        # of every shorter prefix: walk forward until the first miss.
+        matched = 0
+        for prefix in request.prefixes:
+            expires = self._openai.get((*scope, prefix))
+            if expires is None or expires <= now:
+                break
+            matched += 1
+        shared = request.tokens_through(matched - 1)
+        # Never shorten a 24 h prefix: a shorter prefix must outlive every longer one.
+        until = now + retention
+        table = self._openai
+        for prefix in request.prefixes:
+            entry = (*scope, prefix)
+            if table.get(entry, until) <= until:
+                table[entry] = until
+        total = request.total_tokens
+        if total < minimum:
+            cached, rule = 0, RULE_OPENAI_BELOW_MINIMUM
+            detail = f"prompt of {total} tokens is below the {minimum}-token minimum"
+        elif shared < minimum:
+            cached, rule = 0, RULE_OPENAI_MISS
+            detail = (
+                f"longest prefix shared with a request of the last {retention:g} s "
+                f"(key {scope[1]!r}) is {shared} tokens, below {minimum}"
+            )
+        else:
+            cached = shared // OPENAI_CACHE_STEP_TOKENS * OPENAI_CACHE_STEP_TOKENS
+            rule = RULE_OPENAI_HIT
+            detail = (
+                f"shares {shared} tokens ({matched} blocks) with an earlier request "
+                f"(key {scope[1]!r}); cached {cached} in {OPENAI_CACHE_STEP_TOKENS}-token steps"
+            )
+        return TurnCache(
+            input_tokens=total,
+            cache_read_tokens=cached,
+            cache_write_tokens=0,
+            cache_write_1h_tokens=0,
+            uncached_tokens=total - cached,
+            rule=rule,
+            detail=detail,
+        )
+
+    # ----------------------------------------------------------------------- Anthropic
+
+    def _breakpoints(self, request: Linearised) -> dict[int, float]:
+        """Block position -> TTL seconds of every breakpoint, checked as the API checks them."""
+        points: dict[int, float] = {}
+        for i, block in enumerate(request.blocks):
+            if block.marker is not None:
+                points[i] = _marker_ttl(block.marker, block.ref.describe())
+        if request.automatic is not None and request.blocks:
+            ttl = _marker_ttl(request.automatic, "the request (automatic caching)")
+            points.setdefault(len(request.blocks) - 1, ttl)
+        if len(points) > ANTHROPIC_MAX_BREAKPOINTS:
+            where = ", ".join(request.blocks[i].ref.describe() for i in sorted(points))
+            raise CacheSimError(
+                f"anthropic-messages allows at most {ANTHROPIC_MAX_BREAKPOINTS} cache "
+                f"breakpoints (the automatic one included); this request has {len(points)}: "
+                f"{where}."
+            )
+        short_seen = None
+        for i in sorted(points):
+            if points[i] == ANTHROPIC_TTL_SECONDS["5m"]:
+                short_seen = short_seen if short_seen is not None else i
+            elif short_seen is not None:
+                raise CacheSimError(
+                    f"a 1h breakpoint ({request.blocks[i].ref.describe()}) may not follow a 5m "
+                    f"one ({request.blocks[short_seen].ref.describe()}): longer TTLs come first."
+                )
+        return points
+
+    def _anthropic_turn(self, turn: Turn, request: Linearised) -> TurnCache:
+        now = self._now
+        points = self._breakpoints(request)
+        total = request.total_tokens
+        if turn.min_cacheable_tokens is not None:
+            minimum, source = turn.min_cacheable_tokens, f"override {turn.min_cacheable_tokens}"
+        else:
+            minimum, source = anthropic_min_cacheable_tokens(turn.model)
+        if not points:
+            return TurnCache(
+                input_tokens=total,
+                cache_read_tokens=0,
+                cache_write_tokens=0,
+                cache_write_1h_tokens=0,
+                uncached_tokens=total,
+                rule=RULE_ANTHROPIC_NO_BREAKPOINT,
+                detail="no cache_control breakpoint: nothing is cached",
+            )
+        scope = turn.model or ""
+        cum = request.cumulative
+        order = sorted(points)
+
+        # Reads: per breakpoint, the longest entry at its block or up to 20 blocks before.
+        hit = -1
+        best_read = ""
+        for point in order:
+            for position in range(point, max(-1, point - ANTHROPIC_LOOKBACK_BLOCKS - 1), -1):
+                if cum[position] < minimum:
+                    break  # shorter prefixes are shorter still
+                entry = self._anthropic.get((scope, request.prefixes[position]))
+                if entry is not None and entry.expires_at > now:
+                    entry.expires_at = now + entry.ttl  # a read refreshes the entry
+                    if position > hit:
+                        hit, back = position, point - position
+                        best_read = (
+                            f"read {cum[position]} through "
+                            f"{request.blocks[position].ref.describe()}"
+                            + (f" (lookback {back} from the breakpoint)" if back else "")
+                        )
+                    break
+        read = request.tokens_through(hit)
+
+        # Writes: every breakpoint beyond the hit whose prefix reaches the minimum.
+        written = [p for p in order if p > hit and cum[p] >= minimum]
+        for point in written:
+            self._anthropic[(scope, request.prefixes[point])] = _Entry(
+                now + points[point], points[point]
+            )
+        write = write_1h = 0
+        if written:
+            long_ones = [p for p in written if points[p] == ANTHROPIC_TTL_SECONDS["1h"]]
+            through_1h = cum[long_ones[-1]] if long_ones else read
+            write_1h = through_1h - read
+            write = cum[written[-1]] - read
+
+        short = [p for p in order if cum[p] < minimum]
+        parts = []
+        if best_read:
+            parts.append(best_read)
+        if written:
+            ttls = "/".join(sorted({_ttl_name(points[p]) for p in written}))
+            parts.append(
+                f"wrote {write} through {request.blocks[written[-1]].ref.describe()} ({ttls})"
+            )
+        if short:
+            parts.append(f"{len(short)} breakpoint(s) below the minimum {minimum} ({source})")
+        if read and write:
+            rule = RULE_ANTHROPIC_READ_WRITE
+        elif read:
+            rule = RULE_ANTHROPIC_READ
+        elif write:
+            rule = RULE_ANTHROPIC_WRITE
+        else:
+            rule = RULE_ANTHROPIC_BELOW_MINIMUM
+        return TurnCache(
+            input_tokens=total,
+            cache_read_tokens=read,
+            cache_write_tokens=write,
+            cache_write_1h_tokens=write_1h,
+            uncached_tokens=total - read - write,
+            rule=rule,
+            detail="; ".join(parts) or "nothing read or written",
+        )
+
+    def _prune(self) -> None:
+        """Drop expired entries once the tables have doubled (keeps replay linear)."""
+        size = len(self._openai) + len(self._anthropic)
+        if size < 2 * self._pruned_at_size:
+            return
+        now = self._now
+        self._openai = {k: v for k, v in self._openai.items() if v > now}
+        self._anthropic = {k: v for k, v in self._anthropic.items() if v.expires_at > now}
+        self._pruned_at_size = max(1024, len(self._openai) + len(self._anthropic))
+
+
+def simulate(
+    turns: Iterable[Turn],
+    count_tokens: TokenCounter,
+    *,
+    openai_retention_seconds: float = OPENAI_IN_MEMORY_RETENTION_SECONDS,
+) -> list[TurnCache]:
+    """Replay `turns` (in send order) on a fresh simulator; one result per turn."""
+    simulator = CacheSimulator(count_tokens, openai_retention_seconds=openai_retention_seconds)
+    return [simulator.replay(turn) for turn in turns]
+
+
+# --------------------------------------------------------------------------- totals and cost
+
+
+@dataclass(frozen=True)
+class Prices:
+    """Prices per million tokens. The defaults are relative units of the input price.
+
+    `cache_write` is the 5-minute write price, `cache_write_1h` the 1-hour one. Output is not
+    simulated; give `output` a price only with the output tokens.
+    """
+
+    input: float = 1.0
+    cache_read: float = 0.1
+    cache_write: float = 1.25
+    cache_write_1h: float = 2.0
+    output: float = 0.0
+
+    @classmethod
+    def from_wire(cls, prices: Mapping[str, Any]) -> Prices:
+        """From `model.prices` (SPEC §15: input, cacheRead, cacheWrite, output).
+
+        Without `cacheWrite1h`, a 1-hour write costs 2x input (Anthropic's multiplier).
+        """
+        base = float(prices["input"])
+        return cls(
+            input=base,
+            cache_read=float(prices["cacheRead"]),
+            cache_write=float(prices["cacheWrite"]),
+            cache_write_1h=float(prices.get("cacheWrite1h", 2.0 * base)),
+            output=float(prices.get("output", 0.0)),
+        )
+
+
+RELATIVE_PRICES = Prices()
+
+
+@dataclass(frozen=True)
+class CacheTotals:
+    """Sums over simulated turns."""
+
+    input_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    cache_write_1h_tokens: int = 0
+    uncached_tokens: int = 0
+
+
+def totals(results: Sequence[TurnCache]) -> CacheTotals:
+    """Add up `results`."""
+    return CacheTotals(
+        input_tokens=sum(r.input_tokens for r in results),
+        cache_read_tokens=sum(r.cache_read_tokens for r in results),
+        cache_write_tokens=sum(r.cache_write_tokens for r in results),
+        cache_write_1h_tokens=sum(r.cache_write_1h_tokens for r in results),
+        uncached_tokens=sum(r.uncached_tokens for r in results),
+    )
+
+
+def cache_hit_ratio(results: Sequence[TurnCache]) -> float:
+    """Cache-read tokens / input tokens over `results` (0.0 without input)."""
+    summed = totals(results)
+    return summed.cache_read_tokens / summed.input_tokens if summed.input_tokens else 0.0
+
+
+def effective_cost(
+    results: Sequence[TurnCache], prices: Prices = RELATIVE_PRICES, *, output_tokens: int = 0
+) -> float:
+    """SPEC §15's cost of `results`, with 1-hour writes at their own price.
+
+    ((input - read - write) x input + read x cacheRead + 5m writes x cacheWrite
+    + 1h writes x cacheWrite1h + output x output) / 1,000,000.
+    """
+    s = totals(results)
+    uncached = s.input_tokens - s.cache_read_tokens - s.cache_write_tokens
+    short_writes = s.cache_write_tokens - s.cache_write_1h_tokens
+    return (
+        uncached * prices.input
+        + s.cache_read_tokens * prices.cache_read
+        + short_writes * prices.cache_write
+        + s.cache_write_1h_tokens * prices.cache_write_1h
+        + output_tokens * prices.output
+    ) / 1_000_000
