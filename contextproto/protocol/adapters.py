@@ -4,20 +4,24 @@ An adapter may only change shape, never meaning, unless it says so: every change
 of meaning (a reorder the provider demands, a prefill, a dropped part) is written
 to `notes`, which the caller stores in the projection snapshot.
 
-Prompt caching (SPEC §15; settings and sources in prompt_cache.py). With `prompt_cache`
-mode `auto`:
+Prompt caching (SPEC §15; the setting is prompt_cache.py's). Sources, read in 2026:
+Anthropic "Prompt caching" (platform.claude.com/docs/en/build-with-claude/prompt-caching)
+and OpenAI "Prompt caching" (developers.openai.com/api/docs/guides/prompt-caching).
+With `prompt_cache` mode `auto`:
 * `anthropic-messages` marks at most four `cache_control` breakpoints: the last tool, the
   system prompt (then sent as one text block), the last history block before any trailing
   derived message, and an earlier history block as a fallback (`_anthropic_breakpoints`).
-  Anthropic caches only at breakpoints and renders tools, system, messages in that order
-  (its "Prompt caching" guide), so a marker on the last block (what its automatic mode
-  does) would cache the unified@2/3 state message, which changes every turn: an entry no
-  later request can read. Derived header and state messages, edge text and a prefill
-  never carry a marker; folds and other history do. Every marker has the version's TTL,
-  so the guide's rule that longer TTLs come first always holds.
+  Anthropic renders tools, system, messages in that order and writes cache entries only
+  at breakpoints, so a marker on the last block (what its automatic top-level
+  `cache_control` does) would cache the unified@2/3 state message, which changes every
+  turn: an entry no later request can read. Derived header and state messages, edge text
+  and a prefill never carry a marker; folds and other history do. Every marker has the
+  version's TTL, so the guide's rule that longer TTLs come first always holds. Changing
+  the tools invalidates everything, the system prompt everything after it: both come
+  first and stay byte-identical between turns.
 * `openai-chat` adds `prompt_cache_key` (the caller's per-session key): OpenAI caches
-  automatically and uses the key, with the prompt's first tokens, to route a request to a
-  machine that holds its prefix (its "Prompt caching" guide).
+  automatically from 1024 tokens and routes by the prompt's first tokens combined with
+  the key, so a conversation's turns reach a machine that holds its prefix.
 Without `prompt_cache` (or mode `off`) the bodies carry no cache hints at all.
 
 Byte-stable prefixes: when a turn only appends raw messages to an unchanged state, each
