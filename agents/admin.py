@@ -32,6 +32,7 @@ from agents.forms import (
     option_field_names,
     option_help_text,
     parse_protocol_key,
+    prompt_cache_field_names,
 )
 from agents.models import Agent, AgentVersion, ApiKey, Application, Tool
 from agents.services import (
@@ -47,6 +48,7 @@ from agents.services import (
 from contextproto.admin_site import ApplicationScopedAdmin, ReadOnlyAdmin, scope_to_member
 from contextproto.errors import ApplicationError
 from contextproto.protocol import catalog
+from contextproto.protocol.prompt_cache import PROMPT_CACHE_SCHEMA, effective_prompt_cache
 
 PUBLISH_PROBLEMS_SESSION_KEY = "agentversion-publish-problems"
 
@@ -233,7 +235,7 @@ class AgentVersionAdmin(ApplicationScopedAdmin):
                 ("Version", {"fields": ("agent", "number", "status", "published_at")}),
                 ("Protocol", {"fields": ("protocol_display", "options_table")}),
                 ("System prompt", {"fields": ("system_prompt",)}),
-                ("Model", {"fields": model}),
+                ("Model", {"fields": (*model, "prompt_cache_display")}),
                 ("Bindings", {"fields": bindings}),
             ]
         protocol = self.form_protocol(request, obj)
@@ -251,6 +253,14 @@ class AgentVersionAdmin(ApplicationScopedAdmin):
             ),
             ("System prompt", {"fields": ("system_prompt",)}),
             ("Model", {"fields": model}),
+            (
+                "Prompt caching",
+                {
+                    "fields": prompt_cache_field_names(),
+                    "description": "model.promptCache, generated from its schema. Leave a "
+                    "field at its default to follow the default.",
+                },
+            ),
             ("Bindings", {"fields": bindings}),
         ]
 
@@ -272,6 +282,7 @@ class AgentVersionAdmin(ApplicationScopedAdmin):
             "max_input_tokens",
             "maintenance_trigger_ratio",
             "model_config",
+            "prompt_cache_display",
             "tools",
             "maintainer_agent",
             "max_turns_per_run",
@@ -323,6 +334,9 @@ class AgentVersionAdmin(ApplicationScopedAdmin):
             known = form.chosen_protocol.option_schema["properties"]
             stored = obj.options if isinstance(obj.options, dict) else {}
             dropped = sorted(str(k) for k in stored if k not in known)
+            cache = obj.prompt_cache if isinstance(obj.prompt_cache, dict) else {}
+            cache_keys = PROMPT_CACHE_SCHEMA["properties"]
+            dropped_cache = sorted(str(k) for k in cache if k not in cache_keys)
             saved = agent_version_update_draft(
                 version=obj, fields=fields, tool_ids=tool_ids, maintainer_agent_id=maintainer_id
             )
@@ -330,6 +344,12 @@ class AgentVersionAdmin(ApplicationScopedAdmin):
                 self.message_user(
                     request,
                     f"Dropped options unknown to {form.chosen_protocol.key}: {', '.join(dropped)}.",
+                    messages.WARNING,
+                )
+            if dropped_cache:
+                self.message_user(
+                    request,
+                    f"Dropped unknown model.promptCache keys: {', '.join(dropped_cache)}.",
                     messages.WARNING,
                 )
         else:
@@ -587,6 +607,15 @@ class AgentVersionAdmin(ApplicationScopedAdmin):
             return "—"
         return format_html(
             "{}:{} ({} tokens)", obj.model_provider, obj.model_name, obj.max_input_tokens
+        )
+
+    @admin.display(description="Prompt caching")
+    def prompt_cache_display(self, obj: AgentVersion) -> str:
+        value = effective_prompt_cache(obj.prompt_cache)
+        if not isinstance(value, dict):
+            return format_html("<code>{}</code>", json.dumps(value))
+        return format_html(
+            "mode <code>{}</code>, TTL <code>{}</code>", value.get("mode"), value.get("ttl")
         )
 
     @admin.display(description="Options")

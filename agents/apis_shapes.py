@@ -30,7 +30,10 @@ class ModelSettings(serializers.Serializer):
     maxInputTokens = serializers.IntegerField(allow_null=True)
     maintenanceTriggerRatio = serializers.FloatField()
     config = AnyJSONField()
-    promptCache = AnyJSONField(help_text="{mode: auto|off, ttl: 5m|1h}; {} means the defaults.")
+    promptCache = AnyJSONField(
+        help_text="{mode: auto|off, ttl: 5m|1h}; {} (the default) means auto, 5m. Answered "
+        "with every key: the setting in effect."
+    )
     prices = AnyJSONField(
         allow_null=True,
         help_text="{input, cacheRead, cacheWrite, output} per million tokens, or null.",

@@ -2,7 +2,8 @@
 
 The option fields of a form belong to one protocol version (`option_protocol`). Changing the
 protocol select and saving stores the options that carry over and re-renders the form with
-the new protocol's fields (see AgentVersionAdmin).
+the new protocol's fields (see AgentVersionAdmin). The `model.promptCache` fields are
+generated the same way, from the engine's PROMPT_CACHE_SCHEMA.
 """
 
 from __future__ import annotations
@@ -15,8 +16,10 @@ from django.utils.html import escape
 
 from agents.models import Agent, AgentVersion, Tool
 from contextproto.protocol import catalog
+from contextproto.protocol.prompt_cache import PROMPT_CACHE_SCHEMA
 
 OPTION_PREFIX = "option_"
+PROMPT_CACHE_PREFIX = "prompt_cache_"
 DEFAULT_PROTOCOL = "unified@2"
 
 # Publish problem field (API spelling) -> admin form field.
@@ -50,6 +53,14 @@ def parse_protocol_key(key: str | None) -> catalog.ProtocolVersion | None:
 
 def option_field_name(option: str) -> str:
     return OPTION_PREFIX + option
+
+
+def prompt_cache_field_name(key: str) -> str:
+    return PROMPT_CACHE_PREFIX + key
+
+
+def prompt_cache_field_names() -> list[str]:
+    return [prompt_cache_field_name(k) for k in PROMPT_CACHE_SCHEMA["properties"]]
 
 
 def _range_text(schema: dict[str, Any]) -> str:
@@ -156,6 +167,13 @@ class AgentVersionForm(forms.ModelForm):
                 )
         else:
             self.fields["protocol"].initial = protocol.key
+        stored_cache = instance.prompt_cache if isinstance(instance.prompt_cache, dict) else {}
+        for key, schema in PROMPT_CACHE_SCHEMA["properties"].items():
+            if key in stored_cache:
+                name = prompt_cache_field_name(key)
+                self.initial[name] = stored_cache[key]
+                # Rebuilt with the stored value, so an invalid one stays visible for publish.
+                self.fields[name] = option_form_field(schema, stored_cache[key])
         if self.publish_problems and not self.is_bound:
             self._attach_problems(self.publish_problems)
 
@@ -174,6 +192,10 @@ class AgentVersionForm(forms.ModelForm):
             return None
         if api_field.startswith("options."):
             name = option_field_name(api_field[len("options.") :])
+        elif api_field.startswith("model.promptCache."):
+            name = prompt_cache_field_name(api_field[len("model.promptCache.") :])
+        elif api_field == "model.promptCache":
+            name = prompt_cache_field_name("mode")
         else:
             name = PROBLEM_FIELDS.get(api_field, "")
         return name if name in self.fields else None
@@ -224,6 +246,15 @@ class AgentVersionForm(forms.ModelForm):
             options[option] = value
         return options
 
+    def prompt_cache_value(self) -> dict[str, Any]:
+        """The `model.promptCache` to store: values that differ from the defaults ({} = all)."""
+        value: dict[str, Any] = {}
+        for key, schema in PROMPT_CACHE_SCHEMA["properties"].items():
+            chosen = self.cleaned_data.get(prompt_cache_field_name(key))
+            if chosen not in (None, "") and chosen != schema["default"]:
+                value[key] = chosen
+        return value
+
     def service_fields(self) -> dict[str, Any]:
         """The VERSION_FIELDS values for agent_version_create / agent_version_update_draft."""
         data = self.cleaned_data
@@ -238,6 +269,7 @@ class AgentVersionForm(forms.ModelForm):
             "max_input_tokens": data.get("max_input_tokens"),
             "maintenance_trigger_ratio": data.get("maintenance_trigger_ratio"),
             "model_config": data.get("model_config") or {},
+            "prompt_cache": self.prompt_cache_value(),
             "max_turns_per_run": data.get("max_turns_per_run"),
         }
 
@@ -245,7 +277,8 @@ class AgentVersionForm(forms.ModelForm):
 def agent_version_form_for(
     protocol: catalog.ProtocolVersion, publish_problems: list[dict[str, Any]] | None = None
 ) -> type[AgentVersionForm]:
-    """Return an AgentVersionForm subclass declaring one typed field per option of `protocol`."""
+    """Return an AgentVersionForm subclass declaring one typed field per option of `protocol`
+    and per key of `model.promptCache`."""
     attrs: dict[str, Any] = {
         "option_protocol": protocol,
         "publish_problems": list(publish_problems or []),
@@ -253,6 +286,8 @@ def agent_version_form_for(
     }
     for option, schema in protocol.option_schema["properties"].items():
         attrs[option_field_name(option)] = option_form_field(schema)
+    for key, schema in PROMPT_CACHE_SCHEMA["properties"].items():
+        attrs[prompt_cache_field_name(key)] = option_form_field(schema)
     name = f"AgentVersionForm_{protocol.protocol_id}{protocol.version}"
     return type(name, (AgentVersionForm,), attrs)
 

@@ -9,6 +9,7 @@ from contextproto.errors import NotFound
 from contextproto.ids import parse_uuid
 from contextproto.pagination import BY_ID, Page, keyset_page
 from contextproto.protocol import catalog
+from contextproto.protocol.prompt_cache import effective_prompt_cache
 
 AGENT_LIST_MAX = 500
 
@@ -107,7 +108,8 @@ def agent_version_to_wire(version: AgentVersion) -> dict[str, Any]:
             "maxInputTokens": version.max_input_tokens,
             "maintenanceTriggerRatio": version.maintenance_trigger_ratio,
             "config": version.model_config,
-            "promptCache": version.prompt_cache,
+            # The effective setting: {} stored means the defaults, shown as such.
+            "promptCache": effective_prompt_cache(version.prompt_cache),
             "prices": version.prices,
         },
         "tools": [str(t.id) for t in version.tools.all()],

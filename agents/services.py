@@ -27,6 +27,7 @@ from contextproto.errors import (
 from contextproto.protocol import catalog
 from contextproto.protocol.errors import ProtocolError
 from contextproto.protocol.options import validate_options
+from contextproto.protocol.prompt_cache import validate_prompt_cache
 from contextproto.protocol.vocabulary import SYSTEM_PLACEHOLDER
 
 APPLICATION_KEY_PREFIX = "cpa_"
@@ -381,15 +382,28 @@ def _model_problems(version: AgentVersion) -> list[dict[str, str]]:
                 "message": "model.maintenanceTriggerRatio must be strictly between 0 and 1.",
             }
         )
+    problems.extend(_prompt_cache_problems(version))
     return problems
+
+
+def _prompt_cache_problems(version: AgentVersion) -> list[dict[str, str]]:
+    """`model.promptCache` problems (SPEC §15), each naming its key (`model.promptCache.ttl`)."""
+    return [
+        {
+            "field": "model.promptCache" + (f".{error['key']}" if error["key"] else ""),
+            "code": error["code"],
+            "message": error["message"],
+        }
+        for error in validate_prompt_cache(version.prompt_cache).errors
+    ]
 
 
 @transaction.atomic
 def agent_version_publish(*, version: AgentVersion) -> AgentVersion:
     """Validate and publish a draft, or refuse with every problem at once (400).
 
-    The options are stored normalized (defaults filled in), so a later catalog default
-    change never alters a published version's behaviour.
+    The options and `model.promptCache` are stored normalized (defaults filled in), so a
+    later default change never alters a published version's behaviour.
     """
     locked = _lock_draft(version)
     problems = agent_version_problems(locked)
@@ -403,6 +417,8 @@ def agent_version_publish(*, version: AgentVersion) -> AgentVersion:
         locked.context_protocol_id, locked.context_protocol_version, locked.options
     )
     locked.options = checked.normalized
+    # Every key with its value, so a later default change never alters this version.
+    locked.prompt_cache = validate_prompt_cache(locked.prompt_cache).normalized
     locked.status = AgentVersion.Status.PUBLISHED
     locked.published_at = timezone.now()
     locked.save()

@@ -34,6 +34,7 @@ COMPUTED_CODES = {
     ("contextproto/api_errors.py", "exc.code"): "renders an ApplicationError/ProtocolError",
     ("contextproto/api_errors.py", "str(code)"): "test_drf_refusals_are_registered",
     ("contextproto/protocol/folds.py", "code"): "a loop over errors.FOLD_* constants",
+    ("contextproto/protocol/prompt_cache.py", "first['code']"): "a PROMPT_CACHE_* constant",
 }
 
 CODE_SITES = {"ApplicationError", "ProtocolError", "error_response", "error_body"}

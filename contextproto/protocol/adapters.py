@@ -3,6 +3,31 @@
 An adapter may only change shape, never meaning, unless it says so: every change
 of meaning (a reorder the provider demands, a prefill, a dropped part) is written
 to `notes`, which the caller stores in the projection snapshot.
+
+Prompt caching (SPEC §15; the setting is prompt_cache.py's). Sources, read in 2026:
+Anthropic "Prompt caching" (platform.claude.com/docs/en/build-with-claude/prompt-caching)
+and OpenAI "Prompt caching" (developers.openai.com/api/docs/guides/prompt-caching).
+With `prompt_cache` mode `auto`:
+* `anthropic-messages` marks at most four `cache_control` breakpoints: the last tool, the
+  system prompt (then sent as one text block), the last history block before any trailing
+  derived message, and an earlier history block as a fallback (`_anthropic_breakpoints`).
+  Anthropic renders tools, system, messages in that order and writes cache entries only
+  at breakpoints, so a marker on the last block (what its automatic top-level
+  `cache_control` does) would cache the unified@2/3 state message, which changes every
+  turn: an entry no later request can read. Derived header and state messages, edge text
+  and a prefill never carry a marker; folds and other history do. Every marker has the
+  version's TTL, so the guide's rule that longer TTLs come first always holds. Changing
+  the tools invalidates everything, the system prompt everything after it: both come
+  first and stay byte-identical between turns.
+* `openai-chat` adds `prompt_cache_key` (the caller's per-session key): OpenAI caches
+  automatically from 1024 tokens and routes by the prompt's first tokens combined with
+  the key, so a conversation's turns reach a machine that holds its prefix.
+Without `prompt_cache` (or mode `off`) the bodies carry no cache hints at all.
+
+Byte-stable prefixes: when a turn only appends raw messages to an unchanged state, each
+body equals the previous turn's up to the first appended message (markers aside): tools
+in the order given, JSON keys in a fixed order, system and header text unchanged
+(tests/protocol/test_prefix_stability.py).
 """
 
 from __future__ import annotations
@@ -23,6 +48,7 @@ from contextproto.protocol.messages import (
     ModelMessage,
 )
 from contextproto.protocol.projection import Projection
+from contextproto.protocol.prompt_cache import PROMPT_CACHE_OFF, TTL_5M, PromptCache
 
 PROVIDER_NEUTRAL = "neutral"
 PROVIDER_OPENAI_CHAT = "openai-chat"
@@ -45,6 +71,18 @@ NOTE_ANTHROPIC_FIRST_ASSISTANT = (
     "first message after the system prompt is an assistant message on anthropic-messages "
     "(the conversation starts with an assistant turn)"
 )
+
+
+# Anthropic's lookback: a breakpoint finds an entry written earlier at most this many
+# content blocks before it (its prompt-caching guide says about 20).
+CACHE_LOOKBACK_BLOCKS = 20
+# The fallback breakpoint sits on a multiple of FALLBACK_STRIDE blocks that is at least
+# FALLBACK_DISTANCE blocks behind the last breakpoint (see _anthropic_breakpoints).
+FALLBACK_STRIDE = 4
+FALLBACK_DISTANCE = 12
+# Messages that are not history: they never carry a cache breakpoint (SPEC §15). Anything
+# else (raw messages, folds, masked results of later versions) is history.
+NOT_HISTORY = frozenset({"system", "context_header", "context_state"})
 
 
 @dataclass(frozen=True)
@@ -132,7 +170,13 @@ def _openai_keep_results_adjacent(out: list[dict[str, Any]], notes: list[str]) -
         i += 1 + len(results)
 
 
-def _adapt_openai(projection: Projection, tools: Sequence[dict[str, Any]]) -> AdaptedRequest:
+def _adapt_openai(
+    projection: Projection,
+    tools: Sequence[dict[str, Any]],
+    *,
+    prompt_cache: PromptCache,
+    cache_key: str | None,
+) -> AdaptedRequest:
     notes: list[str] = []
     out: list[dict[str, Any]] = []
     for message in projection.messages:
@@ -183,6 +227,8 @@ def _adapt_openai(projection: Projection, tools: Sequence[dict[str, Any]]) -> Ad
             }
             for t in tools
         ]
+    if prompt_cache.enabled and cache_key:
+        body["prompt_cache_key"] = cache_key
     return AdaptedRequest(provider=PROVIDER_OPENAI_CHAT, body=body, notes=tuple(notes))
 
 
@@ -263,12 +309,78 @@ def _edge_derived_positions(projection: Projection, *, keep_trailing: bool = Fal
 _DERIVED_KINDS = frozenset({"context_header", "context_fold", "context_state"})
 
 
+def _is_history(projection: Projection, position: int) -> bool:
+    """Whether message `position` stands for history (raw, fold, masked) rather than for
+    the system prompt, the header or the state; read off both its source and its kind."""
+    message = projection.messages[position]
+    derived = (
+        projection.sources[position].derived_type if position < len(projection.sources) else None
+    )
+    return (
+        message.role != ROLE_SYSTEM
+        and message.kind not in NOT_HISTORY
+        and derived not in NOT_HISTORY
+    )
+
+
+def _cache_control(ttl: str) -> dict[str, str]:
+    # 5m is the provider's default: say "ttl" only when it differs (SPEC §15).
+    return {"type": "ephemeral"} if ttl == TTL_5M else {"type": "ephemeral", "ttl": ttl}
+
+
+def _anthropic_breakpoints(
+    merged: list[dict[str, Any]], history_blocks: set[int]
+) -> list[dict[str, Any]]:
+    """The message blocks that get a breakpoint: the last history block, and a fallback.
+
+    Candidates are history blocks (`history_blocks` holds their ids), never a block of a
+    trailing assistant message (a prefill: the model continues it). The last candidate is
+    the sliding breakpoint: the next turn appends after it and reads the entry it wrote.
+
+    Anthropic finds an earlier entry only within about CACHE_LOOKBACK_BLOCKS blocks before a
+    breakpoint, so a turn that appends more than that (parallel tool calls, long host work)
+    would miss the previous turn's entry and write the whole history again. The fallback
+    covers that: it sits on the last candidate at or before the multiple of FALLBACK_STRIDE
+    that lies at least FALLBACK_DISTANCE blocks behind the last breakpoint, i.e. 12 to 15
+    blocks back. A turn that appended d blocks then has a breakpoint within the lookback
+    after the previous turn's last breakpoint for every d up to about 32 (the last
+    breakpoint covers d up to 20, the fallback 15 to 32), with no gap even if the lookback
+    is only 15 blocks. Aligned to a stride, the fallback stays on the same block while a
+    conversation grows by a few blocks a turn, so consecutive turns hit it exactly instead of
+    relying on the lookback; block positions count every message block, and an append-only
+    turn leaves the positions before it unchanged (the byte-stable prefix), so the same
+    block is chosen again.
+    """
+    trailing_prefill = bool(merged) and merged[-1]["role"] == ROLE_ASSISTANT
+    candidates: list[tuple[int, dict[str, Any]]] = []
+    position = 0
+    for n, message in enumerate(merged):
+        for block in message["content"]:
+            prefill = trailing_prefill and n == len(merged) - 1
+            if id(block) in history_blocks and not prefill:
+                candidates.append((position, block))
+            position += 1
+    if not candidates:
+        return []
+    last_position, last = candidates[-1]
+    target = (last_position - FALLBACK_DISTANCE) // FALLBACK_STRIDE * FALLBACK_STRIDE
+    earlier = [block for p, block in candidates if 0 <= p <= target]
+    return [earlier[-1], last] if earlier else [last]
+
+
 def _adapt_anthropic(
-    projection: Projection, tools: Sequence[dict[str, Any]], *, assistant_prefill: bool = False
+    projection: Projection,
+    tools: Sequence[dict[str, Any]],
+    *,
+    assistant_prefill: bool = False,
+    prompt_cache: PromptCache = PROMPT_CACHE_OFF,
 ) -> AdaptedRequest:
     notes: list[str] = []
     system_texts: list[str] = []
     merged: list[dict[str, Any]] = []
+    # id() of every block that stands for history (may carry a breakpoint); the blocks live
+    # in `merged` until the body is returned, so their ids stay unique.
+    history_blocks: set[int] = set()
     edges = _edge_derived_positions(projection, keep_trailing=assistant_prefill)
     moved: list[str] = []
     for position, message in enumerate(projection.messages):
@@ -282,6 +394,8 @@ def _adapt_anthropic(
             role = ROLE_USER
             blocks = [{"type": "text", "text": DERIVED_EDGE_MARKER + _text_of(message.content)}]
             moved.append(message.kind)
+        elif _is_history(projection, position):
+            history_blocks.update(id(block) for block in blocks)
         if not blocks:
             notes.append(
                 f"anthropic-messages: empty {message.role}/{message.kind} message at position "
@@ -315,9 +429,17 @@ def _adapt_anthropic(
     if merged and merged[-1]["role"] == ROLE_ASSISTANT:
         notes.append(NOTE_ANTHROPIC_PREFILL)
 
+    cache = prompt_cache.enabled
     body: dict[str, Any] = {}
     if system_texts:
-        body["system"] = "\n\n".join(system_texts)
+        system = "\n\n".join(system_texts)
+        # Breakpoints go on blocks, so a cached system prompt travels as one text block
+        # (an empty one would be refused, and has nothing to cache).
+        body["system"] = (
+            [{"type": "text", "text": system, "cache_control": _cache_control(prompt_cache.ttl)}]
+            if cache and system
+            else system
+        )
     body["messages"] = merged
     if tools:
         body["tools"] = [
@@ -328,6 +450,11 @@ def _adapt_anthropic(
             }
             for t in tools
         ]
+        if cache:
+            body["tools"][-1]["cache_control"] = _cache_control(prompt_cache.ttl)
+    if cache:
+        for block in _anthropic_breakpoints(merged, history_blocks):
+            block["cache_control"] = _cache_control(prompt_cache.ttl)
     return AdaptedRequest(provider=PROVIDER_ANTHROPIC_MESSAGES, body=body, notes=tuple(notes))
 
 
@@ -340,21 +467,27 @@ def adapt(
     tools: Sequence[dict[str, Any]] = (),
     *,
     assistant_prefill: bool = False,
+    prompt_cache: PromptCache = PROMPT_CACHE_OFF,
+    cache_key: str | None = None,
 ) -> AdaptedRequest:
     """Render `projection` (and tools `{name, description, inputSchema}`) for `provider`.
 
     `assistant_prefill`: the model accepts a trailing assistant turn (an Anthropic prefill),
     so derived messages after the history keep the assistant role (noted as a prefill)
     instead of travelling as marked user text. Other providers ignore it.
+    `prompt_cache` (default: off, no cache hints) and `cache_key` (the session's OpenAI
+    `prompt_cache_key`): see the module docstring. `neutral` ignores both.
     Raises ProtocolError `provider_unknown` for a provider not in PROVIDERS.
     """
     if provider == PROVIDER_NEUTRAL:
         body = {"messages": [m.to_wire() for m in projection.messages], "tools": list(tools)}
         return AdaptedRequest(provider=PROVIDER_NEUTRAL, body=body, notes=())
     if provider == PROVIDER_OPENAI_CHAT:
-        return _adapt_openai(projection, tools)
+        return _adapt_openai(projection, tools, prompt_cache=prompt_cache, cache_key=cache_key)
     if provider == PROVIDER_ANTHROPIC_MESSAGES:
-        return _adapt_anthropic(projection, tools, assistant_prefill=assistant_prefill)
+        return _adapt_anthropic(
+            projection, tools, assistant_prefill=assistant_prefill, prompt_cache=prompt_cache
+        )
     raise ProtocolError(
         errors.PROVIDER_UNKNOWN,
         f"unknown provider {provider!r}; use one of {', '.join(PROVIDERS)}.",

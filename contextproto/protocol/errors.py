@@ -48,6 +48,11 @@ FOLD_LIMIT_REACHED = "context_fold_limit_reached"
 PROJECTION_FOLD_CONFLICT = "projection_fold_conflict"
 PROVIDER_UNKNOWN = "provider_unknown"
 
+# model.promptCache (SPEC §15)
+PROMPT_CACHE_NOT_OBJECT = "prompt_cache_not_object"
+PROMPT_CACHE_UNKNOWN_KEY = "prompt_cache_unknown_key"
+PROMPT_CACHE_INVALID_VALUE = "prompt_cache_invalid_value"
+
 # tools
 WINDOW_EXPECTATION_REQUIRED = "context_window_expectation_required"
 STATE_STALE = "context_state_stale"

@@ -1,7 +1,9 @@
 """Anthropic Messages through the `anthropic` SDK.
 
-Consumes the `anthropic-messages` adapter body `{"system"?, "messages", "tools"?}`. The
-base URL is the host only (`https://api.anthropic.com`); the SDK appends `/v1/messages`
+Consumes the `anthropic-messages` adapter body `{"system"?, "messages", "tools"?}`; `system`
+is a string or, with prompt caching, text blocks, and `cache_control` breakpoints ride on
+the blocks and tools where the adapter put them (SPEC §15): all pass to the SDK unchanged.
+The base URL is the host only (`https://api.anthropic.com`); the SDK appends `/v1/messages`
 and sends `anthropic-version`. The SDK (2.x) sends the key as `Authorization: Bearer`;
 we also send the documented `x-api-key` header, so gateways that only know that one work.
 """

@@ -1,7 +1,7 @@
 """OpenAI Chat Completions (and any OpenAI-compatible endpoint) through the `openai` SDK.
 
-Consumes the `openai-chat` adapter body `{"messages", "tools"?}`. The base URL includes
-the API version prefix (`https://api.openai.com/v1`); the SDK appends
+Consumes the `openai-chat` adapter body `{"messages", "tools"?, "prompt_cache_key"?}`. The
+base URL includes the API version prefix (`https://api.openai.com/v1`); the SDK appends
 `/chat/completions`.
 """
 
@@ -168,6 +168,9 @@ class OpenAIChatProvider:
         kwargs: dict[str, Any] = {"model": model, "messages": request["messages"]}
         if request.get("tools"):
             kwargs["tools"] = request["tools"]
+        if request.get("prompt_cache_key"):
+            # The session's routing key for OpenAI's prompt cache (SPEC §15), as built.
+            kwargs["prompt_cache_key"] = request["prompt_cache_key"]
         limit = max_output_tokens or self.config.get("maxOutputTokens")
         if limit:
             kwargs[self.max_tokens_param] = int(limit)

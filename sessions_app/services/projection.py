@@ -25,6 +25,7 @@ from contextproto.protocol import adapters, catalog
 from contextproto.protocol import projection as engine
 from contextproto.protocol.errors import ProtocolError
 from contextproto.protocol.messages import DERIVED_HEADER, DERIVED_RAW, DERIVED_SYSTEM, RawMessage
+from contextproto.protocol.prompt_cache import PromptCache, session_cache_key
 from contextproto.protocol.state import MAIN_WINDOW, covered_key
 from sessions_app import hot_reads, selectors
 from sessions_app.models import ProjectionSnapshot, Run, Session
@@ -36,10 +37,15 @@ CAPACITY_ESTIMATOR = "chars/4"
 
 
 def tools_for(version: AgentVersion, protocol: catalog.ProtocolVersion) -> list[dict[str, Any]]:
-    """Protocol tool schemas of the version's protocol, then the version's host tools."""
+    """Protocol tool schemas of the version's protocol, then the version's host tools by name.
+
+    The order is fixed (a many-to-many read has none): tools are the start of every
+    provider request, so a reordering would re-bill the whole prompt cache (SPEC §15).
+    Sorted in Python, so a prefetched relation costs no query.
+    """
     host = [
         {"name": t.name, "description": t.description, "inputSchema": t.input_schema}
-        for t in version.tools.all()
+        for t in sorted(version.tools.all(), key=lambda t: t.name)
     ]
     return list(protocol.tools.values()) + host
 
@@ -126,7 +132,12 @@ def projection_build(
         tools = tools_for(version, protocol)
         capacity_check(version, projection, run_inputs, tools)
         adapted = adapters.adapt(
-            projection, provider, tools, assistant_prefill=_assistant_prefill(version)
+            projection,
+            provider,
+            tools,
+            assistant_prefill=_assistant_prefill(version),
+            prompt_cache=PromptCache.from_config(version.prompt_cache),
+            cache_key=session_cache_key(str(session.id)),
         )
     except ProtocolError as exc:
         raise ApplicationError.from_protocol(exc) from exc

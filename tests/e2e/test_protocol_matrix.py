@@ -39,6 +39,7 @@ from contextproto.protocol import catalog
 from contextproto.protocol.adapters import DERIVED_EDGE_MARKER
 from contextproto.protocol.folds import fold_id_for
 from contextproto.protocol.projection import HEADER_LEAD, STATE_LEAD
+from contextproto.protocol.prompt_cache import session_cache_key
 from sessions_app import scenario
 from sessions_app.models import (
     ArchiveChunk,
@@ -344,6 +345,12 @@ def _split_marker(text: str) -> tuple[bool, str]:
     return False, text
 
 
+# A text block that may carry a breakpoint (shape's vocabulary): history, not a header or
+# state, and not edge text (a marked fold at the start of a view is user text by the edge
+# rule, and the adapter keeps markers off edge text).
+HISTORY_TEXT = {"input", "text", "fold"}
+
+
 def _what(text: str, role: str) -> str:
     """What a text is: header / state / fold / input / text (marked: sent as user text)."""
     marked, text = _split_marker(text)
@@ -442,6 +449,32 @@ def assert_pairing(body: dict[str, Any], provider: str) -> None:
                 assert {b["tool_use_id"] for b in results} <= issued
 
 
+def assert_breakpoints(body: dict[str, Any]) -> None:
+    """Anthropic prompt caching (SPEC §15): at most four markers, one on the last tool and
+    one on the system prompt; in the messages one on the last history block (never on a
+    header, a state or a prefill) and at most one earlier."""
+    tools = [i for i, t in enumerate(body["tools"]) if "cache_control" in t]
+    assert tools == [len(body["tools"]) - 1]
+    system = [b for b in body["system"] if "cache_control" in b]
+    messages = body["messages"]
+    blocks = [
+        (m, block)
+        for m, message in enumerate(messages)
+        for block in message["content"]
+        if not (m == len(messages) - 1 and message["role"] == "assistant")  # a prefill
+    ]
+    history = [
+        (m, block)
+        for m, block in blocks
+        if block["type"] != "text" or _what(block["text"], messages[m]["role"]) in HISTORY_TEXT
+    ]
+    marked = [block for _m, block in history if "cache_control" in block]
+    all_marked = [b for m in messages for b in m["content"] if "cache_control" in b]
+    assert marked == all_marked  # nothing derived and no prefill carries one
+    assert 1 <= len(marked) <= 2 and len(tools) + len(system) + len(marked) <= 4
+    assert marked[-1] is history[-1][1]
+
+
 def derived_json(text: str) -> dict[str, Any]:
     """The JSON body of a header or state text (after its lead line and any edge marker)."""
     _, text = _split_marker(text)
@@ -474,10 +507,13 @@ def history_core(body: dict[str, Any], provider: str) -> list:
     # Blocks, without the roles: a fold that became the first message of the view (the
     # earlier run's input before it is no longer shown) travels as marked user text (the
     # edge rule of the adapter), the same note as in the middle of the history.
+    # Cache breakpoints sit on the last history blocks of each request, so they move as
+    # the history grows; assert_breakpoints checks them per request.
     flat = []
     for whats, message in zip((w for _, w in described), body["messages"], strict=True):
         for what, block in zip(whats, message["content"], strict=True):
             if what not in skip:
+                block = {k: v for k, v in block.items() if k != "cache_control"}
                 if block["type"] == "text":
                     block = {**block, "text": _split_marker(block["text"])[1]}
                 flat.append(block)
@@ -831,16 +867,25 @@ def _assert_request_basics(case: Case, bodies: list[dict[str, Any]]) -> None:
             assert body["model"] == "gpt-e2e"
             assert [t["function"]["name"] for t in body["tools"]] == tool_names
             schemas = {t["function"]["name"]: t["function"]["parameters"] for t in body["tools"]}
+            # The default promptCache (auto): the session's routing key, no markers.
+            assert body["prompt_cache_key"] == session_cache_key(case.session_id)
+            assert body["prompt_cache_key"] == snapshot.request["prompt_cache_key"]
+            assert "cache_control" not in json.dumps(body)
         else:
             assert received.path == "/v1/messages"
             assert received.headers["x-api-key"] == FAKE_KEY
             assert "anthropic-version" in received.headers
             assert body["model"] == "claude-e2e" and body["max_tokens"] == 4096
             assert body["system"] == snapshot.request["system"]
-            assert body["system"].startswith("You are ACME's quote assistant.\n")
+            # The default promptCache (auto): the system prompt is one marked text block.
+            assert [b["type"] for b in body["system"]] == ["text"]
+            assert body["system"][0]["text"].startswith("You are ACME's quote assistant.\n")
+            assert body["system"][0]["cache_control"] == {"type": "ephemeral"}
             assert not any(m["role"] == "system" for m in body["messages"])
             assert [t["name"] for t in body["tools"]] == tool_names
+            assert body["tools"] == snapshot.request["tools"]
             schemas = {t["name"]: t["input_schema"] for t in body["tools"]}
+            assert_breakpoints(body)
         if case.protocol == "unified":
             memory_set = schemas["context_window_memory_set"]
             guarded = "expectedWindowId" in memory_set["required"]

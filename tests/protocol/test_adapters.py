@@ -6,11 +6,18 @@ import json
 
 import pytest
 
-from contextproto.protocol.adapters import DERIVED_EDGE_MARKER, PROVIDERS, adapt
+from contextproto.protocol.adapters import (
+    DERIVED_EDGE_MARKER,
+    FALLBACK_STRIDE,
+    PROVIDERS,
+    adapt,
+)
 from contextproto.protocol.errors import ProtocolError
 from contextproto.protocol.messages import ModelMessage, ProjectionSource
 from contextproto.protocol.projection import Projection, project
+from contextproto.protocol.prompt_cache import PROMPT_CACHE_OFF, PromptCache
 from tests.protocol.logbuilder import LogBuilder, make_input
+from tests.protocol.prefix_stability import strip_markers
 
 TOOLS = [
     {
@@ -292,3 +299,169 @@ def test_adapting_a_real_projection_keeps_every_message() -> None:
     anthropic = adapt(projection, "anthropic-messages")
     assert anthropic.body["messages"][-1]["content"][0]["is_error"] is True
     assert not any("prefill" in n for n in anthropic.notes)
+
+
+# --------------------------------------------------------------------------- prompt caching
+
+
+def _blocks_with_markers(body: dict) -> list[tuple[str, dict]]:
+    return [
+        (message["role"], block)
+        for message in body["messages"]
+        for block in message["content"]
+        if "cache_control" in block
+    ]
+
+
+def test_the_default_call_and_mode_off_add_no_cache_hints() -> None:
+    projection = _two_parallel_calls()
+    for provider in PROVIDERS:
+        plain = adapt(projection, provider, TOOLS)
+        off = adapt(projection, provider, TOOLS, prompt_cache=PROMPT_CACHE_OFF, cache_key="k")
+        assert plain == off
+        assert "cache_control" not in json.dumps(plain.body)
+        assert "prompt_cache_key" not in plain.body
+    # Caching changes no message of the neutral list.
+    assert adapt(projection, "neutral", TOOLS, prompt_cache=PromptCache(), cache_key="k") == (
+        adapt(projection, "neutral", TOOLS)
+    )
+
+
+def test_anthropic_marks_the_last_tool_the_system_and_the_last_history_block() -> None:
+    tools = [*TOOLS, {"name": "fetch", "description": "Fetch.", "inputSchema": {}}]
+    body = adapt(
+        _two_parallel_calls(), "anthropic-messages", tools, prompt_cache=PromptCache()
+    ).body
+    assert body["system"] == [
+        {"type": "text", "text": "sys", "cache_control": {"type": "ephemeral"}}
+    ]
+    assert ["cache_control" in t for t in body["tools"]] == [False, True]
+    # The trailing state travels as marked user text in the results' message: the marker
+    # is on the last result, not on the state.
+    assert _blocks_with_markers(body) == [
+        (
+            "user",
+            {
+                "type": "tool_result",
+                "tool_use_id": "c2",
+                "content": "r2",
+                "is_error": True,
+                "cache_control": {"type": "ephemeral"},
+            },
+        )
+    ]
+    # Everything else is as without caching.
+    plain = adapt(_two_parallel_calls(), "anthropic-messages", tools).body
+    assert strip_markers(body["messages"]) == plain["messages"]
+    assert strip_markers(body["tools"]) == plain["tools"]
+
+
+def test_anthropic_never_marks_a_prefill_or_derived_text() -> None:
+    projection = _projection(
+        [
+            ModelMessage(role="system", kind="system", content="sys"),
+            ModelMessage(role="assistant", kind="context_header", content="header"),
+            ModelMessage(role="user", kind="input", content="go"),
+            ModelMessage(role="assistant", kind="text", content="answer"),
+            ModelMessage(role="assistant", kind="context_state", content="{state}"),
+        ]
+    )
+    body = adapt(
+        projection, "anthropic-messages", assistant_prefill=True, prompt_cache=PromptCache()
+    ).body
+    # The answer and the state form the prefill: the marker goes on the input.
+    assert body["messages"][-1]["role"] == "assistant"
+    assert _blocks_with_markers(body) == [
+        ("user", {"type": "text", "text": "go", "cache_control": {"type": "ephemeral"}})
+    ]
+    # Without history there is nothing to mark but the system prompt.
+    bare = _projection(
+        [
+            ModelMessage(role="system", kind="system", content="sys"),
+            ModelMessage(role="assistant", kind="context_header", content="header"),
+            ModelMessage(role="assistant", kind="context_state", content="{state}"),
+        ]
+    )
+    body = adapt(bare, "anthropic-messages", prompt_cache=PromptCache()).body
+    assert _blocks_with_markers(body) == []
+    assert "cache_control" in body["system"][0]
+
+
+def test_anthropic_anchors_on_folds_and_later_history_types_but_not_on_edges() -> None:
+    messages = [
+        ModelMessage(role="assistant", kind="context_header", content="header"),
+        ModelMessage(role="user", kind="input", content="go"),
+        ModelMessage(role="assistant", kind="context_fold", content="fold summary"),
+        _call("c1", "search"),
+        ModelMessage(role="tool", kind="tool_result", content="[masked]", tool_call_id="c1"),
+        ModelMessage(role="assistant", kind="context_state", content="{state}"),
+    ]
+    kinds = ["context_header", "raw", "context_fold", "raw", "masked", "context_state"]
+    projection = Projection(
+        messages=tuple(messages),
+        sources=tuple(ProjectionSource(derived_type=k, session_id="s") for k in kinds),
+        window_id="main",
+        revision=1,
+        upper_bound=3,
+        run_id=None,
+        protocol="unified@4",
+        options={},
+    )
+    body = adapt(projection, "anthropic-messages", prompt_cache=PromptCache(ttl="1h")).body
+    assert _blocks_with_markers(body) == [
+        (
+            "user",
+            {
+                "type": "tool_result",
+                "tool_use_id": "c1",
+                "content": "[masked]",
+                "is_error": False,
+                "cache_control": {"type": "ephemeral", "ttl": "1h"},
+            },
+        )
+    ]
+    # A fold after the last raw message travels as edge text: never marked.
+    trailing_fold = Projection(
+        messages=tuple(messages[:3]),
+        sources=tuple(ProjectionSource(derived_type=k, session_id="s") for k in kinds[:3]),
+        window_id="main",
+        revision=1,
+        upper_bound=1,
+        run_id=None,
+        protocol="unified@1",
+        options={},
+    )
+    body = adapt(trailing_fold, "anthropic-messages", prompt_cache=PromptCache()).body
+    assert body["messages"][-1]["content"][-1]["text"].startswith(DERIVED_EDGE_MARKER)
+    assert [b["text"] for _, b in _blocks_with_markers(body)] == ["go"]
+
+
+def test_anthropic_fallback_breakpoint_is_aligned_and_stays_put_while_history_grows() -> None:
+    def view(exchanges: int) -> dict:
+        messages = [
+            ModelMessage(role="system", kind="system", content="sys"),
+            ModelMessage(role="assistant", kind="context_header", content="header"),
+            ModelMessage(role="user", kind="input", content="go"),
+        ]
+        for n in range(exchanges):
+            messages += [_call(f"c{n}", "search"), _result(f"c{n}", f"r{n}")]
+        messages.append(ModelMessage(role="assistant", kind="context_state", content="{s}"))
+        return adapt(_projection(messages), "anthropic-messages", prompt_cache=PromptCache()).body
+
+    def marked_positions(body: dict) -> list[int]:
+        blocks = [b for m in body["messages"] for b in m["content"]]
+        return [i for i, b in enumerate(blocks) if "cache_control" in b]
+
+    # Blocks: 0 header, 1 input, then a tool_use and a tool_result per exchange, then state.
+    # Up to 7 exchanges the last history block is within 16 blocks of the start: no fallback
+    # (the header at 0 is not history, and the lookback reaches the start anyway).
+    assert marked_positions(view(5)) == [11]
+    assert marked_positions(view(7)) == [15]
+    positions = {n: marked_positions(view(n)) for n in range(8, 20)}
+    for n, (fallback, tail) in positions.items():
+        assert tail == 2 * n + 1
+        assert fallback % FALLBACK_STRIDE == 0
+        assert 12 <= tail - fallback <= 15
+    # Two blocks a turn: the fallback moves every other turn only.
+    fallbacks = [positions[n][0] for n in range(8, 20)]
+    assert fallbacks[::2] == fallbacks[1::2] == [4, 8, 12, 16, 20, 24]
