@@ -50,6 +50,9 @@ UNSUPPORTED_CHARACTER = _code(
     "unsupported_character", 400, "A NUL character or a lone surrogate in the body or URL."
 )
 BODY_TOO_DEEP = _code("body_too_deep", 400, "The JSON body nests deeper than the limit.")
+NON_FINITE_NUMBER = _code(
+    "non_finite_number", 400, "NaN, Infinity or a number too large for a float (1e999)."
+)
 REQUEST_TOO_LARGE = _code("request_too_large", 413, "The body exceeds the size limit.")
 INVALID_CURSOR = _code("invalid_cursor", 400, "A list cursor that this service did not issue.")
 RATE_LIMITED = _code("rate_limited", 429, "Too many requests for this key; Retry-After.")
