@@ -5,7 +5,7 @@ lone surrogate, and Python's JSON decoder recurses once per nesting level (and r
 `Infinity` and an overflowing `1e999` as floats no JSON column can hold). Left alone, each of
 these fails deep inside a write as a 500, on one database and not the other. They are refused
 here, once, for every endpoint, with 400 and the field that holds the bad value (see
-docs/decisions.md).
+docs/decisions.md). The MCP server runs the same `check_storable` on a tool call.
 """
 
 from __future__ import annotations
