@@ -50,6 +50,9 @@ UNSUPPORTED_CHARACTER = _code(
     "unsupported_character", 400, "A NUL character or a lone surrogate in the body or URL."
 )
 BODY_TOO_DEEP = _code("body_too_deep", 400, "The JSON body nests deeper than the limit.")
+NON_FINITE_NUMBER = _code(
+    "non_finite_number", 400, "NaN, Infinity or a number too large for a float (1e999)."
+)
 REQUEST_TOO_LARGE = _code("request_too_large", 413, "The body exceeds the size limit.")
 INVALID_CURSOR = _code("invalid_cursor", 400, "A list cursor that this service did not issue.")
 RATE_LIMITED = _code("rate_limited", 429, "Too many requests for this key; Retry-After.")
@@ -117,6 +120,12 @@ TOOL_CALL_ID_REUSED = _code(
     "tool_call_id_reused", 409, "A toolCallId already used for another tool or arguments."
 )
 STATE_STALE = _code(engine.STATE_STALE, 409, "The KV revision moved (compare-and-set failed).")
+STATE_REVISION_INVALID = _code(
+    "state_revision_invalid", 400, "MCP _meta.stateRevision: not an integer >= 0, or ahead."
+)
+TOOL_CALL_ID_INVALID = _code(
+    "tool_call_id_invalid", 400, "MCP _meta.toolCallId: not a string of 1-200 characters."
+)
 KV_KEY_INVALID = _code("kv_key_invalid", 400, "A KV key that is empty, too long or malformed.")
 KV_VALUE_TOO_LARGE = _code("kv_value_too_large", 400, "A KV value above the size limit.")
 KV_KEY_LIMIT_REACHED = _code("kv_key_limit_reached", 400, "The session has its maximum of keys.")

@@ -1,50 +1,83 @@
 """The MCP server (SPEC §11): catalog resources and prompts, and a session's protocol tools.
 
 Built on the official `mcp` SDK's low-level `Server`, because what a client may see depends
-on its key: no key sees nothing; an application key sees the catalog (resources, prompts);
-a session key also sees that session's protocol tools, with exactly the schemas of
-`GET sessions/{id}/tools/`, and `tools/call` goes through the one dispatcher
-(`tool_call_record_and_dispatch` → `tool_dispatch`). Served over streamable HTTP at /mcp/
-in stateless JSON mode, so any process of a multi-worker server can answer any request.
+on its key: an application key sees the catalog (resources, prompts); a session key also
+sees that session's protocol tools, with exactly the schemas of `GET sessions/{id}/tools/`,
+and `tools/call` goes through the one dispatcher (`tool_call_record_and_dispatch` →
+`tool_dispatch`). Served over streamable HTTP at /mcp/ in stateless JSON mode, so any
+process of a multi-worker server can answer any request. `McpKeyGate` checks the key before
+the SDK sees a request: no key or a wrong one is a 401 with a Bearer challenge.
 
-A tool call's id comes from the request's `_meta.toolCallId` (a retry with the same id
-replays the receipt); without one, each call gets a fresh id.
+A tool call carries two optional `_meta` fields: `toolCallId` (a retry with the same id
+replays the receipt; without one, each call gets a fresh id) and `stateRevision`, the
+`stateRevision` of an earlier result: the state the client saw, which frames a mutating call
+as a view's snapshot frames it over HTTP. Without it a call acts on the state at the call.
+`name`, `arguments` and these fields pass the API parser's storability checks first, and no
+exception's text ever reaches the client.
 """
 
 from __future__ import annotations
 
+import functools
 import json
+import logging
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from asgiref.sync import sync_to_async
+from django.db import InterfaceError, OperationalError
+from kombu.exceptions import OperationalError as BrokerUnavailable
 from mcp import types
 from mcp.server.lowlevel.server import Server
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.exceptions import MCPError
+from redis.exceptions import RedisError
+from starlette.datastructures import Headers
+from starlette.responses import JSONResponse
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from agents.selectors import protocol_of
 from contextproto.api import Credential, credential_for_key
-from contextproto.errors import ApplicationError
+from contextproto.errors import (
+    DEPENDENCY_UNAVAILABLE,
+    INTERNAL_ERROR,
+    METHOD_NOT_ALLOWED,
+    NOT_AUTHENTICATED,
+    STATE_REVISION_INVALID,
+    TOOL_CALL_ID_INVALID,
+    ApplicationError,
+)
+from contextproto.middleware import error_body
+from contextproto.parsers import check_storable
 from contextproto.protocol import catalog
 
 SCHEME = "contextproto://"
 CATALOG_URI = f"{SCHEME}catalog"
 RESOURCE_KINDS = ("options-schema", "defaults", "prompt")
 TOOL_CALL_ID_META = "toolCallId"
+STATE_REVISION_META = "stateRevision"
+# Where McpKeyGate leaves the request's credential for the handlers (an ASGI scope key).
+SCOPE_CREDENTIAL = "contextproto.credential"
+# RFC 6750 §3: no error code when the request carried no credential, invalid_token for a
+# key that does not authenticate. No resource_metadata: keys are issued by the operator,
+# there is no OAuth authorization server to point to (docs/decisions.md).
+CHALLENGE = 'Bearer realm="mcp"'
+INVALID_KEY_CHALLENGE = (
+    'Bearer realm="mcp", error="invalid_token", error_description="Unknown or revoked key"'
+)
+# Dependencies whose failure means "try again later", not a defect of the service.
+UNAVAILABLE = (OperationalError, InterfaceError, RedisError, BrokerUnavailable)
 
 CredentialResolver = Callable[[Any], Awaitable[Credential | None]]
+logger = logging.getLogger(__name__)
 
 
 async def credential_from_http(ctx: Any) -> Credential | None:
-    """The credential of the HTTP request behind `ctx` (Authorization: Bearer <key>)."""
-    request = getattr(ctx, "request", None)
-    header = request.headers.get("authorization", "") if request is not None else ""
-    scheme, _, raw = header.partition(" ")
-    if scheme.lower() != "bearer" or not raw.strip():
-        return None
-    return await sync_to_async(credential_for_key, thread_sensitive=True)(raw.strip())
+    """The credential `McpKeyGate` found for the HTTP request behind `ctx`, if any."""
+    scope = getattr(getattr(ctx, "request", None), "scope", None)
+    found = scope.get(SCOPE_CREDENTIAL) if isinstance(scope, dict) else None
+    return found if isinstance(found, Credential) else None
 
 
 def _resource_uri(version: catalog.ProtocolVersion, kind: str) -> str:
@@ -107,13 +140,98 @@ def _session_tools(session_id: uuid.UUID) -> list[dict[str, Any]]:
     return list(protocol.tools.values())
 
 
-def _call(session_id: uuid.UUID, call_id: str, name: str, arguments: Any) -> dict[str, Any]:
+def _call(
+    session_id: uuid.UUID,
+    call_id: str,
+    name: str,
+    arguments: Any,
+    state_revision: int | None,
+) -> dict[str, Any]:
     from sessions_app.services.dispatch import tool_call_record_and_dispatch
 
     receipt = tool_call_record_and_dispatch(
-        session_id=session_id, tool_call_id=call_id, tool_name=name, arguments=arguments
+        session_id=session_id,
+        tool_call_id=call_id,
+        tool_name=name,
+        arguments=arguments,
+        state_revision=state_revision,
     )
-    return {**receipt.result, "toolCallId": call_id, "replayed": receipt.replayed}
+    return {
+        **receipt.result,
+        "toolCallId": call_id,
+        "replayed": receipt.replayed,
+        # What the client sends back as _meta.stateRevision to act on what it saw here.
+        "stateRevision": receipt.state_revision,
+    }
+
+
+def _checked_call(params: types.CallToolRequestParams) -> tuple[str, int | None]:
+    """(toolCallId, stateRevision) of a call whose name, arguments and _meta can be stored.
+
+    The API parser's checks (NUL, lone surrogates, non-finite numbers, depth), then the
+    types of the two `_meta` fields; ApplicationError names the offending field.
+    """
+    meta = dict(params.meta or {})
+    framing = {key: meta[key] for key in (TOOL_CALL_ID_META, STATE_REVISION_META) if key in meta}
+    check_storable({"name": params.name, "arguments": params.arguments or {}, "_meta": framing})
+    call_id = framing.get(TOOL_CALL_ID_META)
+    if call_id is None:
+        call_id = f"mcp_{uuid.uuid4().hex}"
+    elif not isinstance(call_id, str) or not 1 <= len(call_id) <= 200:
+        raise ApplicationError(
+            TOOL_CALL_ID_INVALID,
+            "_meta.toolCallId is a string of 1-200 characters naming this call (send the "
+            "same id again to retry it), or absent.",
+            {"field": "_meta.toolCallId"},
+        )
+    revision = framing.get(STATE_REVISION_META)
+    if revision is not None and (
+        isinstance(revision, bool) or not isinstance(revision, int) or revision < 0
+    ):
+        raise ApplicationError(
+            STATE_REVISION_INVALID,
+            "_meta.stateRevision is an integer >= 0: the stateRevision of an earlier result, "
+            "or absent to act on the current state.",
+            {"field": "_meta.stateRevision"},
+        )
+    return call_id, revision
+
+
+def _refusal(exc: ApplicationError, call_id: str | None) -> dict[str, Any]:
+    """A refusal before any receipt existed, in the receipts' error shape."""
+    # The caller can fix what a 4xx refuses (arguments, ids, the revision); not a 404 of its
+    # own session or a refused credential.
+    correctable = 400 <= exc.status < 500 and exc.status not in (401, 403, 404)
+    error = {**exc.details, "code": exc.code, "message": exc.message, "correctable": correctable}
+    result: dict[str, Any] = {"success": False, "error": error}
+    if call_id is not None:
+        result["toolCallId"] = call_id
+    if "currentRevision" in exc.details:
+        result["stateRevision"] = exc.details["currentRevision"]
+    return result
+
+
+def _failure(exc: Exception, call_id: str | None, name: str) -> dict[str, Any]:
+    """A call that failed inside the service: logged in full, answered without its text."""
+    if isinstance(exc, UNAVAILABLE):
+        logger.warning("MCP tools/call: a dependency is unavailable: %s", exc.__class__.__name__)
+        code = DEPENDENCY_UNAVAILABLE
+        why = "The database or Redis is unavailable."
+    else:
+        logger.exception("MCP tools/call failed: toolCallId=%s tool=%s", call_id, name)
+        code = INTERNAL_ERROR
+        why = "The service failed on this call; the operator finds it in the log by toolCallId."
+    message = (
+        f"{why} Call again later with the same _meta.toolCallId: a call that was recorded "
+        "replays its result, one that was not runs then."
+    )
+    result: dict[str, Any] = {
+        "success": False,
+        "error": {"code": code, "message": message, "correctable": False},
+    }
+    if call_id is not None:
+        result["toolCallId"] = call_id
+    return result
 
 
 def _tool_result(result: dict[str, Any]) -> types.CallToolResult:
@@ -122,6 +240,32 @@ def _tool_result(result: dict[str, Any]) -> types.CallToolResult:
         structured_content=result,
         is_error=result.get("success") is not True,
     )
+
+
+Handler = Callable[[Any, Any], Awaitable[Any]]
+
+
+def _sealed(handler: Handler) -> Handler:
+    """Answer an unexpected exception with a fixed JSON-RPC error, never the exception's text.
+
+    The SDK would send `str(exc)`, which for a database error holds SQL and connection text.
+    """
+
+    @functools.wraps(handler)
+    async def run(ctx: Any, params: Any) -> Any:
+        try:
+            return await handler(ctx, params)
+        except MCPError:
+            raise
+        except Exception as exc:
+            logger.exception("MCP %s failed", handler.__name__)
+            raise MCPError(
+                types.INTERNAL_ERROR,
+                "The service failed on this request; try again later. The operator finds the "
+                "failure in the service log.",
+            ) from exc
+
+    return run
 
 
 def build_server(resolve: CredentialResolver = credential_from_http) -> Server:
@@ -190,22 +334,19 @@ def build_server(resolve: CredentialResolver = credential_from_http) -> Server:
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
         credential = await require(ctx, session=True)
-        meta = dict(params.meta or {})
-        call_id = meta.get(TOOL_CALL_ID_META) or f"mcp_{uuid.uuid4().hex}"
-        if not isinstance(call_id, str) or not 1 <= len(call_id) <= 200:
-            raise MCPError(types.INVALID_PARAMS, "_meta.toolCallId is a string of 1-200 chars.")
+        call_id: str | None = None
         try:
+            call_id, state_revision = _checked_call(params)
             result = await sync_to_async(_call, thread_sensitive=True)(
-                credential.session_id, call_id, params.name, params.arguments or {}
+                credential.session_id, call_id, params.name, params.arguments or {}, state_revision
             )
         except ApplicationError as exc:
-            # Refused before a receipt existed (unknown tool, reused id, no view possible):
-            # still a tool error the model can read, in the receipts' error shape.
-            result = {
-                "success": False,
-                "error": {**exc.details, "code": exc.code, "message": exc.message},
-                "toolCallId": call_id,
-            }
+            # Refused before a receipt existed (unstorable or malformed input, unknown tool,
+            # reused id, a revision with no view, no view possible): still a tool error the
+            # model can read, in the receipts' error shape.
+            result = _refusal(exc, call_id)
+        except Exception as exc:
+            result = _failure(exc, call_id, params.name)
         return _tool_result(result)
 
     return Server(
@@ -213,21 +354,103 @@ def build_server(resolve: CredentialResolver = credential_from_http) -> Server:
         version="1",
         instructions=(
             "Context protocol catalog (resources, prompts) and, with a session key, that "
-            "session's protocol tools. Pass _meta.toolCallId to make a call retry-safe."
+            "session's protocol tools. Pass _meta.toolCallId to make a call retry-safe, and "
+            "_meta.stateRevision (from an earlier result) to act on the state you saw."
         ),
-        on_list_resources=list_resources,
-        on_read_resource=read_resource,
-        on_list_prompts=list_prompts,
-        on_get_prompt=get_prompt,
-        on_list_tools=list_tools,
-        on_call_tool=call_tool,
+        on_list_resources=_sealed(list_resources),
+        on_read_resource=_sealed(read_resource),
+        on_list_prompts=_sealed(list_prompts),
+        on_get_prompt=_sealed(get_prompt),
+        on_list_tools=_sealed(list_tools),
+        on_call_tool=_sealed(call_tool),
     )
 
 
-def mcp_http_app(allowed_hosts: list[str], max_body_bytes: int) -> Any:
-    """The Starlette app serving the MCP server at /mcp/ (stateless, JSON responses).
+class McpKeyGate:
+    """ASGI middleware in front of the MCP app: the key is checked before the SDK sees a request.
 
-    Bodies above `max_body_bytes` (the API's own limit) are answered 413 by the SDK.
+    No key, another scheme, or an unknown or revoked key: 401 with a Bearer challenge and the
+    API's JSON error body. GET, with which a client would open the SDK's event stream (held
+    open for as long as the client waits, though a stateless JSON server never sends on it):
+    405. The credential found travels in the scope to the handlers, one lookup per request.
+    A body declared larger than the limit goes straight on to the SDK, which answers 413 from
+    the header without reading the body, so no key is looked up for it.
+    """
+
+    def __init__(self, app: ASGIApp, max_body_bytes: int) -> None:
+        self.app = app
+        self.max_body_bytes = max_body_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or _declared_length(scope) > self.max_body_bytes:
+            await self.app(scope, receive, send)  # the lifespan, or the SDK's 413
+            return
+        credential, refusal = await _authenticate(Headers(scope=scope).get("authorization", ""))
+        if refusal is None and scope["method"] == "GET":
+            refusal = JSONResponse(
+                error_body(
+                    METHOD_NOT_ALLOWED,
+                    "This MCP endpoint is stateless and answers in JSON: send JSON-RPC "
+                    "requests with POST. It offers no event stream (GET).",
+                    405,
+                ),
+                status_code=405,
+                headers={"Allow": "POST"},
+            )
+        if refusal is not None:
+            await refusal(scope, receive, send)
+            return
+        await self.app({**scope, SCOPE_CREDENTIAL: credential}, receive, send)
+
+
+def _declared_length(scope: Scope) -> int:
+    raw = Headers(scope=scope).get("content-length", "")
+    return int(raw) if raw.isascii() and raw.isdigit() else 0
+
+
+async def _authenticate(header: str) -> tuple[Credential | None, JSONResponse | None]:
+    """(credential, None) for a known key in `Authorization: Bearer <key>`, else (None, 401)."""
+    scheme, _, raw = header.partition(" ")
+    raw = raw.strip()
+    if scheme.lower() != "bearer" or not raw:
+        return None, _unauthorized(
+            "Send 'Authorization: Bearer <key>': an application key sees the catalog "
+            "resources and prompts, a session key also that session's tools.",
+            CHALLENGE,
+        )
+    try:
+        credential = await sync_to_async(credential_for_key, thread_sensitive=True)(raw)
+    except UNAVAILABLE as exc:
+        logger.warning("MCP key lookup: the database is unavailable: %s", exc.__class__.__name__)
+        body = error_body(
+            DEPENDENCY_UNAVAILABLE,
+            "The database is unavailable; nothing was done. Retry the same request later.",
+            503,
+            {"dependency": "database"},
+        )
+        return None, JSONResponse(body, status_code=503)
+    if credential is None:
+        return None, _unauthorized(
+            "Unknown or revoked key: send an application key or a session key of this "
+            "service as 'Authorization: Bearer <key>'.",
+            INVALID_KEY_CHALLENGE,
+        )
+    return credential, None
+
+
+def _unauthorized(message: str, challenge: str) -> JSONResponse:
+    return JSONResponse(
+        error_body(NOT_AUTHENTICATED, message, 401),
+        status_code=401,
+        headers={"WWW-Authenticate": challenge},
+    )
+
+
+def mcp_http_app(allowed_hosts: list[str], max_body_bytes: int) -> ASGIApp:
+    """The MCP server at /mcp/ (stateless, JSON responses) behind `McpKeyGate`.
+
+    Bodies above `max_body_bytes` (the API's own limit) are answered 413 by the SDK. The
+    returned app also serves the lifespan, which runs the SDK's session manager.
     """
     hosts = [h for h in allowed_hosts if h != "*"]
     security = TransportSecuritySettings(
@@ -240,10 +463,11 @@ def mcp_http_app(allowed_hosts: list[str], max_body_bytes: int) -> Any:
             for pattern in (f"http://{h}:*", f"https://{h}:*", f"https://{h}")
         ],
     )
-    return build_server().streamable_http_app(
+    app = build_server().streamable_http_app(
         streamable_http_path="/mcp/",
         stateless_http=True,
         json_response=True,
         transport_security=security,
         max_request_body_size=max_body_bytes,
     )
+    return McpKeyGate(app, max_body_bytes)

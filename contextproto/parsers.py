@@ -1,18 +1,26 @@
 """The API's JSON parser: DRF's, plus the checks every stored JSON value must pass.
 
-PostgreSQL `text`/`jsonb` refuse NUL characters, UTF-8 cannot encode a lone surrogate, and
-Python's JSON decoder recurses once per nesting level. Left alone, each of these fails deep
-inside a write as a 500, on one database and not the other. They are refused here, once,
-for every endpoint, with 400 and the field that holds the bad value (see docs/decisions.md).
+PostgreSQL `text`/`jsonb` refuse NUL characters and non-finite numbers, UTF-8 cannot encode a
+lone surrogate, and Python's JSON decoder recurses once per nesting level (and reads `NaN`,
+`Infinity` and an overflowing `1e999` as floats no JSON column can hold). Left alone, each of
+these fails deep inside a write as a 500, on one database and not the other. They are refused
+here, once, for every endpoint, with 400 and the field that holds the bad value (see
+docs/decisions.md). The MCP server runs the same `check_storable` on a tool call.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from rest_framework.parsers import JSONParser
 
-from contextproto.errors import BODY_TOO_DEEP, UNSUPPORTED_CHARACTER, ApplicationError
+from contextproto.errors import (
+    BODY_TOO_DEEP,
+    NON_FINITE_NUMBER,
+    UNSUPPORTED_CHARACTER,
+    ApplicationError,
+)
 
 # Deeper than any message, argument or option document needs; far below the recursion
 # limit of the decoder and of every serializer a value passes through afterwards.
@@ -21,6 +29,10 @@ MAX_JSON_DEPTH = 64
 
 class StoredJSONParser(JSONParser):
     """Parse a JSON body and refuse values no database can store faithfully."""
+
+    # DRF's strict mode refuses `NaN`/`Infinity` as a bare parse error; parsed, they reach
+    # check_storable, which names their field like every other refusal here.
+    strict = False
 
     def parse(self, stream: Any, media_type: str | None = None, parser_context: Any = None) -> Any:
         try:
@@ -32,7 +44,8 @@ class StoredJSONParser(JSONParser):
 
 
 def check_storable(value: Any, root: str = "") -> None:
-    """Raise ApplicationError (400) for NUL, lone surrogates or nesting beyond the limit.
+    """Raise ApplicationError (400) for NUL, lone surrogates, non-finite numbers or nesting
+    beyond the limit.
 
     Iterative, so a hostile document cannot exhaust the stack. Keys are checked as well as
     values; the error names the JSON path of the first offender.
@@ -42,6 +55,10 @@ def check_storable(value: Any, root: str = "") -> None:
         node, path, depth = stack.pop()
         if isinstance(node, str):
             _check_text(node, path or "body")
+            continue
+        if isinstance(node, float):
+            if not math.isfinite(node):
+                raise _non_finite(path or "body", node)
             continue
         if not isinstance(node, dict | list):
             continue
@@ -78,6 +95,17 @@ def _check_text(text: str, field: str, what: str = "value") -> None:
 def _printable(field: str) -> str:
     # The path itself may hold the bad character (a key); never echo it back raw.
     return field.replace("\x00", "\\u0000").encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _non_finite(field: str, number: float) -> ApplicationError:
+    shown = "NaN" if math.isnan(number) else ("Infinity" if number > 0 else "-Infinity")
+    return ApplicationError(
+        NON_FINITE_NUMBER,
+        f"{_printable(field)}: {shown} is not a finite number (NaN, Infinity, or a literal "
+        "beyond a 64-bit float such as 1e999), which cannot be stored; send a finite number, "
+        "or the value as a string.",
+        {"field": _printable(field)},
+    )
 
 
 def _too_deep(field: str) -> ApplicationError:

@@ -21,6 +21,8 @@ from contextproto import metrics
 from contextproto.errors import (
     KV_KEY_LIMIT_REACHED,
     NOT_A_PROTOCOL_TOOL,
+    STATE_REVISION_INVALID,
+    STATE_STALE,
     TOOL_CALL_ALREADY_ANSWERED,
     TOOL_CALL_ID_REUSED,
     ApplicationError,
@@ -40,6 +42,9 @@ from sessions_app.services.state import kv_apply_locked, session_lock
 
 SINGLE_TOOL_CALL_PER_TURN = "single_tool_call_per_turn"
 TOOL_INTERNAL_ERROR = "tool_internal_error"
+# How many of a session's newest views an MCP call looks through for its frame: bounded, so
+# a call's cost does not grow with the number of views the session has stored.
+FRAME_LOOKBACK = 64
 # KV refusals the model cannot fix by writing less.
 UNCORRECTABLE_WRITE_REFUSALS = frozenset({KV_KEY_LIMIT_REACHED})
 
@@ -283,16 +288,31 @@ def _perform_effects(session_id: UUID, effects: tuple[tuple[str, dict], ...]) ->
 
 
 def tool_call_record_and_dispatch(
-    *, session_id: UUID | str, tool_call_id: str, tool_name: str, arguments: Any
+    *,
+    session_id: UUID | str,
+    tool_call_id: str,
+    tool_name: str,
+    arguments: Any,
+    state_revision: int | None = None,
 ) -> Receipt:
-    """Record a protocol tool call against the session's latest view, then dispatch it once.
+    """Record a protocol tool call framed by the state its caller saw, then dispatch it once.
 
-    For callers that hold no snapshot id of their own (MCP `tools/call`): the call is written
-    as generated from the session's latest projection snapshot (one is built when none
-    exists), then goes through `tool_dispatch` like any other call, so receipts, stale
-    state, the window guard and one call per turn all hold. The same toolCallId again with
-    the same tool and arguments replays the receipt; with others it is 409
-    `tool_call_id_reused`.
+    For callers that hold no snapshot id of their own (MCP `tools/call`, SPEC §11). The
+    recorded call names the view it is framed by, from which the dispatcher reads R and U:
+
+    * no `state_revision`, or the current one: a view at the current revision and upper
+      bound (the state at the call), one of the newest stored or a new one;
+    * an older revision: the newest stored view at that revision, so a mutating tool gets
+      the correctable `context_state_stale` receipt as over HTTP. With no such view among
+      the session's last FRAME_LOOKBACK, a mutating call is refused with the same code
+      before anything is written, and a read is framed at the current state (reads are
+      not fenced);
+    * a revision ahead of the session: 400 `state_revision_invalid`.
+
+    Then `tool_dispatch` runs it like any other call, so receipts, stale state, the window
+    guard and one call per turn all hold. The same toolCallId again with the same tool and
+    arguments replays its receipt whatever the revision is now; with others it is 409
+    `tool_call_id_reused`. Statements per call do not grow with the session.
     """
     if tool_name not in catalog.PROTOCOL_TOOL_NAMES:
         raise ApplicationError(
@@ -304,12 +324,6 @@ def tool_call_record_and_dispatch(
         session = session_lock(session_id)
         recorded, _answer = call_and_answer(session.id, tool_call_id)
         if recorded is None:
-            snapshot = (
-                ProjectionSnapshot.objects.filter(session=session)
-                .order_by("-created_at", "-id")
-                .only("id")
-                .first()
-            ) or projection_build(session_id=session.id)
             message_write(
                 session_id=session.id,
                 role="assistant",
@@ -318,7 +332,7 @@ def tool_call_record_and_dispatch(
                 tool_call_id=tool_call_id,
                 tool_name=tool_name,
                 arguments=arguments,
-                snapshot_id=str(snapshot.id),
+                snapshot_id=str(_frame_of_call(session, tool_name, state_revision)),
             )
         elif recorded.tool_name != tool_name or recorded.arguments != arguments:
             raise ApplicationError(
@@ -328,3 +342,44 @@ def tool_call_record_and_dispatch(
                 {"toolCallId": tool_call_id, "toolName": recorded.tool_name},
             )
         return tool_dispatch(session_id=session.id, tool_call_id=tool_call_id)
+
+
+def _frame_of_call(session: Session, tool_name: str, state_revision: int | None) -> UUID:
+    """The id of the view a new call at `state_revision` is framed by (see the caller).
+
+    Called under the session lock, so the current revision and upper bound cannot move. One
+    read of the newest views; a view is built only when none of them is at the current
+    (revision, upper bound), which after any earlier call means nearly always, since its
+    result moved the bound.
+    """
+    current, bound = session.state_revision, session.last_index
+    if state_revision is not None and state_revision > current:
+        raise ApplicationError(
+            STATE_REVISION_INVALID,
+            f"_meta.stateRevision {state_revision} is ahead of the session (revision "
+            f"{current} now); send the stateRevision of an earlier result, or none to act on "
+            "the current state.",
+            {"field": "_meta.stateRevision", "currentRevision": current},
+        )
+    recent = list(
+        ProjectionSnapshot.objects.filter(session=session)
+        .order_by("-created_at", "-id")
+        .values_list("id", "revision", "upper_bound")[:FRAME_LOOKBACK]
+    )
+    if state_revision is not None and state_revision < current:
+        seen = next((sid for sid, revision, _u in recent if revision == state_revision), None)
+        if seen is not None:
+            return seen
+        if tool_name in protocol_of(session.agent_version).mutating_tools:
+            raise ApplicationError(
+                STATE_STALE,
+                f"The session state changed after the state this call was made from (revision "
+                f"{state_revision} then, {current} now); nothing was changed. Check the current "
+                "state and call again, with a new toolCallId, if it is still needed.",
+                {"currentRevision": current, "frozenRevision": state_revision},
+            )
+    for snapshot_id, revision, upper_bound in recent:
+        if (revision, upper_bound) == (current, bound):
+            return snapshot_id
+    # The newest views are not at (current, bound), so no older one is: skip the cache scan.
+    return projection_build(session_id=session.id, use_cache=False).id

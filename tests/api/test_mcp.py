@@ -17,7 +17,7 @@ from mcp import Client
 
 from contextproto.api import credential_for_key
 from contextproto.mcp_server import build_server
-from sessions_app.models import FoldRecord, ToolReceipt
+from sessions_app.models import FoldRecord, Message, ToolReceipt
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -194,3 +194,287 @@ def test_a_call_with_a_reused_id_for_another_tool_is_a_tool_error(api_session):
     result = run(scenario())
     assert result.is_error is True
     assert result.structured_content["error"]["code"] == "tool_call_id_reused"
+
+
+# ---------------------------------------------------------------- framing (issue 23.1)
+
+
+def five_mutating_calls(first: int, last: int) -> list[tuple[str, dict]]:
+    """Window open, window memory, task memory, window complete, fold create: (tool, args)."""
+    opening = {"windowId": "quote", "goal": "prepare the quote", "input": "5000 units; return"}
+    return [
+        ("context_window_open", {**opening, "expectedWindowId": "main"}),
+        ("context_window_memory_set", {"memory": "price 42", "expectedWindowId": "quote"}),
+        ("context_task_memory_set", {"memory": "quote under way"}),
+        ("context_window_complete", {"outcome": "quoted 42", "expectedWindowId": "quote"}),
+        (
+            "context_fold_create",
+            {"fromIndex": first, "throughIndex": last, "summary": "price looked up: 42"}
+            | {"expectedWindowId": "main"},
+        ),
+    ]
+
+
+def test_an_mcp_only_client_makes_five_mutating_calls_in_a_row(api_session):
+    # No projection over HTTP in between: each call is framed by the state the client saw,
+    # the stateRevision of the previous result (the first call by the state at the call).
+    s = api_session(version=2)
+    s.input("start")
+    first, last = s.host_tool_work()
+    start = s.client.get(s.path()).json()["stateRevision"]
+
+    async def scenario():
+        results = []
+        async with Client(server_for(s.client.key)) as mcp:
+            seen = None
+            for position, (tool, arguments) in enumerate(five_mutating_calls(first, last)):
+                meta = {"toolCallId": f"mcp-{position}"}
+                if seen is not None:
+                    meta["stateRevision"] = seen
+                result = await mcp.call_tool(tool, {"purpose": "p", **arguments}, meta=meta)
+                results.append(result)
+                seen = result.structured_content["stateRevision"]
+        return results
+
+    results = run(scenario())
+    for result in results:
+        assert result.is_error is False, result.structured_content
+        assert result.structured_content["success"] is True
+    revisions = [r.structured_content["stateRevision"] for r in results]
+    assert revisions == list(range(start + 1, start + 6))  # each call moved the state once
+    session = s.client.get(s.path()).json()
+    assert (session["stateRevision"], session["activeWindow"]) == (start + 5, "main")
+    assert FoldRecord.objects.filter(session_id=s.id).count() == 1
+    receipts = ToolReceipt.objects.filter(session_id=s.id, tool_call_id__startswith="mcp-")
+    assert sorted(r.state_revision for r in receipts) == revisions
+
+
+def test_a_stale_state_revision_gets_the_correctable_stale_receipt(api_session):
+    s = api_session(version=2)
+    s.input("start")
+
+    async def scenario():
+        async with Client(server_for(s.client.key)) as mcp:
+            opened = await mcp.call_tool(
+                "context_window_open",
+                {"purpose": "p", "windowId": "w", "goal": "g", "input": "i"}
+                | {"expectedWindowId": "main"},
+                meta={"toolCallId": "open"},
+            )
+            before = opened.structured_content["stateRevision"]
+            # Another writer (here the same key, without a revision) moves the state on.
+            await mcp.call_tool(
+                "context_task_memory_set",
+                {"purpose": "p", "memory": "moved"},
+                meta={"toolCallId": "mover"},
+            )
+            stale = await mcp.call_tool(
+                "context_window_memory_set",
+                {"purpose": "p", "memory": "late", "expectedWindowId": "w"},
+                meta={"toolCallId": "stale", "stateRevision": before},
+            )
+            retried = await mcp.call_tool(
+                "context_window_memory_set",
+                {"purpose": "p", "memory": "late", "expectedWindowId": "w"},
+                meta={"toolCallId": "stale", "stateRevision": before},
+            )
+            return before, stale, retried
+
+    before, stale, retried = run(scenario())
+    assert stale.is_error is True
+    error = stale.structured_content["error"]
+    assert (error["code"], error["correctable"]) == ("context_state_stale", True)
+    assert (error["frozenRevision"], error["currentRevision"]) == (before, before + 1)
+    assert stale.structured_content["stateRevision"] == before + 1  # the revision to send now
+    # A receipt like any stale call over HTTP, replayed on retry; nothing changed.
+    assert ToolReceipt.objects.filter(session_id=s.id, tool_call_id="stale").count() == 1
+    assert retried.structured_content["replayed"] is True
+    assert retried.structured_content["error"] == error
+    entries = s.client.get(s.path("kv/"), prefix="window/w").json()["entries"]
+    assert entries[0]["value"].get("memory", "") != "late"
+
+
+def test_a_retry_replays_its_receipt_after_the_revision_moved(api_session):
+    s = api_session(version=2)
+    s.input("start")
+    arguments = {"purpose": "p", "memory": "first"}
+
+    async def scenario():
+        async with Client(server_for(s.client.key)) as mcp:
+            done = await mcp.call_tool(
+                "context_task_memory_set", arguments, meta={"toolCallId": "a"}
+            )
+            seen = done.structured_content["stateRevision"]
+            await mcp.call_tool(
+                "context_task_memory_set",
+                {"purpose": "p", "memory": "second"},
+                meta={"toolCallId": "b", "stateRevision": seen},
+            )
+            again = await mcp.call_tool(
+                "context_task_memory_set", arguments, meta={"toolCallId": "a", "stateRevision": 0}
+            )
+            return done, again
+
+    done, again = run(scenario())
+    assert again.structured_content["replayed"] is True
+    assert again.structured_content["success"] is True
+    assert again.structured_content["stateRevision"] == done.structured_content["stateRevision"]
+    memory = s.client.get(s.path("kv/"), prefix="task").json()["entries"]
+    assert [e["value"] for e in memory if e["key"] == "taskMemory"] == ["second"]
+
+
+@pytest.mark.parametrize(
+    ("revision", "what"),
+    [(10**6, "ahead"), (-1, "type"), ("3", "type"), (True, "type"), (1.5, "type")],
+)
+def test_a_state_revision_ahead_or_not_a_count_is_refused_before_anything_is_written(
+    api_session, revision, what
+):
+    s = api_session(version=2)
+    s.input("start")
+    before = s.client.get(s.path()).json()
+
+    async def scenario():
+        async with Client(server_for(s.client.key)) as mcp:
+            return await mcp.call_tool(
+                "context_task_memory_set",
+                {"purpose": "p", "memory": "m"},
+                meta={"toolCallId": "r1", "stateRevision": revision},
+            )
+
+    result = run(scenario())
+    assert result.is_error is True
+    error = result.structured_content["error"]
+    assert (error["code"], error["field"], error["correctable"]) == (
+        "state_revision_invalid",
+        "_meta.stateRevision",
+        True,
+    )
+    if what == "ahead":
+        assert error["currentRevision"] == before["stateRevision"]
+        assert result.structured_content["stateRevision"] == before["stateRevision"]
+    assert not Message.objects.filter(session_id=s.id, tool_call_id="r1").exists()
+    assert s.client.get(s.path()).json()["lastIndex"] == before["lastIndex"]
+
+
+def test_a_stale_revision_without_a_stored_view_is_refused_for_writes_and_read_now(
+    api_session, monkeypatch
+):
+    # Only the newest view is looked at: the views at older revisions are out of reach.
+    monkeypatch.setattr("sessions_app.services.dispatch.FRAME_LOOKBACK", 1)
+    s = api_session(version=2)
+    s.input("start")
+
+    async def scenario():
+        async with Client(server_for(s.client.key)) as mcp:
+            first = await mcp.call_tool(
+                "context_task_memory_set", {"purpose": "p", "memory": "1"}, meta={"toolCallId": "1"}
+            )
+            seen = first.structured_content["stateRevision"]
+            await mcp.call_tool(
+                "context_task_memory_set", {"purpose": "p", "memory": "2"}, meta={"toolCallId": "2"}
+            )
+            await mcp.call_tool(
+                "context_task_memory_get", {"purpose": "p"}, meta={"toolCallId": "3"}
+            )
+            write = await mcp.call_tool(
+                "context_task_memory_set",
+                {"purpose": "p", "memory": "late"},
+                meta={"toolCallId": "4", "stateRevision": seen - 1},
+            )
+            read = await mcp.call_tool(
+                "context_task_memory_get",
+                {"purpose": "p"},
+                meta={"toolCallId": "5", "stateRevision": seen - 1},
+            )
+            return seen, write, read
+
+    seen, write, read = run(scenario())
+    error = write.structured_content["error"]
+    assert (error["code"], error["correctable"]) == ("context_state_stale", True)
+    assert (error["frozenRevision"], error["currentRevision"]) == (seen - 1, seen + 1)
+    assert not Message.objects.filter(session_id=s.id, tool_call_id="4").exists()
+    assert read.structured_content["success"] is True
+    assert read.structured_content["memory"] == "2"
+
+
+# ---------------------------------------------------------------- storability (issue 23.2)
+# In memory the client serializes NaN and Infinity as null, so the non-finite cases are sent
+# as raw JSON over HTTP in tests/api/test_mcp_http.py.
+
+
+def deep(levels: int) -> object:
+    value: object = "x"
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize(
+    ("arguments", "meta", "code", "field"),
+    [
+        ({"memory": "a\u0000b"}, {}, "unsupported_character", "arguments.memory"),
+        ({"memory": "\ud800"}, {}, "unsupported_character", "arguments.memory"),
+        ({"memory": "m", "k\u0000": 1}, {}, "unsupported_character", "arguments.k\\u0000"),
+        ({"memory": deep(70)}, {}, "body_too_deep", "arguments.memory" + "[0]" * 62),
+        ({"memory": "m"}, {"toolCallId": "id\u0000"}, "unsupported_character", "_meta.toolCallId"),
+        (
+            {"memory": "m"},
+            {"toolCallId": deep(70)},
+            "body_too_deep",
+            "_meta.toolCallId" + "[0]" * 62,
+        ),
+        (
+            {"memory": "m"},
+            {"stateRevision": deep(70)},
+            "body_too_deep",
+            "_meta.stateRevision" + "[0]" * 62,
+        ),
+        ({"memory": "m"}, {"toolCallId": 7}, "tool_call_id_invalid", "_meta.toolCallId"),
+        ({"memory": "m"}, {"toolCallId": "x" * 201}, "tool_call_id_invalid", "_meta.toolCallId"),
+    ],
+)
+def test_unstorable_arguments_or_meta_are_a_tool_error_and_never_stored(
+    api_session, arguments, meta, code, field
+):
+    s = api_session(version=2)
+    s.input("start")
+    before = s.client.get(s.path()).json()["lastIndex"]
+
+    async def scenario():
+        async with Client(server_for(s.client.key)) as mcp:
+            return await mcp.call_tool(
+                "context_task_memory_set", {"purpose": "p", **arguments}, meta=meta
+            )
+
+    result = run(scenario())
+    assert result.is_error is True
+    error = result.structured_content["error"]
+    assert (error["code"], error["field"]) == (code, field)
+    assert error["correctable"] is True
+    assert s.client.get(s.path()).json()["lastIndex"] == before
+    assert not ToolReceipt.objects.filter(session_id=s.id).exists()
+
+
+def test_a_database_failure_in_a_call_is_a_tool_error_without_its_text(api_session, monkeypatch):
+    from django.db import DataError
+
+    def fail(**_kwargs):
+        raise DataError('invalid input syntax for type json\nDETAIL: Token "Infinity" is invalid.')
+
+    monkeypatch.setattr("sessions_app.services.dispatch.tool_call_record_and_dispatch", fail)
+    s = api_session(version=2)
+    s.input("start")
+
+    async def scenario():
+        async with Client(server_for(s.client.key)) as mcp:
+            return await mcp.call_tool(
+                "context_task_memory_get", {"purpose": "p"}, meta={"toolCallId": "t"}
+            )
+
+    result = run(scenario())
+    assert result.is_error is True
+    error = result.structured_content["error"]
+    assert (error["code"], error["correctable"]) == ("internal_error", False)
+    assert "Infinity" not in result.content[0].text and "json" not in error["message"]
+    assert result.structured_content["toolCallId"] == "t"
