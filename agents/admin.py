@@ -26,6 +26,7 @@ from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 from django.views.decorators.http import require_POST
 
+from agents import admin_tools  # noqa: F401  (registers ToolAdmin)
 from agents.forms import (
     DEFAULT_PROTOCOL,
     agent_version_form_for,
@@ -109,13 +110,6 @@ class ApiKeyAdmin(ReadOnlyAdmin):
             f"Revoked {revoked} API key(s); requests with them now get 401.",
             messages.SUCCESS,
         )
-
-
-@admin.register(Tool)
-class ToolAdmin(ReadOnlyAdmin):
-    list_display = ("name", "application", "description")
-    list_select_related = ("application",)
-    search_fields = ("name",)
 
 
 @admin.register(Agent)
@@ -309,8 +303,18 @@ class AgentVersionAdmin(ApplicationScopedAdmin):
 
     def formfield_for_manytomany(self, db_field: Any, request: HttpRequest, **kwargs: Any):
         if db_field.name == "tools":
-            kwargs["queryset"] = scope_to_member(Tool.objects.all(), request, "application")
-        return super().formfield_for_manytomany(db_field, request, **kwargs)
+            kwargs["queryset"] = scope_to_member(
+                Tool.objects.select_related("application").order_by("application__name", "name"),
+                request,
+                "application",
+            )
+        field = super().formfield_for_manytomany(db_field, request, **kwargs)
+        if db_field.name == "tools":
+            # Tool names are unique only within an Application (the add page lists all of
+            # the operator's); a draft's change page lists its Application's tools only.
+            field.label_from_instance = lambda tool: f"{tool.application.name} / {tool.name}"
+            field.help_text = "Host tools of the agent's application (register them under Tools)."
+        return field
 
     # ------------------------------------------------------------ permissions
 

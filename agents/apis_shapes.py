@@ -110,3 +110,18 @@ class ApiKeyCreated(ApiKey):
 class ApiKeyList(serializers.Serializer):
     apiKeys = ApiKey(many=True)
     nextCursor = serializers.CharField(allow_null=True)
+
+
+class HostTool(serializers.Serializer):
+    """A host tool of the Application (SPEC §18): run by the host, bound to versions by id."""
+
+    id = serializers.UUIDField()
+    name = serializers.CharField()
+    description = serializers.CharField(allow_blank=True)
+    inputSchema = serializers.DictField(help_text="JSON Schema of the arguments (an object).")
+    createdAt = serializers.DateTimeField()
+
+
+class HostToolList(serializers.Serializer):
+    tools = HostTool(many=True)
+    nextCursor = serializers.CharField(allow_null=True)

@@ -158,7 +158,9 @@ class AgentVersionForm(forms.ModelForm):
                         self.fields[name] = option_form_field(schema, stored[option])
             application_id = instance.agent.application_id
             if "tools" in self.fields:
-                self.fields["tools"].queryset = Tool.objects.filter(application_id=application_id)
+                self.fields["tools"].queryset = Tool.objects.filter(
+                    application_id=application_id
+                ).select_related("application")
             if "maintainer_agent" in self.fields:
                 self.fields["maintainer_agent"].queryset = (
                     Agent.objects.select_related("application")

@@ -42,13 +42,18 @@ class ApiKey(models.Model):
 
 
 class Tool(models.Model):
-    """A host tool of an Application: executed by the host, results written through the API."""
+    """A host tool of an Application: executed by the host, results written through the API.
+
+    Written only through agents.services_tools (SPEC §18), which checks the name and the
+    input schema; the unique constraint backs "one name per Application" under concurrency.
+    """
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     application = models.ForeignKey(Application, on_delete=models.CASCADE, related_name="tools")
     name = models.CharField(max_length=64)
     description = models.TextField(blank=True)
     input_schema = models.JSONField(default=dict)
+    created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         constraints = [

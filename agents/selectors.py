@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from agents.models import Agent, AgentVersion, ApiKey, Application
+from agents.models import Agent, AgentVersion, ApiKey, Application, Tool
 from contextproto.errors import NotFound
 from contextproto.ids import parse_uuid
-from contextproto.pagination import BY_ID, Page, keyset_page
+from contextproto.pagination import BY_ID, Keyset, Page, keyset_page
 from contextproto.protocol import catalog
 from contextproto.protocol.prompt_cache import effective_prompt_cache
 
@@ -90,6 +90,43 @@ def api_key_get(*, application: Application, key_id: str) -> ApiKey:
     if key is None:
         raise NotFound("API key")
     return key
+
+
+# Host tools list by name: unique within an Application, and what an operator looks for.
+TOOLS_BY_NAME = Keyset(
+    order=("name",),
+    shape={"n": str},
+    position=lambda row: {"n": row.name},
+    after=lambda rows, at: rows.filter(name__gt=at["n"]),
+)
+
+
+def tool_page(*, application: Application, cursor: str | None, limit: int) -> Page[Tool]:
+    """The Application's host tools in name order (one query)."""
+    return keyset_page(
+        Tool.objects.filter(application=application), TOOLS_BY_NAME, cursor=cursor, limit=limit
+    )
+
+
+def tool_get(*, application: Application, tool_id: Any) -> Tool:
+    """The Application's host tool with this id (from a path); NotFound (404) otherwise."""
+    tool = Tool.objects.filter(application=application, id=parse_uuid(tool_id, "Tool")).first()
+    if tool is None:
+        raise NotFound("Tool")
+    return tool
+
+
+# Versions that run (or ran) with their tools as they were: published and archived ones.
+FROZEN_STATUSES = (AgentVersion.Status.PUBLISHED, AgentVersion.Status.ARCHIVED)
+
+
+def tool_frozen_versions(tool: Tool) -> list[AgentVersion]:
+    """The published and archived versions binding `tool`, by agent name and number."""
+    return list(
+        tool.agent_versions.filter(status__in=FROZEN_STATUSES)
+        .select_related("agent")
+        .order_by("agent__name", "number")
+    )
 
 
 def agent_version_to_wire(version: AgentVersion) -> dict[str, Any]:

@@ -168,7 +168,10 @@ def _resolve_binding(
     errors: list[dict[str, str]] = []
     tools: list[Tool] | None = None
     if tool_ids is not None:
-        found = {str(t.id): t for t in Tool.objects.filter(id__in=tool_ids)}
+        # Locked (after the version, as every binding write does) so a concurrent delete
+        # or change of a tool waits for this binding or this binding sees the tool gone.
+        locked = Tool.objects.select_for_update().filter(id__in=tool_ids).order_by("pk")
+        found = {str(t.id): t for t in locked}
         tools = []
         for raw in tool_ids:
             tool = found.get(str(raw))
@@ -406,6 +409,9 @@ def agent_version_publish(*, version: AgentVersion) -> AgentVersion:
     later default change never alters a published version's behaviour.
     """
     locked = _lock_draft(version)
+    # Its tools are locked next, so a tool is not changed or deleted under a publish: that
+    # write waits and then sees the version published (services_tools).
+    list(Tool.objects.select_for_update(of=("self",)).filter(agent_versions=locked).order_by("pk"))
     problems = agent_version_problems(locked)
     if problems:
         raise ApplicationError(

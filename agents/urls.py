@@ -1,6 +1,6 @@
 from django.urls import path
 
-from agents import apis, apis_keys
+from agents import apis, apis_keys, apis_tools
 
 urlpatterns = [
     path("protocols/", apis.ProtocolListApi.as_view(), name="protocol-list"),
@@ -18,6 +18,8 @@ urlpatterns = [
     path(
         "api-keys/<str:key_id>/revoke/", apis_keys.ApiKeyRevokeApi.as_view(), name="api-key-revoke"
     ),
+    path("tools/", apis_tools.ToolsApi.as_view(), name="tools"),
+    path("tools/<str:tool_id>/", apis_tools.ToolDetailApi.as_view(), name="tool-detail"),
     path("agents/", apis.AgentCreateApi.as_view(), name="agent-create"),
     path(
         "agents/<str:agent_id>/versions/",

@@ -81,6 +81,21 @@ CROSS_APPLICATION_TOOL_FORBIDDEN = _code(
     "cross_application_tool_forbidden", 400, "A bound tool or maintainer of another application."
 )
 
+# ---------------------------------------------------------------- host tools (SPEC §18)
+TOOL_NAME_TAKEN = _code("tool_name_taken", 409, "Another host tool of the application has it.")
+TOOL_NAME_RESERVED = _code(
+    "tool_name_reserved", 400, "The name of a protocol tool of some catalog version."
+)
+TOOL_NAME_INVALID = _code(
+    "tool_name_invalid", 400, "A tool name outside 1-64 of a-z, A-Z, 0-9, '_' and '-'."
+)
+INVALID_INPUT_SCHEMA = _code(
+    "invalid_input_schema", 400, "Not a JSON Schema object the runtime checks; details.path."
+)
+TOOL_IN_USE = _code(
+    "tool_in_use", 409, "A published or archived version binds the tool; details.versions."
+)
+
 # ---------------------------------------------------------------- messages and runs
 MESSAGE_KIND_NOT_WRITABLE = _code(
     "message_kind_not_writable", 400, "User input is POSTed to inputs/, not messages/."

@@ -113,6 +113,9 @@ class KeyClient:
     def patch(self, path: str, body):
         return self.client.patch("/api/v1/" + path, body, format="json")
 
+    def delete(self, path: str):
+        return self.client.delete("/api/v1/" + path)
+
 
 @pytest.fixture
 def tenant(db):

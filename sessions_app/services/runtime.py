@@ -21,6 +21,8 @@ from django.utils import timezone
 from contextproto import nodes
 from contextproto.errors import MODEL_EMPTY_ANSWER, ApplicationError
 from contextproto.protocol import catalog
+from contextproto.protocol.errors import INVALID_ARGUMENTS
+from contextproto.protocol.host_tools import arguments_problem
 from sessions_app import providers, selectors
 from sessions_app.models import ProjectionSnapshot, Run, Session
 from sessions_app.providers.base import storable_reply
@@ -209,7 +211,7 @@ def _handle_tool_calls(session: Session, version, snapshot: ProjectionSnapshot, 
     """Record every call of the answer, execute the first, refuse the others (pairing holds)."""
     if reply.text and reply.text.strip():
         message_write(session_id=session.id, role="assistant", kind="text", content=reply.text)
-    host_tools = {t.name for t in version.tools.all()}
+    host_tools = {t.name: t for t in version.tools.all()}
     for call in reply.tool_calls:
         message_write(
             session_id=session.id,
@@ -236,13 +238,26 @@ def _handle_tool_calls(session: Session, version, snapshot: ProjectionSnapshot, 
             _host_error(
                 session, call.id, "tool_not_available", f"{call.name} is not a tool of this agent."
             )
+        elif problem := arguments_problem(host_tools[call.name].input_schema, call.arguments):
+            # The host only ever receives arguments its tool's schema allows (SPEC §18).
+            _host_error(
+                session,
+                call.id,
+                INVALID_ARGUMENTS,
+                f"{call.name}: the arguments at {problem.path} {problem.message} Fix them and "
+                "call the tool again.",
+                path=problem.path,
+            )
         else:
             waiting = True
     return Run.Status.WAITING_FOR_HOST_TOOL if waiting else "continue"
 
 
-def _host_error(session: Session, tool_call_id: str, code: str, message: str) -> None:
-    body = {"success": False, "error": {"code": code, "message": message, "correctable": True}}
+def _host_error(
+    session: Session, tool_call_id: str, code: str, message: str, **context: Any
+) -> None:
+    error = {"code": code, "message": message, "correctable": True, **context}
+    body = {"success": False, "error": error}
     message_write(
         session_id=session.id,
         role="tool",

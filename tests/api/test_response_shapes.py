@@ -67,6 +67,9 @@ def check_shape(schema: dict, response) -> tuple[str, str]:
     status = str(response.status_code)
     documented = responses.get(status) or responses.get(f"{status[0]}XX")
     assert documented is not None, f"{method} {path}: {status} is not documented"
+    if response.status_code == 204:
+        assert "content" not in documented and response.content == b""
+        return method, path
     body_schema = strict(
         copy.deepcopy(documented["content"]["application/json"]["schema"]),
         schema["components"]["schemas"],
@@ -86,7 +89,7 @@ def walk(schema):
         if status is not None:
             assert response.status_code == status, response.content
         seen.add(check_shape(schema, response))
-        return response.json()
+        return response.json() if response.content else None
 
     check.seen = seen
     return check
@@ -106,6 +109,18 @@ def test_every_operation_answers_in_its_documented_shape(schema, walk, api_sessi
     check(app.post("protocols/unified/2/validate/", {"options": {"nope": 1}}), 200)
     check(app.post("protocols/unified/2/validate/", {"options": []}), 200)
 
+    # Host tools.
+    tool_body = {"name": "lookup", "description": "d", "inputSchema": {"type": "object"}}
+    tool = check(app.post("tools/", tool_body), 201)
+    check(app.post("tools/", tool_body), 409)
+    check(app.post("tools/", {**tool_body, "inputSchema": {"type": "array"}}), 400)
+    check(app.get("tools/", limit=1), 200)
+    check(app.get(f"tools/{tool['id']}/"), 200)
+    check(app.patch(f"tools/{tool['id']}/", {"description": "looks things up"}), 200)
+    spare = check(app.post("tools/", {**tool_body, "name": "spare"}), 201)
+    check(app.delete(f"tools/{spare['id']}/"), 204)
+    check(host.get("tools/"), 404)
+
     # Agents and their versions.
     agent = check(app.post("agents/", {"name": "shapes"}), 201)
     check(app.get("agents/"), 200)
@@ -116,6 +131,7 @@ def test_every_operation_answers_in_its_documented_shape(schema, walk, api_sessi
         "contextProtocolVersion": 2,
         "options": {},
         "model": {"provider": "external", "name": "m", "maxInputTokens": 8000},
+        "tools": [tool["id"]],
     }
     version = check(app.post(f"agents/{agent['id']}/versions/", body), 201)
     check(app.post(f"agents/{agent['id']}/versions/", {**body, "bogus": 1}), 400)
@@ -126,6 +142,7 @@ def test_every_operation_answers_in_its_documented_shape(schema, walk, api_sessi
     check(app.patch(v, {"systemPrompt": "too late"}), 409)
     check(app.post(v + "duplicate/"), 201)
     check(app.post(v + "archive/"), 200)
+    check(app.delete(f"tools/{tool['id']}/"), 409)
 
     # API keys.
     created = check(app.post("api-keys/"), 201)

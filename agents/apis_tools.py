@@ -1,0 +1,92 @@
+"""Host tools of an Application (SPEC §18): list, register, read, change, delete.
+
+Application key only: a session key reaches none of this (404), nor does another
+Application's key. Versions bind tools by id (`tools` of an AgentVersion).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers, status
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from agents import apis_shapes as shapes
+from agents import selectors, services_tools
+from agents.models import Tool
+from contextproto.api import AnyJSONField, StrictSerializer, application_of, page_limit
+from contextproto.api_schema import PAGE
+
+SCHEMA_HELP = (
+    'A JSON Schema object ("type": "object") in the subset the runtime checks: type, enum, '
+    "const, properties, required, additionalProperties (true/false), items, minItems, "
+    "maxItems, minLength, maxLength, pattern, minimum, maximum, title, description, default."
+)
+
+
+def tool_to_wire(tool: Tool) -> dict[str, Any]:
+    return {
+        "id": str(tool.id),
+        "name": tool.name,
+        "description": tool.description,
+        "inputSchema": tool.input_schema,
+        "createdAt": tool.created_at.isoformat(),
+    }
+
+
+class ToolInput(StrictSerializer):
+    # Name rules are the service's (400 tool_name_invalid), so the admin gets the same.
+    name = serializers.CharField(trim_whitespace=False, allow_blank=True)
+    description = serializers.CharField(trim_whitespace=False, allow_blank=True, required=False)
+    inputSchema = AnyJSONField(help_text=SCHEMA_HELP)
+
+
+class ToolsApi(APIView):
+    @extend_schema(operation_id="tools_list", parameters=PAGE, responses={200: shapes.HostToolList})
+    def get(self, request: Request) -> Response:
+        application = application_of(request, "Tool")
+        page = selectors.tool_page(
+            application=application,
+            cursor=request.query_params.get("cursor"),
+            limit=page_limit(request.query_params.get("limit")),
+        )
+        return Response(
+            {"tools": [tool_to_wire(t) for t in page.items], "nextCursor": page.next_cursor}
+        )
+
+    @extend_schema(operation_id="tools_create", request=ToolInput, responses={201: shapes.HostTool})
+    def post(self, request: Request) -> Response:
+        application = application_of(request, "Tool")
+        data = ToolInput.parse(request.data)
+        tool = services_tools.tool_create(
+            application=application,
+            name=data["name"],
+            description=data.get("description", ""),
+            input_schema=data["inputSchema"],
+        )
+        return Response(tool_to_wire(tool), status=status.HTTP_201_CREATED)
+
+
+class ToolDetailApi(APIView):
+    @extend_schema(operation_id="tools_retrieve", responses={200: shapes.HostTool})
+    def get(self, request: Request, tool_id: str) -> Response:
+        tool = selectors.tool_get(application=application_of(request, "Tool"), tool_id=tool_id)
+        return Response(tool_to_wire(tool))
+
+    @extend_schema(operation_id="tools_update", request=ToolInput, responses={200: shapes.HostTool})
+    def patch(self, request: Request, tool_id: str) -> Response:
+        tool = selectors.tool_get(application=application_of(request, "Tool"), tool_id=tool_id)
+        data = ToolInput.parse(request.data, partial=True)
+        names = {"name": "name", "description": "description", "inputSchema": "input_schema"}
+        changes = {names[key]: value for key, value in data.items()}
+        tool = services_tools.tool_update(tool=tool, changes=changes)
+        return Response(tool_to_wire(tool))
+
+    @extend_schema(operation_id="tools_destroy", request=None, responses={204: None})
+    def delete(self, request: Request, tool_id: str) -> Response:
+        tool = selectors.tool_get(application=application_of(request, "Tool"), tool_id=tool_id)
+        services_tools.tool_delete(tool=tool)
+        return Response(status=status.HTTP_204_NO_CONTENT)
