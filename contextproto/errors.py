@@ -88,6 +88,9 @@ CONTENT_INVALID = _code("content_invalid", 400, "Content is not a string or vali
 TOOL_CALL_INCOMPLETE = _code("tool_call_incomplete", 400, "A tool_call without id or name.")
 ARGUMENTS_INVALID = _code("arguments_invalid", 400, "A host tool_call's arguments not an object.")
 SNAPSHOT_REQUIRED = _code("snapshot_required", 400, "A tool_call needs a snapshot of the session.")
+SNAPSHOT_NOT_FOUND = _code(
+    "snapshot_not_found", 400, "A text message's snapshotId names no snapshot of the session."
+)
 TOOL_CALL_DUPLICATE = _code("tool_call_duplicate", 409, "The toolCallId is already recorded.")
 TOOL_CALL_NOT_FOUND = _code("tool_call_not_found", 400, "No tool_call with this id here.")
 TOOL_CALL_ALREADY_ANSWERED = _code(
