@@ -237,6 +237,9 @@ CELERY_TASK_SOFT_TIME_LIMIT = env_int("CELERY_TASK_SOFT_TIME_LIMIT", 540)
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 3600)}
 CELERY_TASK_DEFAULT_QUEUE = "contextproto"
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+# The beat schedule file lives under VAR_DIR (which exists: STATIC_ROOT is made under it
+# above), never in the directory the worker happens to start in.
+CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 # Cold archive (SPEC §7): what the periodic sweep moves into compressed chunks.
 ARCHIVE_OLDER_THAN_SECONDS = env_int("ARCHIVE_OLDER_THAN_SECONDS", 7 * 24 * 3600)
 ARCHIVE_KEEP_LAST = env_int("ARCHIVE_KEEP_LAST", 2000)
