@@ -51,6 +51,9 @@ UNSUPPORTED_CHARACTER = _code(
 )
 BODY_TOO_DEEP = _code("body_too_deep", 400, "The JSON body nests deeper than the limit.")
 REQUEST_TOO_LARGE = _code("request_too_large", 413, "The body exceeds the size limit.")
+REQUEST_TIMEOUT = _code(
+    "request_timeout", 408, "The request's headers or body did not arrive within the time limit."
+)
 HOST_NOT_ALLOWED = _code("host_not_allowed", 400, "The Host header names no host this serves.")
 INVALID_CURSOR = _code("invalid_cursor", 400, "A list cursor that this service did not issue.")
 RATE_LIMITED = _code("rate_limited", 429, "Too many requests for this key; Retry-After.")

@@ -168,8 +168,14 @@ STORAGES = {
     },
 }
 
-# Bodies above this are refused with 413 (see contextproto.api_errors).
+# Bodies above this are refused with 413 (see contextproto.api_errors; under uvicorn, from
+# the Content-Length header before the body is read: contextproto.serving).
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("MAX_BODY_BYTES", 2 * 1024 * 1024)
+# Under uvicorn (contextproto.serving): a request's headers and its body must each arrive
+# within these many seconds, or the server answers 408 and closes the connection, so slow
+# clients cannot hold connections open. 0 turns a bound off.
+HEADER_READ_TIMEOUT_SECONDS = env_int("HEADER_READ_TIMEOUT_SECONDS", 10)
+BODY_READ_TIMEOUT_SECONDS = env_int("BODY_READ_TIMEOUT_SECONDS", 30)
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["contextproto.api.BearerKeyAuthentication"],
