@@ -46,6 +46,12 @@ SERVE_REDIS_URL := redis://127.0.0.1:6379/0
 SERVE_HOST ?= 127.0.0.1
 SERVE_PORT ?= 8000
 SERVE_WORKERS ?= 4
+# Slow clients: headers within HEADER_READ_TIMEOUT_SECONDS (the h11 protocol of
+# contextproto.serving; uvicorn has no header timeout), bodies within BODY_READ_TIMEOUT_SECONDS
+# (the app), idle keep-alive connections closed after 5 s, and a stop that waits at most 20 s
+# for open streams before the lifespan shutdown (which removes the node records) runs.
+SERVE_LIMITS := --proxy-headers --http contextproto.serving:H11Protocol \
+  --timeout-keep-alive 5 --timeout-graceful-shutdown 20
 serve: $(STAMP)
 	@set -euo pipefail; \
 	export DATABASE_URL="$${DATABASE_URL:-$(SERVE_DATABASE_URL)}"; \
@@ -57,7 +63,7 @@ serve: $(STAMP)
 	$(PY) manage.py migrate --noinput; \
 	$(PY) manage.py collectstatic --noinput >/dev/null; \
 	exec $(VENV)/bin/uvicorn contextproto.asgi:application --host $(SERVE_HOST) \
-	  --port $(SERVE_PORT) --workers $(SERVE_WORKERS) --proxy-headers
+	  --port $(SERVE_PORT) --workers $(SERVE_WORKERS) $(SERVE_LIMITS)
 
 worker: $(STAMP)
 	DATABASE_URL="$${DATABASE_URL:-$(SERVE_DATABASE_URL)}" \

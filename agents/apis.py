@@ -13,7 +13,13 @@ from rest_framework.views import APIView
 from agents import apis_shapes as shapes
 from agents import selectors, services
 from agents.models import AgentVersion
-from contextproto.api import AnyJSONField, StrictSerializer, application_of
+from contextproto.api import (
+    AnyJSONField,
+    IdField,
+    StrictIntegerField,
+    StrictSerializer,
+    application_of,
+)
 from contextproto.protocol import catalog
 from contextproto.protocol.options import validate_options
 
@@ -24,7 +30,7 @@ POSITIVE_INT_MAX = 2**31 - 1
 class ModelInput(StrictSerializer):
     provider = serializers.ChoiceField(choices=AgentVersion.Provider.values)
     name = serializers.CharField(max_length=200, allow_blank=True, required=False)
-    maxInputTokens = serializers.IntegerField(
+    maxInputTokens = StrictIntegerField(
         min_value=0, max_value=POSITIVE_INT_MAX, required=False, allow_null=True
     )
     maintenanceTriggerRatio = serializers.FloatField(required=False)
@@ -39,12 +45,12 @@ class VersionInput(StrictSerializer):
         allow_blank=True, trim_whitespace=False, max_length=100_000
     )
     contextProtocolId = serializers.CharField(max_length=64)
-    contextProtocolVersion = serializers.IntegerField(min_value=0, max_value=POSITIVE_INT_MAX)
+    contextProtocolVersion = StrictIntegerField(min_value=0, max_value=POSITIVE_INT_MAX)
     options = AnyJSONField(required=False)
     model = ModelInput()
-    tools = serializers.ListField(child=serializers.UUIDField(), required=False, max_length=128)
-    maintainerAgentId = serializers.UUIDField(required=False, allow_null=True)
-    maxTurnsPerRun = serializers.IntegerField(min_value=1, max_value=1000, required=False)
+    tools = serializers.ListField(child=IdField(), required=False, max_length=128)
+    maintainerAgentId = IdField(required=False, allow_null=True)
+    maxTurnsPerRun = StrictIntegerField(min_value=1, max_value=1000, required=False)
 
 
 def version_fields(data: dict[str, Any]) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from rest_framework.request import Request
 
 from agents.models import ApiKey, Application, hash_key
 from contextproto.errors import INVALID_REQUEST, NOT_AUTHENTICATED, ApplicationError, NotFound
+from contextproto.ids import canonical_uuid
 
 PAGE_LIMIT_DEFAULT = 50
 PAGE_LIMIT_MAX = 200
@@ -132,6 +133,37 @@ class StrictSerializer(serializers.Serializer):
 
 class AnyJSONField(serializers.JSONField):
     """A JSON value of any type (DRF's JSONField, named for the schema)."""
+
+
+class IdField(serializers.UUIDField):
+    """An id in a body, in a form the API issues (contextproto.ids); a UUID once parsed.
+
+    DRF's UUIDField takes braces, `urn:uuid:`, other scripts' digits and even integers.
+    """
+
+    default_error_messages = {
+        "invalid": "Not an id; send it as the API issued it (8-4-4-4-12 hex digits with "
+        "hyphens, or 32 hex digits)."
+    }
+
+    def to_internal_value(self, data: Any) -> UUID:
+        found = canonical_uuid(data) if isinstance(data, str) else None
+        if found is None:
+            self.fail("invalid")
+        return found
+
+
+class StrictIntegerField(serializers.IntegerField):
+    """A JSON integer: no numeric strings, no 3.0, no booleans (DRF's IntegerField takes "3")."""
+
+    default_error_messages = {
+        "invalid": "A JSON integer is required (not a string, a decimal or a boolean)."
+    }
+
+    def to_internal_value(self, data: Any) -> int:
+        if isinstance(data, bool) or not isinstance(data, int):
+            self.fail("invalid")
+        return super().to_internal_value(data)
 
 
 def query_int(raw: object, name: str, default: int, *, minimum: int, maximum: int) -> int:

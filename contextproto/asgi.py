@@ -1,6 +1,8 @@
 """ASGI entry point: Django (API, admin, static files) and the MCP server at /mcp/.
 
-Serve it with uvicorn (see the README's production section and `make serve`).
+Serve it with uvicorn (see the README's production section and `make serve`). Both apps sit
+behind contextproto.serving's request limits (body size and read time); the lifespan also
+registers this process in the node registry and removes it at shutdown.
 """
 
 import os
@@ -14,6 +16,7 @@ from django.conf import settings  # noqa: E402 (needs the settings module set ab
 
 from contextproto.checks import refuse_dev_key_when_serving  # noqa: E402
 from contextproto.mcp_server import mcp_http_app  # noqa: E402
+from contextproto.serving import RequestLimits, with_node_registry  # noqa: E402
 
 refuse_dev_key_when_serving()
 mcp_application = mcp_http_app(settings.ALLOWED_HOSTS, settings.DATA_UPLOAD_MAX_MEMORY_SIZE)
@@ -35,3 +38,14 @@ async def application(scope, receive, send):
         await mcp_application(scope, receive, send)
         return
     await django_application(scope, receive, send)
+
+
+# Around everything: bodies bounded in size (/api/) and read time (all paths), before either
+# app reads them; the lifespan keeps this process in the node registry while it serves.
+application = with_node_registry(
+    RequestLimits(
+        application,
+        max_body_bytes=settings.DATA_UPLOAD_MAX_MEMORY_SIZE,
+        body_timeout=settings.BODY_READ_TIMEOUT_SECONDS,
+    )
+)

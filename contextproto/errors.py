@@ -54,6 +54,10 @@ NON_FINITE_NUMBER = _code(
     "non_finite_number", 400, "NaN, Infinity or a number too large for a float (1e999)."
 )
 REQUEST_TOO_LARGE = _code("request_too_large", 413, "The body exceeds the size limit.")
+REQUEST_TIMEOUT = _code(
+    "request_timeout", 408, "The request's headers or body did not arrive within the time limit."
+)
+HOST_NOT_ALLOWED = _code("host_not_allowed", 400, "The Host header names no host this serves.")
 INVALID_CURSOR = _code("invalid_cursor", 400, "A list cursor that this service did not issue.")
 RATE_LIMITED = _code("rate_limited", 429, "Too many requests for this key; Retry-After.")
 DEPENDENCY_UNAVAILABLE = _code(
@@ -106,6 +110,9 @@ CONTENT_INVALID = _code("content_invalid", 400, "Content is not a string or vali
 TOOL_CALL_INCOMPLETE = _code("tool_call_incomplete", 400, "A tool_call without id or name.")
 ARGUMENTS_INVALID = _code("arguments_invalid", 400, "A host tool_call's arguments not an object.")
 SNAPSHOT_REQUIRED = _code("snapshot_required", 400, "A tool_call needs a snapshot of the session.")
+SNAPSHOT_NOT_FOUND = _code(
+    "snapshot_not_found", 400, "A text message's snapshotId names no snapshot of the session."
+)
 TOOL_CALL_DUPLICATE = _code("tool_call_duplicate", 409, "The toolCallId is already recorded.")
 TOOL_CALL_NOT_FOUND = _code("tool_call_not_found", 400, "No tool_call with this id here.")
 TOOL_CALL_ALREADY_ANSWERED = _code(

@@ -1,8 +1,10 @@
-"""Request-scoped plumbing of the JSON API: request ids, refusals before routing, JSON 404/500.
+"""Request-scoped plumbing of the JSON API: request ids, refusals before routing, JSON 4xx/500.
 
 Everything under `/api/` answers the one error shape, whether a view ran or not: an unrouted
-path is a JSON 404 `not_found`, a crash a JSON 500 `internal_error` carrying the request id
-that the service log also names (see contextproto.api_errors).
+path is a JSON 404 `not_found`, a Host header outside ALLOWED_HOSTS a JSON 400
+`host_not_allowed`, a crash a JSON 500 `internal_error` carrying the request id that the
+service log also names (see contextproto.api_errors). An API path sent without its trailing
+slash is routed as if it had one (no redirect, which would drop a POST's body).
 """
 
 from __future__ import annotations
@@ -13,9 +15,18 @@ import time
 import uuid
 from collections.abc import Callable
 
+from django.core.exceptions import DisallowedHost, RequestDataTooBig
 from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.urls import is_valid_path
 
-from contextproto.errors import INTERNAL_ERROR, NOT_FOUND, UNSUPPORTED_CHARACTER
+from contextproto.errors import (
+    HOST_NOT_ALLOWED,
+    INTERNAL_ERROR,
+    INVALID_REQUEST,
+    NOT_FOUND,
+    REQUEST_TOO_LARGE,
+    UNSUPPORTED_CHARACTER,
+)
 
 logger = logging.getLogger("contextproto.requests")
 
@@ -68,7 +79,9 @@ class RequestIdMiddleware:
             response[REQUEST_ID_HEADER] = request.request_id
             return response
         started = time.perf_counter()
-        refused = _refuse_nul(request)
+        refused = _refuse_nul(request) or _refuse_host(request)
+        if refused is None:
+            _add_missing_slash(request)
         response = refused if refused is not None else self.get_response(request)
         response[REQUEST_ID_HEADER] = request.request_id
         _log_request(request, response, time.perf_counter() - started)
@@ -125,6 +138,45 @@ def _refuse_nul(request: HttpRequest) -> HttpResponse | None:
     )
 
 
+def _refuse_host(request: HttpRequest) -> HttpResponse | None:
+    # Django would raise DisallowedHost later (CommonMiddleware) and answer an HTML 400.
+    try:
+        request.get_host()
+    except DisallowedHost:
+        return host_not_allowed_response(request)
+    return None
+
+
+def host_not_allowed_response(request: HttpRequest) -> JsonResponse:
+    # The header is the client's own text: shown escaped and cut, never the allowed list.
+    sent = request.META.get("HTTP_X_FORWARDED_HOST") or request.META.get("HTTP_HOST", "")
+    shown = sent[:100].encode("ascii", "backslashreplace").decode("ascii")
+    return JsonResponse(
+        error_body(
+            HOST_NOT_ALLOWED,
+            f"The Host header {shown!r} names no host this service answers for; send the "
+            "service's own host name.",
+            400,
+            {"field": "Host"},
+        ),
+        status=400,
+    )
+
+
+def _add_missing_slash(request: HttpRequest) -> None:
+    """Route `/api/v1/x` as `/api/v1/x/` when only the latter is an endpoint.
+
+    Django's APPEND_SLASH answers a 301 instead, which clients follow with a GET and without
+    the body; every API route ends with a slash, so the one spelling is tolerated here.
+    """
+    path = request.path_info
+    if path.endswith("/"):
+        return
+    urlconf = getattr(request, "urlconf", None)
+    if not is_valid_path(path, urlconf) and is_valid_path(f"{path}/", urlconf):
+        request.path_info = f"{path}/"
+
+
 def api_not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
     """handler404: JSON for the API, Django's page for the admin and the rest."""
     if is_api(request):
@@ -139,6 +191,31 @@ def api_not_found(request: HttpRequest, exception: Exception | None = None) -> H
     from django.views.defaults import page_not_found
 
     return page_not_found(request, exception)
+
+
+def api_bad_request(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    """handler400: JSON for the API (a SuspiciousOperation outside a view), else Django's page."""
+    if is_api(request):
+        if isinstance(exception, DisallowedHost):
+            return host_not_allowed_response(request)
+        if isinstance(exception, RequestDataTooBig):
+            return JsonResponse(
+                error_body(
+                    REQUEST_TOO_LARGE,
+                    "The request body exceeds the size limit; send less data per request.",
+                    413,
+                ),
+                status=413,
+            )
+        return JsonResponse(
+            error_body(
+                INVALID_REQUEST, "The request is malformed; check the URL and headers.", 400
+            ),
+            status=400,
+        )
+    from django.views.defaults import bad_request
+
+    return bad_request(request, exception)
 
 
 def api_server_error(request: HttpRequest) -> HttpResponse:

@@ -4,9 +4,11 @@ Every API process and Celery worker writes one Redis key, `contextproto:node:<ro
 <pid>`, holding its role, host, pid, code version, catalog fingerprint and protocol
 versions. The key expires after NODE_TTL_SECONDS and a daemon thread rewrites it every
 NODE_REFRESH_SECONDS, so a dead process leaves the registry within one TTL. API processes
-start that thread on their first request, workers on `worker_ready` (and delete their key
-on `worker_shutdown`). Without REDIS_URL everything runs in one process: registering is a
-no-op and the registry is that process alone.
+under uvicorn start that thread when the ASGI lifespan starts and delete their key when it
+ends (contextproto.serving.with_node_registry: uvicorn's worker processes never run atexit
+handlers); under other servers they start it on their first request. Workers start it on
+`worker_ready` and delete their key on `worker_shutdown`. Without REDIS_URL everything runs
+in one process: registering is a no-op and the registry is that process alone.
 
 The worker side of the contract is `require_protocol`: a process asked to run a job for a
 protocol version it does not carry refuses with `protocol_unknown_on_worker`, and the job

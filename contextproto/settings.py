@@ -168,8 +168,14 @@ STORAGES = {
     },
 }
 
-# Bodies above this are refused with 413 (see contextproto.api_errors).
+# Bodies above this are refused with 413 (see contextproto.api_errors; under uvicorn, from
+# the Content-Length header before the body is read: contextproto.serving).
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("MAX_BODY_BYTES", 2 * 1024 * 1024)
+# Under uvicorn (contextproto.serving): a request's headers and its body must each arrive
+# within these many seconds, or the server answers 408 and closes the connection, so slow
+# clients cannot hold connections open. 0 turns a bound off.
+HEADER_READ_TIMEOUT_SECONDS = env_int("HEADER_READ_TIMEOUT_SECONDS", 10)
+BODY_READ_TIMEOUT_SECONDS = env_int("BODY_READ_TIMEOUT_SECONDS", 30)
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["contextproto.api.BearerKeyAuthentication"],
@@ -237,6 +243,9 @@ CELERY_TASK_SOFT_TIME_LIMIT = env_int("CELERY_TASK_SOFT_TIME_LIMIT", 540)
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 3600)}
 CELERY_TASK_DEFAULT_QUEUE = "contextproto"
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+# The beat schedule file lives under VAR_DIR (which exists: STATIC_ROOT is made under it
+# above), never in the directory the worker happens to start in.
+CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 # Cold archive (SPEC §7): what the periodic sweep moves into compressed chunks.
 ARCHIVE_OLDER_THAN_SECONDS = env_int("ARCHIVE_OLDER_THAN_SECONDS", 7 * 24 * 3600)
 ARCHIVE_KEEP_LAST = env_int("ARCHIVE_KEEP_LAST", 2000)

@@ -11,6 +11,8 @@ urlpatterns = [
     path("metrics", metrics_view, name="metrics"),
 ]
 
-# Under /api/ an unrouted path or a crash answers the JSON error shape (SPEC §9).
+# Under /api/ an unrouted path, a refusal outside a view or a crash answers the JSON error
+# shape (SPEC §9).
+handler400 = "contextproto.middleware.api_bad_request"
 handler404 = "contextproto.middleware.api_not_found"
 handler500 = "contextproto.middleware.api_server_error"

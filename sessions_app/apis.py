@@ -17,6 +17,8 @@ from rest_framework.views import APIView
 from agents import selectors as agent_selectors
 from contextproto.api import (
     AnyJSONField,
+    IdField,
+    StrictIntegerField,
     StrictSerializer,
     application_of,
     credential_of,
@@ -65,7 +67,7 @@ def session_to_wire(session: Session) -> dict[str, Any]:
 
 class SessionCreateApi(APIView):
     class Input(StrictSerializer):
-        agentVersionId = serializers.UUIDField()
+        agentVersionId = IdField()
         inputs = serializers.DictField(required=False)
 
     @extend_schema(request=Input, responses={201: shapes.SessionCreated})
@@ -467,9 +469,10 @@ class MaintenanceRequestApi(APIView):
 
 class MaintenancePlanApi(APIView):
     class Input(StrictSerializer):
-        # Any integer: one that is no boundary (0 and below too) is the service's
-        # maintenance_boundary_invalid with the nearest valid boundary (SPEC §9.1).
-        throughIndex = serializers.IntegerField(required=False, allow_null=True)
+        # Any JSON integer (not "3", not true): one that is no boundary (0 and below too)
+        # is the service's maintenance_boundary_invalid with the nearest valid boundary
+        # (SPEC §9.1).
+        throughIndex = StrictIntegerField(required=False, allow_null=True)
 
     class Output(serializers.Serializer):
         jobId = serializers.UUIDField()

@@ -10,22 +10,17 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from contextproto.api import StrictSerializer
+from contextproto.api import StrictIntegerField, StrictSerializer
 from contextproto.protocol.catalog import JSON_INTEGER_MAX
 from sessions_app.apis import session_for
 from sessions_app.services.usage import snapshot_usage_report
 
 
-class TokenCountField(serializers.IntegerField):
+class TokenCountField(StrictIntegerField):
     """A JSON integer >= 0: no numeric strings, floats or booleans (DRF accepts "12")."""
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(min_value=0, max_value=JSON_INTEGER_MAX, **kwargs)
-
-    def to_internal_value(self, data: Any) -> int:
-        if isinstance(data, bool) or not isinstance(data, int):
-            self.fail("invalid")
-        return super().to_internal_value(data)
 
 
 class SnapshotUsageApi(APIView):

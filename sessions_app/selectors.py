@@ -17,7 +17,7 @@ from django.db.models import CharField, Exists, Q, QuerySet, Value
 from django.utils.dateparse import parse_datetime
 
 from contextproto.errors import NotFound
-from contextproto.ids import parse_uuid
+from contextproto.ids import canonical_uuid, parse_uuid
 from contextproto.pagination import (
     BY_ID,
     Keyset,
@@ -378,10 +378,9 @@ def _cold_run_inputs(
 def _canonical_ids(message_ids: Iterable[str]) -> list[str]:
     ids = []
     for raw in message_ids:
-        try:
-            ids.append(str(UUID(str(raw))))
-        except ValueError:
-            continue  # not a MessageId: matches nothing
+        found = canonical_uuid(raw)
+        if found is not None:  # anything else is no MessageId: it matches nothing
+            ids.append(str(found))
     return list(dict.fromkeys(ids))
 
 

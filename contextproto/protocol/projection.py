@@ -370,15 +370,44 @@ def _omit_images(content: list[dict[str, Any]], index: int) -> list[dict[str, An
     return [dict(marker) if p.get("type") == "image" else p for p in content]
 
 
+def _preview_marker(index: int, total: int, head: int, tail: int) -> str:
+    return (
+        f"\n[... tool result #{index} truncated for view: {total} characters in full; "
+        f"showing first {head} and last {tail} ...]\n"
+    )
+
+
+def _is_high_surrogate(char: str) -> bool:
+    return "\ud800" <= char <= "\udbff"
+
+
 def _preview_text(text: str, limit: int, index: int) -> str:
+    """Head, marker and tail of a long text: at most `limit` characters, marker included.
+
+    Shorter than `text` whenever it is cut (only texts longer than `limit` are), and never
+    splits a UTF-16 surrogate pair. A limit too small for the marker shows the head alone.
+    """
     if limit <= 0 or len(text) <= limit:
         return text
-    head = limit // 2
-    tail = limit - head
-    return (
-        f"{text[:head]}\n[... tool result #{index} truncated for view: {len(text)} characters "
-        f"in full; showing first {head} and last {tail} ...]\n{text[len(text) - tail :]}"
-    )
+    # The marker's length depends on the digits of head and tail, which are at most
+    # limit // 2 + 1: sized with those, the real marker is never longer.
+    widest = _preview_marker(index, len(text), limit // 2 + 1, limit // 2 + 1)
+    budget = limit - len(widest)
+    if budget < 2:
+        return _cut(text, limit)
+    head_text = _cut(text, budget // 2)
+    tail_start = len(text) - (budget - budget // 2)
+    if _is_high_surrogate(text[tail_start - 1]):
+        tail_start += 1  # the tail would start on the low half of a pair
+    tail_text = text[tail_start:]
+    return head_text + _preview_marker(index, len(text), len(head_text), len(tail_text)) + tail_text
+
+
+def _cut(text: str, length: int) -> str:
+    """The first `length` characters of `text`, one fewer if that splits a surrogate pair."""
+    if length > 0 and _is_high_surrogate(text[length - 1]):
+        length -= 1
+    return text[:length]
 
 
 def _preview(content: Any, limit: int, index: int) -> Any:

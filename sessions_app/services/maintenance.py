@@ -43,6 +43,7 @@ from contextproto.errors import (
     ApplicationError,
     NotFound,
 )
+from contextproto.ids import parse_uuid
 from contextproto.protocol import errors as planning_codes
 from contextproto.protocol import maintenance as planning
 from contextproto.protocol.errors import ProtocolError
@@ -492,10 +493,7 @@ def maintenance_commit(*, job: MaintenanceJob, checkpoint: object) -> tuple[int,
 
 def job_for(session: Session, window_id: str, job_id: Any) -> MaintenanceJob:
     """Return the external maintainer's job `job_id` of this window; 404 for any other."""
-    try:
-        wanted = UUID(str(job_id))
-    except ValueError as exc:
-        raise NotFound("Maintenance job") from exc
+    wanted = parse_uuid(job_id, "Maintenance job")
     # Built-in jobs belong to their worker's lease: the external endpoints never touch them.
     job = MaintenanceJob.objects.filter(
         session=session, window_id=window_id, id=wanted, external=True

@@ -12,10 +12,12 @@ from django.utils import timezone
 from contextproto.errors import (
     ARGUMENTS_INVALID,
     CONTENT_INVALID,
+    INVALID_REQUEST,
     MESSAGE_KIND_INVALID,
     MESSAGE_KIND_NOT_WRITABLE,
     MESSAGE_ROLE_MISMATCH,
     PROTOCOL_TOOL_RESULT_FORBIDDEN,
+    SNAPSHOT_NOT_FOUND,
     SNAPSHOT_REQUIRED,
     TOOL_CALL_ALREADY_ANSWERED,
     TOOL_CALL_DUPLICATE,
@@ -23,6 +25,7 @@ from contextproto.errors import (
     TOOL_CALL_NOT_FOUND,
     ApplicationError,
 )
+from contextproto.ids import canonical_uuid
 from contextproto.protocol.catalog import PROTOCOL_TOOL_NAMES
 from contextproto.protocol.messages import ROLE_OF_KIND
 from sessions_app.models import Message, ProjectionSnapshot, Run, Session, WindowRecord
@@ -106,6 +109,8 @@ HOST_WRITABLE_KINDS = {
     "approval_feedback": "user",
     "runtime_instruction": "user",
 }
+# Kinds the model generates from a view: they may name it (a tool_call must).
+KINDS_WITH_SNAPSHOT = ("text", "tool_call")
 
 
 def message_write(
@@ -122,8 +127,10 @@ def message_write(
 ) -> Message:
     """Write a host message with the checks of SPEC §9.1; every refusal is a 400.
 
-    A tool_call needs a snapshot of this session; a tool_result answers an unanswered call of
-    a host tool (protocol tools are answered by dispatch only) and joins its call's window.
+    A tool_call needs a snapshot of this session, and assistant text may name one (the view
+    it was generated from); other kinds take none. A tool_result answers an unanswered call
+    of a host tool (protocol tools are answered by dispatch only), joins its call's window
+    and carries its call's tool name.
     """
     if kind == "input":
         raise ApplicationError(
@@ -143,12 +150,21 @@ def message_write(
             f"kind {kind} is written with role {HOST_WRITABLE_KINDS[kind]}, not {role}.",
             {"field": "role"},
         )
+    if snapshot_id is not None and kind not in KINDS_WITH_SNAPSHOT:
+        raise ApplicationError(
+            INVALID_REQUEST,
+            f"snapshotId: a {kind} message takes none; only text and tool_call messages name "
+            "the view they were generated from.",
+            {"field": "snapshotId"},
+        )
     content_check(content)
     with transaction.atomic():
         session = session_lock(session_id)
         fields: dict[str, Any] = {}
         if kind == "tool_call":
             fields = _tool_call_fields(session, tool_call_id, tool_name, arguments, snapshot_id)
+        elif kind == "text" and snapshot_id is not None:
+            fields = {"snapshot_id": _text_snapshot(session, snapshot_id)}
         elif kind == "tool_result":
             fields = _tool_result_fields(session, tool_call_id, is_error)
         elif kind == "approval_feedback":
@@ -217,16 +233,7 @@ def _tool_call_fields(
         raise ApplicationError(
             ARGUMENTS_INVALID, "arguments must be a JSON object.", {"field": "arguments"}
         )
-    snapshot = None
-    if snapshot_id:
-        try:
-            snapshot = (
-                ProjectionSnapshot.objects.filter(session=session, id=UUID(str(snapshot_id)))
-                .only("id")
-                .first()
-            )
-        except ValueError:
-            snapshot = None
+    snapshot = _snapshot_of(session, snapshot_id)
     if snapshot is None:
         raise ApplicationError(
             SNAPSHOT_REQUIRED,
@@ -244,8 +251,32 @@ def _tool_call_fields(
         "tool_call_id": tool_call_id,
         "tool_name": tool_name,
         "arguments": arguments if arguments is not None else {},
-        "snapshot_id": snapshot.id,
+        "snapshot_id": snapshot,
     }
+
+
+def _snapshot_of(session: Session, snapshot_id: str | None) -> UUID | None:
+    """The id of this session's snapshot `snapshot_id`; None for any other or a malformed id."""
+    wanted = canonical_uuid(snapshot_id)
+    if wanted is None:
+        return None
+    return (
+        ProjectionSnapshot.objects.filter(session=session, id=wanted)
+        .values_list("id", flat=True)
+        .first()
+    )
+
+
+def _text_snapshot(session: Session, snapshot_id: str) -> UUID:
+    snapshot = _snapshot_of(session, snapshot_id)
+    if snapshot is None:
+        raise ApplicationError(
+            SNAPSHOT_NOT_FOUND,
+            f"snapshotId {snapshot_id!r} is no snapshot of this session; send the snapshotId "
+            "of the projection the text was generated from, or leave it out.",
+            {"field": "snapshotId"},
+        )
+    return snapshot
 
 
 def _tool_result_fields(
@@ -271,4 +302,10 @@ def _tool_result_fields(
             f"toolCallId {tool_call_id} already has its result.",
             {"field": "toolCallId"},
         )
-    return {"tool_call_id": tool_call_id, "is_error": bool(is_error), "window_id": call.window_id}
+    # The call's tool name, so the admin and the Message show what answered (as dispatch does).
+    return {
+        "tool_call_id": tool_call_id,
+        "tool_name": call.tool_name,
+        "is_error": bool(is_error),
+        "window_id": call.window_id,
+    }

@@ -21,6 +21,7 @@ from contextproto.errors import (
     RUN_NOT_FOUND,
     ApplicationError,
 )
+from contextproto.ids import canonical_uuid
 from contextproto.protocol import adapters, catalog
 from contextproto.protocol import projection as engine
 from contextproto.protocol.errors import ProtocolError
@@ -212,11 +213,8 @@ def _run_for(session: Session, run_id: str | None) -> UUID | None:
     session's current run (no row read: only the id is needed)."""
     if run_id is None:
         return session.current_run_id
-    try:
-        run_uuid = UUID(str(run_id))
-    except ValueError as exc:
-        raise ApplicationError(RUN_NOT_FOUND, "runId is not a RunId of this session.") from exc
-    if not Run.objects.filter(session=session, id=run_uuid).exists():
+    run_uuid = canonical_uuid(run_id)
+    if run_uuid is None or not Run.objects.filter(session=session, id=run_uuid).exists():
         raise ApplicationError(RUN_NOT_FOUND, "runId is not a RunId of this session.")
     return run_uuid
 

@@ -14,6 +14,7 @@ from uuid import UUID
 from django.db import transaction
 
 from contextproto.errors import USAGE_ALREADY_REPORTED, ApplicationError, NotFound
+from contextproto.ids import parse_uuid
 from sessions_app.models import MaintenanceJob, ProjectionSnapshot, Session
 from sessions_app.services.maintenance import maintenance_trigger_after_turn
 
@@ -52,10 +53,7 @@ def snapshot_usage_report(
     two concurrent reports serialise. Raises NotFound for a snapshot of another session.
     The maintenance task it may queue is enqueued after commit.
     """
-    try:
-        wanted = UUID(str(snapshot_id))
-    except ValueError as exc:
-        raise NotFound("Snapshot") from exc
+    wanted = parse_uuid(snapshot_id, "Snapshot")
     snapshot = (
         ProjectionSnapshot.objects.select_for_update()
         .filter(session_id=session_id, id=wanted)

@@ -591,11 +591,67 @@ def test_large_tool_result_is_previewed_as_head_and_tail() -> None:
     log.result(call, big)  # 2
     projection = project(make_input(log, window="a", preview_chars=1000))
     shown = projection.messages[3].content
-    assert shown.startswith("H" * 500) and shown.endswith("T" * 500)
+    # 1000 characters in all, the marker included: 448 + a 103-character marker + 449.
+    assert len(shown) == 1000
+    assert shown.startswith("H" * 448 + "\n[") and shown.endswith("]\n" + "T" * 449)
     assert "M" not in shown
     assert "tool result #2 truncated for view: 50000 characters in full" in shown
-    assert "showing first 500 and last 500" in shown
+    assert "showing first 448 and last 449" in shown
     assert log.at(2).content == big
+
+
+def _shown_parts(shown: str) -> tuple[str, int, int, str]:
+    """(marker, head, tail, tail text) of a preview, read off its marker."""
+    start = shown.index("\n[... tool result #")
+    end = shown.index("...]\n", start) + len("...]\n")
+    marker = shown[start:end]
+    head = int(marker.split("showing first ")[1].split(" ")[0])
+    tail = int(marker.split(" and last ")[1].split(" ")[0])
+    assert start == head, "the marker says how many characters come before it"
+    return marker, head, tail, shown[end:]
+
+
+@pytest.mark.parametrize("limit", [60, 103, 104, 105, 107, 200, 1000, 16000])
+@pytest.mark.parametrize("extra", [1, 2, 57, 10**5])
+def test_preview_is_never_longer_than_the_result_nor_the_limit(limit: int, extra: int) -> None:
+    text = "".join(chr(ord("a") + n % 26) for n in range(limit + extra))
+    log = LogBuilder(window="a")
+    log.result(log.call(), text)  # 2
+    shown = project(make_input(log, window="a", preview_chars=limit)).messages[3].content
+    assert len(shown) <= limit < len(text)
+    if "truncated for view" in shown:
+        _marker, head, tail, tail_text = _shown_parts(shown)
+        assert shown[:head] == text[:head] and tail_text == text[len(text) - tail :]
+        assert len(tail_text) == tail and head >= 1 and tail >= 1
+    else:  # a limit too small for the marker shows the head alone
+        assert shown == text[:limit]
+
+
+def test_a_16001_character_result_is_previewed_in_at_most_16000() -> None:
+    # The defect: 16001 characters were shown as 16105 (head + tail = 16000, plus the marker).
+    log = LogBuilder(window="a")
+    log.result(log.call(), "x" * 16001)  # 2
+    shown = project(make_input(log, window="a")).messages[3].content
+    assert len(shown) <= 16000
+    _marker, head, tail, _tail_text = _shown_parts(shown)
+    assert head + tail + len(_marker) == len(shown)
+
+
+def test_preview_never_splits_a_surrogate_pair() -> None:
+    # Text from a client that kept UTF-16 pairs as two code points (a JSON decoder with
+    # surrogatepass, a JavaScript host): a cut between the halves would leave lone halves.
+    pair = "\ud83d\ude00"
+    for offset in range(4):
+        text = "a" * offset + pair * 600
+        log = LogBuilder(window="a")
+        log.result(log.call(), text)  # 2
+        shown = project(make_input(log, window="a", preview_chars=301)).messages[3].content
+        assert len(shown) <= 301
+        for position, char in enumerate(shown):
+            if "\ud800" <= char <= "\udbff":
+                assert shown[position + 1 : position + 2] == "\ude00", (offset, position)
+            if "\udc00" <= char <= "\udfff":
+                assert shown[position - 1] == "\ud83d", (offset, position)
 
 
 def test_preview_applies_to_text_parts_and_not_to_short_results() -> None:
