@@ -533,3 +533,15 @@ def test_v4_prompt_and_tools_are_position_neutral(word: str) -> None:
 )
 def test_v4_prompt_explains_masked_results_pressure_and_the_layout(phrase: str) -> None:
     assert phrase in prompts.UNIFIED_V4
+
+
+# The whole catalog's fingerprint before unified@4 was registered. Existing AgentVersions run
+# on prefix@2 and unified@1-3, so adding a version must leave their definitions (prompts,
+# tools, option schemas, defaults) exactly as they were.
+FINGERPRINT_BEFORE_V4 = "9f2725f3b24f30f5bc35e6a1f352193daa55653aa5bda6c20a2d9ce454be5e2d"
+
+
+def test_registering_unified4_left_the_earlier_versions_byte_for_byte() -> None:
+    earlier = [v for v in all_versions() if v.key != "unified@4"]
+    assert [v.key for v in earlier] == ["prefix@2", "unified@1", "unified@2", "unified@3"]
+    assert fingerprint_of(earlier) == FINGERPRINT_BEFORE_V4
