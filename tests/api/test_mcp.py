@@ -194,3 +194,29 @@ def test_a_call_with_a_reused_id_for_another_tool_is_a_tool_error(api_session):
     result = run(scenario())
     assert result.is_error is True
     assert result.structured_content["error"]["code"] == "tool_call_id_reused"
+
+
+def test_unified4_lists_history_read_on_both_surfaces_and_serves_it_through_mcp(api_session):
+    s = api_session(version=4)
+    s.input("start")
+    endpoint = s.client.get(s.path("tools/")).json()
+    names = [t["name"] for t in endpoint["tools"]]
+    assert names[:2] == ["context_history_list", "context_history_read"]
+
+    async def scenario():
+        async with Client(server_for(s.client.key)) as mcp:
+            listed = (await mcp.list_tools()).tools
+            read = await mcp.call_tool(
+                "context_history_read",
+                {"purpose": "read the input back", "index": 1},
+                meta={"toolCallId": "mcp-read-1"},
+            )
+            return listed, read
+
+    listed, read = run(scenario())
+    schemas = {t["name"]: t["inputSchema"] for t in endpoint["tools"]}
+    assert {t.name: t.input_schema for t in listed} == schemas
+    assert read.is_error is False
+    assert read.structured_content["index"] == 1
+    assert json.loads(read.structured_content["text"])["content"] == "start"
+    assert ToolReceipt.objects.filter(session_id=s.id, tool_call_id="mcp-read-1").count() == 1
