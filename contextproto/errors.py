@@ -154,6 +154,16 @@ KV_KEY_LIMIT_REACHED = _code("kv_key_limit_reached", 400, "The session has its m
 USAGE_ALREADY_REPORTED = _code(
     "usage_already_reported", 409, "The snapshot's usage was reported with other values."
 )
+HISTORY_INDEX_OUT_OF_RANGE = _code(
+    engine.HISTORY_INDEX_OUT_OF_RANGE,
+    400,
+    "context_history_read: an index above the frozen upper bound of the call's view.",
+)
+HISTORY_MESSAGE_MISSING = _code(
+    engine.HISTORY_MESSAGE_MISSING,
+    400,
+    "context_history_read: a message up to the bound that the log cannot load (a damaged log).",
+)
 ARCHIVE_RESTORE_CONFLICT = _code(
     "archive_restore_conflict", 409, "A hot row already holds an index being restored."
 )

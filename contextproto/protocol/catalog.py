@@ -29,9 +29,13 @@ from .vocabulary import (
     FOLD_LIST,
     FOLD_READ,
     HISTORY_LIST,
+    HISTORY_READ,
     JSON_INTEGER_MAX,
     JSON_SCHEMA_DIALECT,
     MAINTAINER_RUN,
+    MASK_KEEP_RECENT,
+    MASK_MIN_CHARS,
+    MASK_STEP,
     MEMORY_MAX,
     MUTATING_TOOLS,
     PAGE_LIMIT_MAX,
@@ -45,6 +49,7 @@ from .vocabulary import (
     SYSTEM_PLACEHOLDER,
     TASK_MEMORY_GET,
     TASK_MEMORY_SET,
+    TOOLS_SINCE,
     UNIFIED,
     UNIFIED_TOOL_ORDER,
     V2_EXPECTED_WINDOW_TOOLS,
@@ -64,9 +69,13 @@ __all__ = [
     "FOLD_LIST",
     "FOLD_READ",
     "HISTORY_LIST",
+    "HISTORY_READ",
     "JSON_INTEGER_MAX",
     "JSON_SCHEMA_DIALECT",
     "MAINTAINER_RUN",
+    "MASK_KEEP_RECENT",
+    "MASK_MIN_CHARS",
+    "MASK_STEP",
     "MEMORY_MAX",
     "MUTATING_TOOLS",
     "PAGE_LIMIT_MAX",
@@ -82,6 +91,7 @@ __all__ = [
     "SYSTEM_PLACEHOLDER",
     "TASK_MEMORY_GET",
     "TASK_MEMORY_SET",
+    "TOOLS_SINCE",
     "UNIFIED",
     "UNIFIED_TOOL_ORDER",
     "V2_EXPECTED_WINDOW_TOOLS",
@@ -158,11 +168,18 @@ def _version(
     checkpoint_max: int,
     state_message: bool,
     placement: bool,
+    placement_default: str = PLACEMENT_TRAILING_ASSISTANT,
+    masking: bool = False,
 ) -> ProtocolVersion:
     windowed = protocol_id == UNIFIED
     key = f"{protocol_id}@{version}"
     schema = option_schema(
-        key, checkpoint_max=checkpoint_max, windowed=windowed, placement=placement
+        key,
+        checkpoint_max=checkpoint_max,
+        windowed=windowed,
+        placement=placement,
+        placement_default=placement_default,
+        masking=masking,
     )
     return ProtocolVersion(
         protocol_id=protocol_id,
@@ -225,12 +242,27 @@ _VERSIONS: tuple[ProtocolVersion, ...] = (
         state_message=True,
         placement=True,
     ),
+    _version(
+        UNIFIED,
+        4,
+        EXPERIMENTAL,
+        "unified@3 with a cache-stable layout (a header that changes rarely, everything "
+        "volatile and the context pressure in the state message), masked older tool results "
+        "and context_history_read (experiment).",
+        prompts.UNIFIED_V4,
+        checkpoint_max=3000,
+        state_message=True,
+        placement=True,
+        # Several current Anthropic models refuse an assistant prefill (docs/decisions.md).
+        placement_default=PLACEMENT_TRAILING_USER,
+        masking=True,
+    ),
 )
 _BY_KEY = {(v.protocol_id, v.version): v for v in _VERSIONS}
 
 
 def all_versions() -> list[ProtocolVersion]:
-    """Return every catalog entry: prefix@2, unified@1, unified@2, unified@3."""
+    """Return every catalog entry: prefix@2, unified@1, unified@2, unified@3, unified@4."""
     return list(_VERSIONS)
 
 

@@ -69,6 +69,8 @@ WINDOW_STATE_INCONSISTENT = "context_window_state_inconsistent"
 FOLD_NOT_FOUND = "context_fold_not_found"
 FOLD_MESSAGES_MISSING = "context_fold_messages_missing"
 MAINTAINER_NOT_BOUND = "context_maintainer_not_bound"
+HISTORY_INDEX_OUT_OF_RANGE = "history_index_out_of_range"
+HISTORY_MESSAGE_MISSING = "history_message_missing"
 
 # maintenance
 MAINTENANCE_NOTHING_TO_COMPRESS = "maintenance_nothing_to_compress"

@@ -39,6 +39,10 @@ class Utf16Slice:
     total_length: int
 
 
+def _canonical(value: object) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+
+
 def render_fold_text(messages: Iterable[RawMessage]) -> str:
     """Return the fold's raw messages as one canonical JSON text, in index order.
 
@@ -46,9 +50,13 @@ def render_fold_text(messages: Iterable[RawMessage]) -> str:
     the same on every read of the same fold.
     """
     ordered = sorted(messages, key=lambda m: m.index)
-    return json.dumps(
-        [m.to_wire() for m in ordered], ensure_ascii=False, separators=(",", ":"), sort_keys=True
-    )
+    return _canonical([m.to_wire() for m in ordered])
+
+
+def render_message_text(message: RawMessage) -> str:
+    """Return one raw message as `context_history_read` serves it: the JSON object
+    `render_fold_text` holds for that message, alone."""
+    return _canonical(message.to_wire())
 
 
 def utf16_len(text: str) -> int:

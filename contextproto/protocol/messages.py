@@ -40,6 +40,10 @@ DERIVED_RAW = "raw"
 DERIVED_HEADER = "context_header"
 DERIVED_FOLD = "context_fold"
 DERIVED_STATE = "context_state"
+# unified@4: a tool result shown as a one-line stub (SPEC §16). The model message keeps the
+# raw kind `tool_result` and its toolCallId, so the call stays paired; only the source says
+# it is masked, and names the one original message.
+DERIVED_MASKED = "masked"
 
 
 def content_text(content: Any, *, text_only: bool = False) -> str:

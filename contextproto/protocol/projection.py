@@ -9,6 +9,7 @@ turn grows with what the model sees, not with the session's size.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import pairwise
@@ -18,9 +19,11 @@ from contextproto.protocol import errors
 from contextproto.protocol.catalog import find_version
 from contextproto.protocol.errors import ProtocolError
 from contextproto.protocol.groups import build_groups
+from contextproto.protocol.masking import mask_results
 from contextproto.protocol.messages import (
     DERIVED_FOLD,
     DERIVED_HEADER,
+    DERIVED_MASKED,
     DERIVED_RAW,
     DERIVED_STATE,
     DERIVED_SYSTEM,
@@ -44,12 +47,16 @@ from contextproto.protocol.state import (
     window_key,
 )
 from contextproto.protocol.vocabulary import (
+    MASK_KEEP_RECENT,
+    MASK_MIN_CHARS,
+    MASK_STEP,
     PLACEMENT_BEFORE_HISTORY_ASSISTANT,
     PLACEMENT_TRAILING_ASSISTANT,
     PLACEMENT_TRAILING_USER,
     PREFIX,
     STATE_MESSAGE_PLACEMENTS,
     SYSTEM_PLACEHOLDER,
+    UNIFIED,
 )
 
 GUI_IMAGES_KEPT = 3
@@ -124,6 +131,12 @@ def plan_reads(
     )
 
 
+def shows_context_pressure(protocol_id: str, version: int) -> bool:
+    """Whether `protocol_id@version`'s view has the unified@4 layout: a stable header, masked
+    tool results and `contextPressure` in its state message (SPEC §16)."""
+    return _base_protocol(protocol_id) == UNIFIED and version >= 4
+
+
 def kv_keys_for_view(protocol_id: str, window_id: str) -> tuple[str, ...]:
     """Return the KV keys `project` reads for window `window_id`."""
     if _base_protocol(protocol_id) == PREFIX:
@@ -160,6 +173,12 @@ class ProjectionInput:
     run_inputs: Sequence[RawMessage]  # current run's inputs, index <= U, any window
     folds: Sequence[Fold]  # W's folds with first_index > C
     tool_result_preview_chars: int = DEFAULT_TOOL_RESULT_PREVIEW_CHARS
+    # Context pressure (unified@4 shows it; other versions ignore these). Passed in, not
+    # read, so the view stays a pure function of its input.
+    max_input_tokens: int | None = None  # the AgentVersion's maxInputTokens
+    trigger_tokens: int | None = None  # the fewest input tokens that queue maintenance
+    maintenance_pending: bool = False  # a maintenance job of W is queued or running
+    tool_tokens: int = 0  # estimated tokens of the tool schemas sent with the view
 
 
 @dataclass(frozen=True)
@@ -443,14 +462,22 @@ def _raw_model_message(message: RawMessage, content: Any) -> ModelMessage:
 
 
 def _render_history(
-    items: Sequence[_Item], *, session_id: str, gui: bool, preview_chars: int
+    items: Sequence[_Item],
+    *,
+    session_id: str,
+    gui: bool,
+    preview_chars: int,
+    masked: Mapping[str, str] | None = None,
 ) -> list[tuple[ModelMessage, ProjectionSource]]:
+    """Render the history items; `masked` maps a tool result's MessageId to its stub."""
+    masked = masked or {}
     keep_images: set[int] = set()
     if gui:
+        # A masked result shows no image, so it does not take one of the places kept.
         with_images = [
             pos
             for pos, item in enumerate(items)
-            if isinstance(item, RawMessage) and _has_image(item.content)
+            if isinstance(item, RawMessage) and item.id not in masked and _has_image(item.content)
         ]
         keep_images = set(with_images[-GUI_IMAGES_KEPT:])
     else:
@@ -470,6 +497,23 @@ def _render_history(
                         first_index=item.first_index,
                         last_index=item.last_index,
                         message_ids=tuple(item.message_ids),
+                    ),
+                )
+            )
+            continue
+        stub = masked.get(item.id)
+        if stub is not None:
+            # The stub replaces the whole content (images too) and is never previewed.
+            out.append(
+                (
+                    _raw_model_message(item, stub),
+                    ProjectionSource(
+                        derived_type=DERIVED_MASKED,
+                        session_id=session_id,
+                        window_id=item.window_id,
+                        first_index=item.index,
+                        last_index=item.index,
+                        message_ids=(item.id,),
                     ),
                 )
             )
@@ -503,6 +547,21 @@ def _state_content(
     covered: int,
     items: Sequence[_Item],
 ) -> str:
+    state = _state_fields(
+        window_id=window_id, kv=kv, revision=revision, covered=covered, items=items
+    )
+    return STATE_LEAD + "\n" + _dumps(state, ensure_ascii=False)
+
+
+def _state_fields(
+    *,
+    window_id: str,
+    kv: Mapping[str, Any],
+    revision: int,
+    covered: int,
+    items: Sequence[_Item],
+) -> dict[str, Any]:
+    """The unified@2/@3 state message's fields, in their order."""
     record = kv.get(window_key(window_id))
     record = record if isinstance(record, Mapping) else {}
     entry = kv.get(KEY_CURRENT_WINDOW_ENTRY)
@@ -514,7 +573,7 @@ def _state_content(
     since = bound_before if isinstance(bound_before, int) else 0
     raws = [i for i in items if isinstance(i, RawMessage)]
     last_call = next((m for m in reversed(raws) if m.kind == KIND_TOOL_CALL), None)
-    state = {
+    return {
         "windowId": window_id,
         "status": record.get("status"),
         "revision": revision,
@@ -527,7 +586,6 @@ def _state_content(
         ),
         "lastToolName": last_call.tool_name if last_call is not None else None,
     }
-    return STATE_LEAD + "\n" + _dumps(state, ensure_ascii=False)
 
 
 def _header_content(
@@ -562,6 +620,72 @@ def _header_content(
     return HEADER_LEAD + "\n" + _dumps(body, ensure_ascii=False)
 
 
+# --------------------------------------------------------------------------- unified@4
+
+
+def _stable(value: Any) -> Any:
+    """`value` with every object's keys sorted, so its JSON does not depend on how a store
+    ordered them (a cached prefix must be byte-stable)."""
+    if isinstance(value, Mapping):
+        return {str(k): _stable(value[k]) for k in sorted(value, key=str)}
+    if isinstance(value, list | tuple):
+        return [_stable(v) for v in value]
+    return value
+
+
+def _header_v4(*, window_id: str, kv: Mapping[str, Any], session_inputs: Any) -> str:
+    """The unified@4 header: only what changes at a task-memory write, a window switch or a
+    checkpoint commit (SPEC §16); everything else is in the state message."""
+    record = kv.get(window_key(window_id))
+    goal = record.get("goal") if isinstance(record, Mapping) else None
+    body = {
+        "inputs": _stable(session_inputs),
+        "task_memory": _stable(kv.get(KEY_TASK_MEMORY)),
+        "current_window": {"id": window_id, "goal": _stable(goal)},
+        "current_window_checkpoint": _stable(kv.get(checkpoint_key(window_id))),
+    }
+    return HEADER_LEAD + "\n" + _dumps(body, ensure_ascii=False)
+
+
+def estimated_tokens(value: Any) -> int:
+    """Characters / 4 (rounded up) of `value`'s canonical JSON: the estimator of the
+    service's capacity check and the admin's token breakdown."""
+    return math.ceil(len(json.dumps(value, sort_keys=True, ensure_ascii=False)) / 4)
+
+
+def _state_v4(
+    *,
+    window_id: str,
+    kv: Mapping[str, Any],
+    revision: int,
+    covered: int,
+    items: Sequence[_Item],
+    masked: int,
+    pressure: dict[str, Any],
+) -> str:
+    fields = _state_fields(
+        window_id=window_id, kv=kv, revision=revision, covered=covered, items=items
+    )
+    record = kv.get(window_key(window_id))
+    record = record if isinstance(record, Mapping) else {}
+    state = {
+        "windowId": fields["windowId"],
+        "status": fields["status"],
+        "revision": fields["revision"],
+        "enteredFrom": fields["enteredFrom"],
+        "upperBoundBeforeEntry": fields["upperBoundBeforeEntry"],
+        "handoffInput": _stable(fields["handoffInput"]),
+        "workingMemory": _stable(record.get("memory") or None),
+        "outcomes": _stable(record.get("outcomes") or []),
+        "checkpointPosition": fields["checkpointPosition"],
+        "visibleToolResultsSinceEntry": fields["visibleToolResultsSinceEntry"],
+        "lastToolName": fields["lastToolName"],
+        "maskedToolResults": masked,
+        "contextPressure": pressure,
+    }
+    return STATE_LEAD + "\n" + _dumps(state, ensure_ascii=False)
+
+
 def _dedupe_sorted(messages: Sequence[RawMessage], seen: set[str]) -> list[RawMessage]:
     out = []
     for message in sorted(messages, key=lambda m: (m.index, m.id)):
@@ -586,7 +710,8 @@ def project(inp: ProjectionInput) -> Projection:
     state) and `protocol_unknown` for a version this engine does not know.
     """
     protocol_id = _base_protocol(inp.protocol_id)
-    if find_version(protocol_id, inp.version) is None:
+    entry = find_version(protocol_id, inp.version)
+    if entry is None:
         raise ProtocolError(
             errors.PROTOCOL_UNKNOWN,
             f"the engine cannot project protocol {protocol_id}@{inp.version}.",
@@ -625,6 +750,24 @@ def project(inp: ProjectionInput) -> Projection:
 
     options = dict(inp.options)
     sid = inp.session_id
+    layout_v4 = shows_context_pressure(protocol_id, inp.version)
+
+    def option(name: str) -> Any:
+        # Normalized options hold every key; the version's default covers a caller that
+        # passes fewer.
+        return options[name] if name in options else entry.defaults.get(name)
+
+    masked = (
+        mask_results(
+            [i for i in items if isinstance(i, RawMessage)],
+            window_id=window_id,
+            keep_recent=int(option(MASK_KEEP_RECENT)),
+            step=int(option(MASK_STEP)),
+            min_chars=int(option(MASK_MIN_CHARS)),
+        )
+        if layout_v4
+        else {}
+    )
     system = (
         ModelMessage(
             role="system",
@@ -637,7 +780,9 @@ def project(inp: ProjectionInput) -> Projection:
         ModelMessage(
             role=ROLE_ASSISTANT,
             kind=DERIVED_HEADER,
-            content=_header_content(
+            content=_header_v4(window_id=window_id, kv=kv, session_inputs=inp.session_inputs)
+            if layout_v4
+            else _header_content(
                 protocol_id=protocol_id,
                 version=inp.version,
                 window_id=window_id,
@@ -652,6 +797,7 @@ def project(inp: ProjectionInput) -> Projection:
         session_id=sid,
         gui=bool(options.get("guiProjection", True)),
         preview_chars=inp.tool_result_preview_chars,
+        masked=masked,
     )
 
     ordered = [system, header]
@@ -660,7 +806,7 @@ def project(inp: ProjectionInput) -> Projection:
     else:
         placement = PLACEMENT_TRAILING_ASSISTANT
         if inp.version >= 3:
-            placement = options.get("stateMessagePlacement") or PLACEMENT_TRAILING_ASSISTANT
+            placement = option("stateMessagePlacement") or PLACEMENT_TRAILING_ASSISTANT
             if placement not in STATE_MESSAGE_PLACEMENTS:
                 # Normalized options never get here; refuse rather than guess a position.
                 raise ProtocolError(
@@ -669,9 +815,30 @@ def project(inp: ProjectionInput) -> Projection:
                     f"{', '.join(STATE_MESSAGE_PLACEMENTS)}.",
                     {"option": "stateMessagePlacement", "value": placement},
                 )
-        text = _state_content(
-            window_id=window_id, kv=kv, revision=inp.revision, covered=covered, items=items
-        )
+        if layout_v4:
+            # viewTokens: every message of this view but the state message itself, plus the
+            # tool schemas, as the admin's token breakdown estimates them (docs/decisions.md).
+            view_tokens = inp.tool_tokens + sum(
+                estimated_tokens(m.to_wire()) for m, _ in [system, header, *history]
+            )
+            text = _state_v4(
+                window_id=window_id,
+                kv=kv,
+                revision=inp.revision,
+                covered=covered,
+                items=items,
+                masked=len(masked),
+                pressure={
+                    "viewTokens": view_tokens,
+                    "maxInputTokens": inp.max_input_tokens,
+                    "triggerTokens": inp.trigger_tokens,
+                    "maintenancePending": bool(inp.maintenance_pending),
+                },
+            )
+        else:
+            text = _state_content(
+                window_id=window_id, kv=kv, revision=inp.revision, covered=covered, items=items
+            )
         role = ROLE_USER if placement == PLACEMENT_TRAILING_USER else ROLE_ASSISTANT
         state = (
             ModelMessage(role=role, kind=DERIVED_STATE, content=text),

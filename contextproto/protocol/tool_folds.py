@@ -1,4 +1,4 @@
-"""History and fold tools: history list, fold create, fold list, fold read (SPEC §3.3, §5).
+"""History and fold tools: history list and read, fold create, list and read (SPEC §5, §16).
 
 Coverage (`coveredThrough/<id>`) is always read from the current committed
 state: a checkpoint committed after the call's view only hides more history,
@@ -18,8 +18,10 @@ from contextproto.protocol.folds import make_fold, validate_fold_range
 from contextproto.protocol.foldtext import (
     FOLD_READ_SLICE_UNITS,
     CursorError,
+    Utf16Slice,
     read_slice,
     render_fold_text,
+    render_message_text,
 )
 from contextproto.protocol.groups import Group, build_groups
 from contextproto.protocol.messages import KIND_TOOL_CALL, KIND_TOOL_RESULT, Fold, RawMessage
@@ -223,16 +225,7 @@ def fold_read(inv: Invocation) -> ToolOutcome:
             {"foldId": fold_id, "missing": [i for i in fold.message_ids if i not in found]},
             correctable=False,
         )
-    cursor = inv.args["cursor"]
-    try:
-        piece = read_slice(render_fold_text(messages), cursor, FOLD_READ_SLICE_UNITS)
-    except CursorError as exc:
-        raise ProtocolError(
-            errors.INVALID_ARGUMENTS,
-            f"{inv.call.tool_name}: argument 'cursor' is invalid: {exc}; pass 0 or the "
-            "nextCursor of the previous read.",
-            {"argument": "cursor", "tool": inv.call.tool_name},
-        ) from exc
+    piece = _page(inv, render_fold_text(messages))
     return success(
         {
             "foldId": fold.id,
@@ -240,6 +233,61 @@ def fold_read(inv: Invocation) -> ToolOutcome:
             "firstIndex": fold.first_index,
             "lastIndex": fold.last_index,
             "compressed": fold.last_index <= _covered(inv, fold.window_id),
+            "text": piece.text,
+            "cursor": piece.cursor,
+            "nextCursor": piece.next_cursor,
+            "totalLength": piece.total_length,
+        }
+    )
+
+
+def _page(inv: Invocation, text: str) -> Utf16Slice:
+    """The slice of `text` at the call's `cursor` (fold read and history read page alike).
+
+    A cursor outside the text, or inside a surrogate pair, fails like a bad argument.
+    """
+    try:
+        return read_slice(text, inv.args["cursor"], FOLD_READ_SLICE_UNITS)
+    except CursorError as exc:
+        raise ProtocolError(
+            errors.INVALID_ARGUMENTS,
+            f"{inv.call.tool_name}: argument 'cursor' is invalid: {exc}; pass 0 or the "
+            "nextCursor of the previous read.",
+            {"argument": "cursor", "tool": inv.call.tool_name},
+        ) from exc
+
+
+def history_read(inv: Invocation) -> ToolOutcome:
+    """Serve one slice of the raw message at `index`; any window, archived ones included.
+
+    The bound is the call's frozen upper bound: the model reads what its view could name.
+    Never switches window and writes nothing. Cursors count UTF-16 code units, as for
+    context_fold_read.
+    """
+    index, bound = inv.args["index"], inv.call.frozen_upper_bound
+    if index > bound:
+        raise Refusal(
+            errors.HISTORY_INDEX_OUT_OF_RANGE,
+            f"There is no message #{index} in the view this call was made from: its messages "
+            f"are #1 to #{bound}. Take the index from a masked result's stub, a fold or "
+            "context_history_list.",
+            {"index": index, "upperBound": bound, "argument": "index"},
+        )
+    message = inv.reader.message_at(index)
+    if message is None:
+        # Indices are gapless, so every index up to the bound exists: the log is damaged.
+        raise Refusal(
+            errors.HISTORY_MESSAGE_MISSING,
+            f"Message #{index} cannot be loaded from this session's log; go on without it. "
+            "The operator has to look at the log.",
+            {"index": index},
+            correctable=False,
+        )
+    piece = _page(inv, render_message_text(message))
+    return success(
+        {
+            "index": message.index,
+            "windowId": message.window_id,
             "text": piece.text,
             "cursor": piece.cursor,
             "nextCursor": piece.next_cursor,

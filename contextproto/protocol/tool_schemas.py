@@ -16,12 +16,14 @@ from .vocabulary import (
     FOLD_LIST,
     FOLD_READ,
     HISTORY_LIST,
+    HISTORY_READ,
     JSON_INTEGER_MAX,
     MAINTAINER_RUN,
     MEMORY_MAX,
     PAGE_LIMIT_MAX,
     TASK_MEMORY_GET,
     TASK_MEMORY_SET,
+    TOOLS_SINCE,
     WINDOW_COMPLETE,
     WINDOW_LIST,
     WINDOW_MEMORY_SET,
@@ -128,8 +130,31 @@ def _tool(
     }
 
 
+def _history_read() -> dict[str, Any]:
+    return _tool(
+        HISTORY_READ,
+        "Read one raw message of this session by its index, as JSON text in slices: a tool "
+        "result masked in your view, or any message of any window, compressed or archived "
+        "ones included. Read-only; does not switch window. Pass nextCursor to read on.",
+        {
+            "index": _integer(
+                "The message index, as a masked result's stub or a fold names it.", minimum=1
+            ),
+            "cursor": _integer(
+                "Offset of the slice to read; 0 for the start.", default=0, minimum=0
+            ),
+        },
+        ["index"],
+        expected_window=None,
+    )
+
+
 def unified_tools(version: int) -> dict[str, dict[str, Any]]:
-    """The tool schemas of unified@`version`, by name, in UNIFIED_TOOL_ORDER."""
+    """The tool schemas of unified@`version`, by name.
+
+    UNIFIED_TOOL_ORDER, with a tool a later version added (TOOLS_SINCE) placed after the
+    tool it belongs with: context_history_read (v4) after context_history_list.
+    """
     guarded = "required" if version >= 2 else None
     maintainer_guard = "required" if version >= 2 else "optional"
     if version >= 2:
@@ -331,4 +356,6 @@ def unified_tools(version: int) -> dict[str, dict[str, Any]]:
             expected_window=maintainer_guard,
         ),
     ]
+    if version >= TOOLS_SINCE[HISTORY_READ]:
+        tools.insert(1, _history_read())
     return {tool["name"]: tool for tool in tools}

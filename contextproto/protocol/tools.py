@@ -72,6 +72,10 @@ class SessionReader(Protocol):
         """Return the messages with these ids in index order, hot and cold merged."""
         ...
 
+    def message_at(self, index: int) -> RawMessage | None:
+        """Return the message with this index, any window, hot or cold; None if there is none."""
+        ...
+
     def fold(self, fold_id: str) -> Fold | None: ...
 
     def folds_of_window(self, window_id: str, offset: int, limit: int) -> list[Fold]:
@@ -309,6 +313,7 @@ def _handlers() -> dict[str, Handler]:
 
     return {
         catalog.HISTORY_LIST: tool_folds.history_list,
+        catalog.HISTORY_READ: tool_folds.history_read,
         catalog.FOLD_CREATE: tool_folds.fold_create,
         catalog.FOLD_LIST: tool_folds.fold_list,
         catalog.FOLD_READ: tool_folds.fold_read,

@@ -30,6 +30,7 @@ STATE_MESSAGE_PLACEMENTS = (
 )
 
 HISTORY_LIST = "context_history_list"
+HISTORY_READ = "context_history_read"  # unified@4+
 FOLD_CREATE = "context_fold_create"
 FOLD_LIST = "context_fold_list"
 FOLD_READ = "context_fold_read"
@@ -58,7 +59,10 @@ UNIFIED_TOOL_ORDER = (
     TASK_MEMORY_SET,
     MAINTAINER_RUN,
 )
-PROTOCOL_TOOL_NAMES: frozenset[str] = frozenset(UNIFIED_TOOL_ORDER)
+# Tools that came with a later version, by the version that added them; they are not in
+# UNIFIED_TOOL_ORDER so that the tool lists of earlier versions stay exactly as they were.
+TOOLS_SINCE: dict[str, int] = {HISTORY_READ: 4}
+PROTOCOL_TOOL_NAMES: frozenset[str] = frozenset(UNIFIED_TOOL_ORDER) | frozenset(TOOLS_SINCE)
 
 MUTATING_TOOLS = frozenset(
     {FOLD_CREATE, WINDOW_OPEN, WINDOW_MEMORY_SET, WINDOW_COMPLETE, TASK_MEMORY_SET}
@@ -69,6 +73,11 @@ V2_EXPECTED_WINDOW_TOOLS = frozenset(
 )
 
 PAGE_LIMIT_MAX = 50
+
+# Option names of unified@4's masking tier (SPEC §16).
+MASK_KEEP_RECENT = "maskKeepRecent"
+MASK_MIN_CHARS = "maskMinChars"
+MASK_STEP = "maskStep"
 MEMORY_MAX = 16000
 
 # The largest integer every JSON reader keeps exact; every integer argument is bounded by it.

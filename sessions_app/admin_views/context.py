@@ -27,6 +27,7 @@ DIFF_LINES = 200
 
 RAW, FOLD, SYSTEM = "raw", "context_fold", "system"
 HEADER, STATE = "context_header", "context_state"
+MASKED = "masked"  # unified@4: a tool result shown as a one-line stub
 
 
 def derived_badge(derived_type: str) -> str:
@@ -37,6 +38,7 @@ def derived_badge(derived_type: str) -> str:
         HEADER: "badge-header",
         FOLD: "badge-fold",
         STATE: "badge-state",
+        MASKED: "badge-masked",
     }.get(derived_type, "badge-other")
 
 
@@ -53,10 +55,19 @@ SEGMENTS = (
     ("header", "Header", "badge-header"),
     ("history", "History: raw messages", "badge-raw"),
     ("folds", "History: folds", "badge-fold"),
+    ("masked", "History: masked tool results", "badge-masked"),
     ("state", "State message", "badge-state"),
     ("tools", "Tool schemas", "badge-tools"),
 )
-SEGMENT_OF = {SYSTEM: "system", HEADER: "header", RAW: "history", FOLD: "folds", STATE: "state"}
+OPTIONAL_SEGMENTS = frozenset({"masked"})
+SEGMENT_OF = {
+    SYSTEM: "system",
+    HEADER: "header",
+    RAW: "history",
+    FOLD: "folds",
+    MASKED: "masked",
+    STATE: "state",
+}
 
 
 @dataclass(frozen=True)
@@ -91,7 +102,8 @@ def token_breakdown(
     request: Any,
     usage: Any = None,
 ) -> TokenBreakdown:
-    """Split a view's estimated tokens into system, header, history, folds, state, tools."""
+    """Split a view's estimated tokens into system, header, history (raw, folds, masked
+    results), state and tools."""
     per_message = tuple(message_tokens(m) for m in messages)
     totals = {key: 0 for key, _, _ in SEGMENTS}
     counts = dict.fromkeys(totals, 0)
@@ -115,6 +127,8 @@ def token_breakdown(
             share=f"{100 * totals[key] / total:.1f}" if total else "0.0",
         )
         for key, label, css in SEGMENTS
+        # Masked results exist in unified@4 views only; other views keep their six parts.
+        if key not in OPTIONAL_SEGMENTS or counts[key]
     )
     reported = usage.get("inputTokens") if isinstance(usage, dict) else None
     return TokenBreakdown(
@@ -141,12 +155,14 @@ def snapshot_breakdown(snapshot: ProjectionSnapshot) -> TokenBreakdown:
 SHOWN, FOLDED, COMPRESSED, HIDDEN = "shown", "folded", "compressed", "hidden"
 STATUS_HELP = {
     SHOWN: "in the view as itself",
+    MASKED: "in the view as a one-line stub; the model reads it back with context_history_read",
     FOLDED: "in the view only through a fold's summary",
     COMPRESSED: "covered by the window's checkpoint (the header carries it)",
     HIDDEN: "another window's history: not in this view",
 }
 STATUS_BADGE = {
     SHOWN: "badge-raw",
+    MASKED: "badge-masked",
     FOLDED: "badge-fold",
     COMPRESSED: "badge-header",
     HIDDEN: "badge-hidden",
@@ -179,6 +195,7 @@ class ViewIndex:
     upper_bound: int
     covered: int | None  # coveredThrough/W at this turn, when the view states it (v2, v3)
     raw_at: dict[str, int] = field(default_factory=dict)
+    masked_at: dict[str, int] = field(default_factory=dict)
     fold_at: dict[str, int] = field(default_factory=dict)
     fold_ids: dict[int, str] = field(default_factory=dict)
     header_at: int | None = None
@@ -188,6 +205,8 @@ class ViewIndex:
         """(status, position in the view that stands for it, if any)."""
         if message.id in self.raw_at:
             return SHOWN, self.raw_at[message.id]
+        if message.id in self.masked_at:
+            return MASKED, self.masked_at[message.id]
         if message.id in self.fold_at:
             return FOLDED, self.fold_at[message.id]
         if message.window_id == self.window_id:
@@ -207,6 +226,8 @@ def view_index(snapshot: ProjectionSnapshot) -> ViewIndex:
         ids = [str(i) for i in source.get("messageIds") or []]
         if derived == RAW:
             index.raw_at.update(dict.fromkeys(ids, position))
+        elif derived == MASKED:
+            index.masked_at.update(dict.fromkeys(ids, position))
         elif derived == FOLD:
             index.fold_at.update(dict.fromkeys(ids, position))
             index.fold_ids[position] = str(source.get("foldId") or "")

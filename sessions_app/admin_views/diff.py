@@ -11,7 +11,9 @@ from typing import Any
 from sessions_app.admin_views.common import content_text, preview
 from sessions_app.admin_views.context import (
     FOLD,
+    MASKED,
     RAW,
+    SEGMENTS,
     ViewIndex,
     derived_badge,
     snapshot_breakdown,
@@ -29,9 +31,10 @@ SAME, ADDED, REMOVED, CHANGED = "same", "added", "removed", "changed"
 def _key(source: dict[str, Any]) -> tuple[str, str]:
     """What makes two view messages "the same message" across turns."""
     derived = str(source.get("derivedType", ""))
-    if derived == RAW:
+    if derived in (RAW, MASKED):
+        # A result that becomes masked is the same message, changed: one key for both.
         ids = source.get("messageIds") or [""]
-        return derived, str(ids[0])
+        return RAW, str(ids[0])
     if derived == FOLD:
         return derived, str(source.get("foldId"))
     return derived, ""  # one system, header and state message per view
@@ -88,7 +91,7 @@ def _line_diff(old: str, new: str) -> tuple[tuple[str, str], ...]:
 def _removed_reason(derived: str, source: dict[str, Any], old: ViewIndex, new: ViewIndex) -> str:
     if old.window_id != new.window_id:
         return f"left the view with window {old.window_id} (the view now shows {new.window_id})"
-    if derived == RAW:
+    if derived in (RAW, MASKED):
         ids = [str(i) for i in source.get("messageIds") or []]
         if ids and ids[0] in new.fold_at:
             return f"folded into {new.fold_ids.get(new.fold_at[ids[0]], 'a fold')}"
@@ -223,9 +226,12 @@ def snapshot_diff(old: ProjectionSnapshot, new: ProjectionSnapshot) -> SnapshotD
         )
         if a != b
     )
+    # A part present on either side (masked results may come or go between two turns).
+    present = {s.key for s in before.segments} | {s.key for s in after.segments}
     segments = tuple(
-        (s.label, s.css, s.tokens, after.tokens(s.key), after.tokens(s.key) - s.tokens)
-        for s in before.segments
+        (label, css, before.tokens(key), after.tokens(key), after.tokens(key) - before.tokens(key))
+        for key, label, css in SEGMENTS
+        if key in present
     )
     return SnapshotDiff(
         rows=tuple(rows),

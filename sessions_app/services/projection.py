@@ -6,6 +6,8 @@ is one consistent snapshot; messages with index <= U are immutable, so they are 
 
 from __future__ import annotations
 
+import json
+import math
 from typing import Any
 from uuid import UUID
 
@@ -25,11 +27,17 @@ from contextproto.ids import canonical_uuid
 from contextproto.protocol import adapters, catalog
 from contextproto.protocol import projection as engine
 from contextproto.protocol.errors import ProtocolError
-from contextproto.protocol.messages import DERIVED_HEADER, DERIVED_RAW, DERIVED_SYSTEM, RawMessage
+from contextproto.protocol.messages import (
+    DERIVED_HEADER,
+    DERIVED_RAW,
+    DERIVED_STATE,
+    DERIVED_SYSTEM,
+    RawMessage,
+)
 from contextproto.protocol.prompt_cache import PromptCache, session_cache_key
 from contextproto.protocol.state import MAIN_WINDOW, covered_key
 from sessions_app import hot_reads, selectors
-from sessions_app.models import ProjectionSnapshot, Run, Session
+from sessions_app.models import MaintenanceJob, ProjectionSnapshot, Run, Session
 from sessions_app.providers.base import canonical_json, estimate_tokens
 from sessions_app.services.state import session_lock
 
@@ -65,6 +73,10 @@ def projection_build(
     and with 422 `context_capacity_exceeded` when the protected part alone is above the
     version's `maxInputTokens` (SPEC §6); a refusal stores nothing.
     Query count does not depend on the session's size.
+
+    A view with context pressure (unified@4) also states whether a maintenance job of the
+    window is pending, which can change without a new revision or message: the cache serves
+    such a view only while that flag still holds (docs/decisions.md).
     """
     if provider not in adapters.PROVIDERS:
         raise ApplicationError(
@@ -80,15 +92,23 @@ def projection_build(
         run_hex = run_uuid.hex if run_uuid else None
         upper_bound = session.last_index
         window_id = session.active_window if protocol.windowed else MAIN_WINDOW
+        pressure = engine.shows_context_pressure(protocol.protocol_id, protocol.version)
+        pending = _maintenance_pending(session, window_id) if pressure else False
         if use_cache:
-            cached = ProjectionSnapshot.objects.filter(
+            candidates = ProjectionSnapshot.objects.filter(
                 session=session,
                 revision=session.state_revision,
                 upper_bound=upper_bound,
                 run_id=run_uuid,
                 provider=provider,
                 protocol=protocol.key,
-            ).first()
+            )
+            if pressure:
+                cached = candidates.order_by("-created_at").first()
+                if cached is not None and _pending_shown(cached) != pending:
+                    cached = None  # a job was queued or finished since: build the view anew
+            else:
+                cached = candidates.first()
             if cached is not None:
                 return cached
         keys = list(engine.kv_keys_for_view(protocol.protocol_id, window_id))
@@ -110,6 +130,7 @@ def projection_build(
         )
         revision = session.state_revision
     window_messages, run_inputs = _view_rows(session.id, plan)
+    tools = tools_for(version, protocol)
     try:
         projection = engine.project(
             engine.ProjectionInput(
@@ -128,9 +149,12 @@ def projection_build(
                 run_inputs=run_inputs,
                 folds=folds,
                 tool_result_preview_chars=settings.TOOL_RESULT_PREVIEW_CHARS,
+                max_input_tokens=version.max_input_tokens or None,
+                trigger_tokens=trigger_tokens(version),
+                maintenance_pending=pending,
+                tool_tokens=estimate_tokens(canonical_json(tools)) if tools else 0,
             )
         )
-        tools = tools_for(version, protocol)
         capacity_check(version, projection, run_inputs, tools)
         adapted = adapters.adapt(
             projection,
@@ -159,6 +183,33 @@ def projection_build(
     )
 
 
+def trigger_tokens(version: AgentVersion) -> int | None:
+    """The fewest reported input tokens that queue maintenance (SPEC §6), or None."""
+    if not version.max_input_tokens or not version.maintenance_trigger_ratio:
+        return None
+    return math.ceil(version.maintenance_trigger_ratio * version.max_input_tokens)
+
+
+def _maintenance_pending(session: Session, window_id: str) -> bool:
+    return MaintenanceJob.objects.filter(
+        session=session, window_id=window_id, status__in=MaintenanceJob.ACTIVE_STATUSES
+    ).exists()
+
+
+def _pending_shown(snapshot: ProjectionSnapshot) -> bool | None:
+    """`contextPressure.maintenancePending` as a stored view states it (None if it does not)."""
+    for message in snapshot.messages or []:
+        if message.get("kind") != DERIVED_STATE:
+            continue
+        _, _, body = str(message.get("content", "")).partition("\n")
+        try:
+            pressure = json.loads(body).get("contextPressure")
+        except (ValueError, AttributeError):
+            return None
+        return pressure.get("maintenancePending") if isinstance(pressure, dict) else None
+    return None
+
+
 def capacity_check(
     version: AgentVersion,
     projection: engine.Projection,
@@ -170,8 +221,12 @@ def capacity_check(
     The protected part is what neither folds nor compression can shrink: the system prompt,
     the context header (inputs, task memory, window record, checkpoint), this run's inputs
     and the tool schemas. Each is measured as it is projected, with the estimator of
-    estimated usage, so the sizes in the error add up to the total compared.
+    estimated usage, so the sizes in the error add up to the total compared. unified@4 moved
+    the window's working memory and outcomes from the header into the state message, so
+    there the state message counts as header.
     """
+    protocol_id, _, number = projection.protocol.partition("@")
+    state_is_header = engine.shows_context_pressure(protocol_id, int(number))
     limit = version.max_input_tokens
     if not limit:
         return
@@ -180,7 +235,9 @@ def capacity_check(
     for message, source in zip(projection.messages, projection.sources, strict=True):
         if source.derived_type == DERIVED_SYSTEM:
             part = "system"
-        elif source.derived_type == DERIVED_HEADER:
+        elif source.derived_type == DERIVED_HEADER or (
+            state_is_header and source.derived_type == DERIVED_STATE
+        ):
             part = "header"
         elif source.derived_type == DERIVED_RAW and protected.intersection(source.message_ids):
             part = "runInputs"

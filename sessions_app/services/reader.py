@@ -69,6 +69,9 @@ class DbSessionReader:
         index_range = self._fold_ranges.get(tuple(message_ids))
         return selectors.log_by_ids(self.session_id, message_ids, index_range=index_range)
 
+    def message_at(self, index: int) -> RawMessage | None:
+        return selectors.log_at(self.session_id, index)
+
     def fold(self, fold_id: str) -> Fold | None:
         records = FoldRecord.objects.filter(session_id=self.session_id, fold_id=fold_id)
         folds = self._remember(selectors.folds_from_records(self.session_id, records))

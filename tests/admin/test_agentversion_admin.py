@@ -209,3 +209,39 @@ def test_cross_application_tool_is_refused_by_the_form(operator, agent):
     assert response.status_code == 200
     assert "Tools of another application: spy." in response.content.decode()
     assert not AgentVersion.objects.filter(agent=agent).exists()
+
+
+def test_the_unified4_form_has_the_masking_options_with_ranges_and_its_placement_default(
+    operator, agent
+):
+    html = operator.get(ADD_URL + f"?protocol=unified@4&agent={agent.pk}").content.decode()
+    for name, default, low, high in (
+        ("maskKeepRecent", 6, 0, 1000),
+        ("maskMinChars", 1000, 0, 1000000),
+        ("maskStep", 10, 1, 1000),
+    ):
+        field = re.search(rf'<input[^>]*name="option_{name}"[^>]*>', html).group(0)
+        assert 'type="number"' in field and f'value="{default}"' in field
+        assert f'min="{low}"' in field and f'max="{high}"' in field
+    assert "context_history_read" in form_row(html, "option_maskKeepRecent")  # the help text
+    placement = form_row(html, "option_stateMessagePlacement")
+    assert re.search(r'value="trailing_user"[^>]*selected', placement)
+    # Saved through the service: a masking option out of its range is refused at publish.
+    post = draft_post(
+        agent,
+        protocol="unified@4",
+        options_protocol="unified@4",
+        option_stateMessagePlacement="trailing_user",
+        option_maskKeepRecent="2",
+        option_maskMinChars="1000",
+        option_maskStep="0",
+    )
+    assert operator.post(ADD_URL, post).status_code == 302
+    version = AgentVersion.objects.get(agent=agent)
+    assert version.protocol_key == "unified@4"
+    assert version.options == {"maskKeepRecent": 2, "maskStep": 0}
+    operator.post(f"/admin/agents/agentversion/{version.pk}/publish/")
+    version.refresh_from_db()
+    assert version.status == "draft"
+    row = form_row(operator.get(change_url(version)).content.decode(), "option_maskStep")
+    assert "errorlist" in row and "option_out_of_range" in row

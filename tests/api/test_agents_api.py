@@ -129,6 +129,7 @@ def test_catalog_endpoints(tenant):
         "unified@1",
         "unified@2",
         "unified@3",
+        "unified@4",
     ]
     detail = client.get("protocols/unified/2/").json()
     assert detail["defaults"]["checkpointMaxCharacters"] == 3000

@@ -478,3 +478,29 @@ def test_a_database_failure_in_a_call_is_a_tool_error_without_its_text(api_sessi
     assert (error["code"], error["correctable"]) == ("internal_error", False)
     assert "Infinity" not in result.content[0].text and "json" not in error["message"]
     assert result.structured_content["toolCallId"] == "t"
+
+
+def test_unified4_lists_history_read_on_both_surfaces_and_serves_it_through_mcp(api_session):
+    s = api_session(version=4)
+    s.input("start")
+    endpoint = s.client.get(s.path("tools/")).json()
+    names = [t["name"] for t in endpoint["tools"]]
+    assert names[:2] == ["context_history_list", "context_history_read"]
+
+    async def scenario():
+        async with Client(server_for(s.client.key)) as mcp:
+            listed = (await mcp.list_tools()).tools
+            read = await mcp.call_tool(
+                "context_history_read",
+                {"purpose": "read the input back", "index": 1},
+                meta={"toolCallId": "mcp-read-1"},
+            )
+            return listed, read
+
+    listed, read = run(scenario())
+    schemas = {t["name"]: t["inputSchema"] for t in endpoint["tools"]}
+    assert {t.name: t.input_schema for t in listed} == schemas
+    assert read.is_error is False
+    assert read.structured_content["index"] == 1
+    assert json.loads(read.structured_content["text"])["content"] == "start"
+    assert ToolReceipt.objects.filter(session_id=s.id, tool_call_id="mcp-read-1").count() == 1

@@ -16,6 +16,9 @@ run 2  host lookup whose provider-reported usage crosses the maintenance trigger
 
 prefix@2 has no windows, folds or context tools: its case runs the same shape of session
 and asserts what that mapping does instead (see the comments in `test_prefix_roundtrip`).
+unified@4 masks older tool results and keeps volatile state out of the header; its case
+(`test_unified4_roundtrip`) reads a masked result back from the archive and checks that the
+view only grows between masking steps.
 """
 
 from __future__ import annotations
@@ -199,10 +202,13 @@ class Case:
 
     @property
     def placement(self) -> str | None:
-        """Where the state message goes: None (no state message), or a v3 placement."""
+        """Where the state message goes: None (no state message), or a v3+ placement."""
         if self.protocol == "prefix" or self.version == 1:
             return None
-        return self.options.get("stateMessagePlacement", "trailing_assistant")
+        default = catalog.get_version(self.protocol, self.version).defaults.get(
+            "stateMessagePlacement", "trailing_assistant"
+        )
+        return self.options.get("stateMessagePlacement", default)
 
     def path(self, tail: str = "") -> str:
         return f"sessions/{self.session_id}/{tail}"
@@ -366,7 +372,10 @@ def _what(text: str, role: str) -> str:
 
 
 def _result_what(name: str, content: str, is_error: bool | None) -> str:
-    """`name->ok`, `name->error_code` for protocol tools, `name->result` for host tools."""
+    """`name->ok`, `name->error_code` for protocol tools, `name->result` for host tools,
+    `name->masked` for a unified@4 stub standing in for either."""
+    if content.startswith("[tool result #") and " masked: " in content:
+        return f"{name}->masked"
     if name not in catalog.PROTOCOL_TOOL_NAMES:
         assert not is_error
         return f"{name}->result"
@@ -1062,4 +1071,179 @@ def test_prefix_roundtrip(e2e_worker, make_case, fake_model, provider):
     log = case.client.get(case.path("messages/"), limit=50).json()["messages"]
     assert [m["index"] for m in log] == list(range(1, 11))
     assert log[2]["content"] == PRICE_RESULT  # compressed, still in the raw log
+    _assert_request_basics(case, bodies)
+
+
+# --------------------------------------------------------------------------- unified@4
+
+# Mask early so that a short session shows it: keep the newest result, step 2, stub results
+# longer than 200 characters.
+V4_OPTIONS = {"maskKeepRecent": 1, "maskStep": 2, "maskMinChars": 200}
+LOOKUPS = [
+    json.dumps({"item": "laptop", "price": 1300, "notes": "price list " + "p" * 300}),
+    json.dumps({"item": "laptop", "stock": 40, "notes": "stock list " + "s" * 300}),
+    json.dumps({"item": "laptop", "delivery": "3 days", "notes": "routes " + "d" * 300}),
+]
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_unified4_roundtrip(e2e_worker, make_case, fake_model, provider):
+    e2e_worker.require()
+    case = make_case("unified", 4, V4_OPTIONS)
+    api = fake_model
+    assert case.placement == "trailing_user"  # unified@4's default
+
+    # ---- run 1: three bulky host lookups, a read-back of the first, a memory write.
+    lookups = [api.call(HOST_TOOL, {"q": q}) for q in ("price", "stock", "delivery")]
+    read_call = api.call("context_history_read", {"purpose": "re-check the price", "index": 3})
+    memory_call = api.call(
+        "context_window_memory_set",
+        {"purpose": "note the price", "memory": MEMORY, "expectedWindowId": "main"},
+    )
+    api.text("Quote: 3 laptops at 1300 EUR = 3900 EUR, delivery in 3 days.")
+
+    run_1 = case.start_run(RUN_1)  # #1
+    for n, call_id in enumerate(lookups):  # calls #2, #4, #6; results #3, #5, #7
+        case.wait_run(run_1, ("waiting_for_host_tool",))
+        if n == 2:
+            # Archive the whole log while the third call is pending: the read-back of #3
+            # below comes from cold storage.
+            before_archive = [
+                m.to_wire()
+                for m in log_page(case.session_id, window_id=None, after_index=0, limit=100)
+            ]
+            assert [m["index"] for m in before_archive] == [1, 2, 3, 4, 5, 6]
+            assert len(archive_session(session_id=case.session_id, keep_last=0, chunk_size=2)) == 3
+            assert not Message.objects.filter(session_id=case.session_id).exists()
+        assert case.host_result(call_id, LOOKUPS[n])["index"] == 3 + 2 * n
+    case.wait_run(run_1, ("completed",))
+
+    bodies = api.bodies()
+    assert len(bodies) == 6
+    for body in bodies:
+        assert_pairing(body, provider)
+    _assert_request_basics(case, bodies)
+
+    def expect(history: list[tuple[str, str]]) -> list:
+        if provider == OPENAI:
+            return expected_openai("trailing_user", [("user", "input"), *history])
+        turns = [(role, [what]) for role, what in history]
+        return expected_anthropic("trailing_user", ["input"], turns)
+
+    lookup_turns = [
+        ("assistant", f"call:{HOST_TOOL}"),
+        ("tool" if provider == OPENAI else "user", f"{HOST_TOOL}->masked"),
+        ("assistant", f"call:{HOST_TOOL}"),
+        ("tool" if provider == OPENAI else "user", f"{HOST_TOOL}->masked"),
+        ("assistant", f"call:{HOST_TOOL}"),
+    ]
+    result = "tool" if provider == OPENAI else "user"
+    # Turn 2: two results, the newest kept, one eligible: less than a step, nothing masked.
+    assert shape(bodies[2], provider) == expect(
+        [
+            ("assistant", f"call:{HOST_TOOL}"),
+            (result, f"{HOST_TOOL}->result"),
+            ("assistant", f"call:{HOST_TOOL}"),
+            (result, f"{HOST_TOOL}->result"),
+        ]
+    )
+    # Turn 3: three results, two eligible: the first step masks both, each paired with its
+    # call (the third result arrived after the archive: cold calls, hot result).
+    assert shape(bodies[3], provider) == expect([*lookup_turns, (result, f"{HOST_TOOL}->result")])
+    # Turn 4: the read-back's result is new, three eligible: still one step, nothing moves,
+    # and the request only grew: the turn before's messages (all but its last, which holds
+    # the state message) open this one unchanged.
+    assert shape(bodies[4], provider) == expect(
+        [
+            *lookup_turns,
+            (result, f"{HOST_TOOL}->result"),
+            ("assistant", "call:context_history_read"),
+            (result, "context_history_read->ok"),
+        ]
+    )
+    kept = bodies[3]["messages"][:-1]
+    assert bodies[4]["messages"][: len(kept)] == kept
+    # Turn 5: four eligible: the second step masks the third lookup and the long read-back.
+    assert shape(bodies[5], provider) == expect(
+        [
+            *lookup_turns,
+            (result, f"{HOST_TOOL}->masked"),
+            ("assistant", "call:context_history_read"),
+            (result, "context_history_read->masked"),
+            ("assistant", "call:context_window_memory_set"),
+            (result, "context_window_memory_set->ok"),
+        ]
+    )
+    if provider == OPENAI:
+        results = [m["content"] for m in bodies[5]["messages"] if m["role"] == "tool"]
+    else:
+        results = [
+            b["content"]
+            for m in bodies[5]["messages"]
+            for b in m["content"]
+            if b["type"] == "tool_result"
+        ]
+    assert results[0] == (
+        f"[tool result #3 of {HOST_TOOL} masked: {len(LOOKUPS[0])} characters; read it with "
+        'context_history_read {"index": 3}]'
+    )
+    assert [r.startswith("[tool result #") for r in results] == [True] * 4 + [False]
+
+    # The read-back: the raw message #3, from the archive, through the dispatcher.
+    receipts = {
+        r.tool_call_id: r.result for r in ToolReceipt.objects.filter(session_id=case.session_id)
+    }
+    read = receipts[read_call]
+    assert read["success"] is True, read
+    assert (read["index"], read["windowId"], read["nextCursor"]) == (3, "main", None)
+    raw = json.loads(read["text"])
+    assert (raw["index"], raw["kind"], raw["content"]) == (3, "tool_result", LOOKUPS[0])
+    assert receipts[memory_call]["success"] is True
+
+    # The header holds only rare state: the memory write between turns 4 and 5 left it as
+    # it was; the state message carries the memory and the pressure.
+    header_4, header_5 = (texts_of(b, "header")[0] for b in (bodies[4], bodies[5]))
+    assert header_4 == header_5
+    header = derived_json(header_5)
+    assert list(header) == ["inputs", "task_memory", "current_window", "current_window_checkpoint"]
+    assert header["current_window"] == {"id": "main", "goal": "Main conversation"}
+    assert "Zoë Café" in header_5
+    (state_text,) = texts_of(bodies[5], "state")
+    state = derived_json(state_text)
+    assert state["workingMemory"] == MEMORY and state["maskedToolResults"] == 4
+    pressure = state["contextPressure"]
+    assert (pressure["maxInputTokens"], pressure["triggerTokens"]) == (MAX_INPUT_TOKENS, 24000)
+    assert pressure["maintenancePending"] is False
+    assert 0 < pressure["viewTokens"] < MAX_INPUT_TOKENS
+    assert "workingMemory" not in header_5 and MEMORY not in header_5
+
+    # #1-#6 are cold since the pending call; #7-#12 are hot: two chunks of three. The view
+    # (masked results included) is the same before, while cold and after the restore.
+    _archive_restore_same_view(case, before_archive, chunk_size=3)
+
+    # ---- run 2: usage crosses the trigger; maintenance summarises the raw log, not stubs.
+    stock_call = api.call(HOST_TOOL, {"q": "laptop stock"}, tokens=TRIGGER_TOKENS)
+    api.text("Confirmed: 3900 EUR, within the new budget of 9000.")
+    run_2 = case.start_run(RUN_2)  # #13
+    case.wait_run(run_2, ("waiting_for_host_tool",))
+    job = _wait_job(case)
+    assert (job.window_id, job.from_index, job.through_index) == ("main", 1, 13)
+    assert case.kv()["checkpoint/main"] == CHECKPOINT
+    case.host_result(stock_call, STOCK_RESULT)  # #15
+    case.wait_run(run_2, ("completed",))
+
+    bodies = api.bodies()
+    assert len(bodies) == 8
+    # After the commit: the checkpoint in the header, nothing left to mask.
+    assert shape(bodies[7], provider) == expect(
+        [("assistant", f"call:{HOST_TOOL}"), (result, f"{HOST_TOOL}->result")]
+    )
+    assert derived_json(texts_of(bodies[7], "header")[0])["current_window_checkpoint"] == (
+        CHECKPOINT
+    )
+    state = derived_json(texts_of(bodies[7], "state")[0])
+    assert state["checkpointPosition"] == 13 and state["maskedToolResults"] == 0
+    for body in bodies:
+        assert_pairing(body, provider)
     _assert_request_basics(case, bodies)

@@ -89,7 +89,7 @@ def test_workers_with_different_catalogs_show_skew_and_the_lacking_one_fails_the
         hidden = catalog.fingerprint_of(v for v in catalog.all_versions() if v.key != "unified@3")
         host = socket.gethostname()
         assert f"worker {host}:{lacking.pid}" in groups[hidden]["nodes"]
-        assert groups[hidden]["protocols"] == ["prefix@2", "unified@1", "unified@2"]
+        assert groups[hidden]["protocols"] == ["prefix@2", "unified@1", "unified@2", "unified@4"]
         assert f"worker {host}:{full.pid}" in groups[catalog.fingerprint()]["nodes"]
         assert f"api {host}:{os.getpid()}" in groups[catalog.fingerprint()]["nodes"]
 

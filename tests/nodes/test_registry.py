@@ -48,7 +48,7 @@ def test_without_redis_health_lists_this_process_alone_and_keeps_its_fields():
     assert body["registry"] == "off"
     [me] = body["nodes"]
     assert (me["host"], me["pid"], me["role"]) == (socket.gethostname(), os.getpid(), "api")
-    assert me["protocols"] == ["prefix@2", "unified@1", "unified@2", "unified@3"]
+    assert me["protocols"] == ["prefix@2", "unified@1", "unified@2", "unified@3", "unified@4"]
     assert me["codeVersion"] == nodes.code_version() != ""
     assert body["skew"] is False
     assert [g["nodes"] for g in body["fingerprints"]] == [[f"api {me['host']}:{me['pid']}"]]
@@ -63,10 +63,13 @@ def test_registering_without_redis_is_a_no_op():
 
 @override_settings(NODE_HIDE_PROTOCOLS=("unified@3",))
 def test_a_hidden_version_leaves_what_the_process_carries_and_its_fingerprint():
-    assert [v.key for v in nodes.carried_versions()] == ["prefix@2", "unified@1", "unified@2"]
+    carried = ["prefix@2", "unified@1", "unified@2", "unified@4"]
+    assert [v.key for v in nodes.carried_versions()] == carried
     assert nodes.local_fingerprint() != catalog.fingerprint()
-    assert nodes.local_fingerprint() == catalog.fingerprint_of(catalog.all_versions()[:3])
-    assert nodes.node_record("worker")["protocols"] == ["prefix@2", "unified@1", "unified@2"]
+    assert nodes.local_fingerprint() == catalog.fingerprint_of(
+        v for v in catalog.all_versions() if v.key != "unified@3"
+    )
+    assert nodes.node_record("worker")["protocols"] == carried
 
 
 def test_nothing_hidden_carries_the_whole_catalog():
@@ -167,7 +170,12 @@ def test_require_protocol_names_the_version_and_this_catalog():
         assert caught.value.message.startswith(
             f"unified@3 is not in this worker's catalog (fingerprint {fingerprint[:12]}"
         )
-        assert caught.value.details["protocols"] == ["prefix@2", "unified@1", "unified@2"]
+        assert caught.value.details["protocols"] == [
+            "prefix@2",
+            "unified@1",
+            "unified@2",
+            "unified@4",
+        ]
     assert nodes.require_protocol("unified", 3).key == "unified@3"
     with pytest.raises(ApplicationError, match="unified@9 is not in this worker's catalog"):
         nodes.require_protocol("unified", 9)

@@ -79,7 +79,7 @@ def test_the_first_request_starts_the_api_heartbeat(prefix, monkeypatch):
             time.sleep(0.05)
         stored = json.loads(client.get(key(prefix, "api")))
         assert 0 < client.ttl(key(prefix, "api")) <= 30
-        assert stored["protocols"] == ["prefix@2", "unified@1", "unified@2"]
+        assert stored["protocols"] == ["prefix@2", "unified@1", "unified@2", "unified@4"]
         assert body["registry"] == "redis" and body["redis"] is True
         assert any(n["pid"] == os.getpid() for n in body["nodes"])
     finally:

@@ -89,6 +89,10 @@ class FakeReader:
         wanted = set(message_ids)
         return [m for m in self.messages if m.id in wanted]
 
+    def message_at(self, index: int) -> RawMessage | None:
+        self.calls.append("message_at")
+        return next((m for m in self.messages if m.index == index), None)
+
     def _folds(self) -> list[Fold]:
         folds = [
             Fold.from_kv(key[len(FOLD_PREFIX) :], value)

@@ -58,6 +58,17 @@ DEFAULT_OPTIONS = {
         "maxFolds": 1024,
         "stateMessagePlacement": "trailing_assistant",
     },
+    4: {
+        "guiProjection": True,
+        "pageSize": 200,
+        "checkpointMaxCharacters": 3000,
+        "maxWindows": 128,
+        "maxFolds": 1024,
+        "stateMessagePlacement": "trailing_user",
+        "maskKeepRecent": 6,
+        "maskMinChars": 1000,
+        "maskStep": 10,
+    },
 }
 PREFIX_OPTIONS = {"guiProjection": True, "pageSize": 200, "checkpointMaxCharacters": 12000}
 
@@ -203,6 +214,10 @@ def make_input(
     session_inputs: Any = None,
     system_prompt: str = "You are an agent.\n{{context_protocol}}",
     protocol_prompt: str = "PROTOCOL PROMPT",
+    max_input_tokens: int | None = None,
+    trigger_tokens: int | None = None,
+    maintenance_pending: bool = False,
+    tool_tokens: int = 0,
 ) -> ProjectionInput:
     """Build the ProjectionInput the DB layer would load for the active `window`."""
     bound = len(log.messages) if upper_bound is None else upper_bound
@@ -231,4 +246,8 @@ def make_input(
         run_inputs=log.run_inputs(run_id, through=bound) if run_id else [],
         folds=[f for f in folds if f.window_id == window and f.first_index > covered],
         tool_result_preview_chars=preview_chars,
+        max_input_tokens=max_input_tokens,
+        trigger_tokens=trigger_tokens,
+        maintenance_pending=maintenance_pending,
+        tool_tokens=tool_tokens,
     )

@@ -44,18 +44,20 @@ GUARDED_V2 = {
     "context_maintainer_run",
 }
 UNIFIED = [("unified", 1), ("unified", 2), ("unified", 3)]
+V4_TOOLS = [ALL_TOOLS[0], "context_history_read", *ALL_TOOLS[1:]]
 
 
 def _required(version: catalog.ProtocolVersion, tool: str) -> list[str]:
     return version.tools[tool]["inputSchema"]["required"]
 
 
-def test_catalog_lists_the_four_versions_in_order_with_their_status() -> None:
+def test_catalog_lists_the_five_versions_in_order_with_their_status() -> None:
     assert [(v.key, v.status) for v in all_versions()] == [
         ("prefix@2", "stable"),
         ("unified@1", "stable"),
         ("unified@2", "stable"),
         ("unified@3", "experimental"),
+        ("unified@4", "experimental"),
     ]
 
 
@@ -66,6 +68,7 @@ def test_catalog_lists_the_four_versions_in_order_with_their_status() -> None:
         ("unified", 1, True, False),
         ("unified", 2, True, True),
         ("unified", 3, True, True),
+        ("unified", 4, True, True),
     ],
 )
 def test_version_flags(protocol_id: str, version: int, windowed: bool, state_message: bool) -> None:
@@ -108,6 +111,20 @@ def test_version_flags(protocol_id: str, version: int, windowed: bool, state_mes
                 "stateMessagePlacement": "trailing_assistant",
             },
         ),
+        (
+            ("unified", 4),
+            {
+                "guiProjection": True,
+                "pageSize": 200,
+                "checkpointMaxCharacters": 3000,
+                "maxWindows": 128,
+                "maxFolds": 1024,
+                "stateMessagePlacement": "trailing_user",
+                "maskKeepRecent": 6,
+                "maskMinChars": 1000,
+                "maskStep": 10,
+            },
+        ),
     ],
 )
 def test_defaults_per_version(key: tuple[str, int], defaults: dict) -> None:
@@ -133,6 +150,39 @@ def test_integer_option_ranges(option: str, minimum: int, maximum: int) -> None:
 def test_state_message_placement_is_an_enum_of_three_placements() -> None:
     prop = get_version("unified", 3).option_schema["properties"]["stateMessagePlacement"]
     assert prop["enum"] == ["trailing_assistant", "before_history_assistant", "trailing_user"]
+
+
+@pytest.mark.parametrize(
+    ("option", "default", "minimum", "maximum"),
+    [
+        ("maskKeepRecent", 6, 0, 1000),
+        ("maskMinChars", 1000, 0, 1000000),
+        ("maskStep", 10, 1, 1000),
+    ],
+)
+def test_v4_masking_options_have_their_ranges_and_help(
+    option: str, default: int, minimum: int, maximum: int
+) -> None:
+    prop = get_version("unified", 4).option_schema["properties"][option]
+    assert (prop["type"], prop["default"], prop["minimum"], prop["maximum"]) == (
+        "integer",
+        default,
+        minimum,
+        maximum,
+    )
+
+
+def test_only_v4_has_masking_options_and_its_placement_defaults_to_trailing_user() -> None:
+    for entry in all_versions():
+        masking = {"maskKeepRecent", "maskMinChars", "maskStep"} & set(
+            entry.option_schema["properties"]
+        )
+        assert bool(masking) is (entry.key == "unified@4"), entry.key
+    v3 = get_version("unified", 3).option_schema["properties"]["stateMessagePlacement"]
+    v4 = get_version("unified", 4).option_schema["properties"]["stateMessagePlacement"]
+    assert v4["enum"] == v3["enum"]
+    assert (v3["default"], v4["default"]) == ("trailing_assistant", "trailing_user")
+    assert "trailing_user (default)" in v4["description"]
 
 
 def test_prefix_has_no_tools_and_no_window_options() -> None:
@@ -184,17 +234,38 @@ def test_unified_versions_have_all_thirteen_tools_in_order(key: tuple[str, int])
     }
 
 
+def test_v4_has_the_thirteen_tools_plus_history_read_after_history_list() -> None:
+    v3, v4 = get_version("unified", 3), get_version("unified", 4)
+    assert list(v4.tools) == V4_TOOLS
+    # Every tool it shares with v3 is the same schema; history read is read-only.
+    assert {name: v4.tools[name] for name in v3.tools} == v3.tools
+    assert v4.mutating_tools == v3.mutating_tools
+    assert v4.expected_window_tools == GUARDED_V2
+
+
+def test_history_read_takes_an_index_from_1_and_a_cursor() -> None:
+    schema = get_version("unified", 4).tools["context_history_read"]["inputSchema"]
+    assert schema["required"] == ["purpose", "index"]
+    assert list(schema["properties"]) == ["purpose", "index", "cursor"]
+    assert schema["properties"]["index"]["minimum"] == 1
+    cursor = schema["properties"]["cursor"]
+    assert (cursor["default"], cursor["minimum"]) == (0, 0)
+
+
 def test_protocol_tool_names_cover_every_tool_of_every_version() -> None:
-    assert PROTOCOL_TOOL_NAMES == set(ALL_TOOLS)
+    assert PROTOCOL_TOOL_NAMES == set(ALL_TOOLS) | {"context_history_read"}
     for entry in all_versions():
         assert set(entry.tools) <= PROTOCOL_TOOL_NAMES
 
 
-@pytest.mark.parametrize("key", UNIFIED)
-@pytest.mark.parametrize("tool", ALL_TOOLS)
+@pytest.mark.parametrize("key", [*UNIFIED, ("unified", 4)])
+@pytest.mark.parametrize("tool", V4_TOOLS)
 def test_every_tool_schema_is_valid_closed_and_requires_purpose(
     key: tuple[str, int], tool: str
 ) -> None:
+    if tool not in get_version(*key).tools:
+        assert key[1] < 4 and tool == "context_history_read"
+        return
     definition = get_version(*key).tools[tool]
     schema = definition["inputSchema"]
     jsonschema.Draft202012Validator.check_schema(schema)
@@ -215,7 +286,7 @@ def test_every_tool_schema_is_valid_closed_and_requires_purpose(
         assert prop["description"], (tool, name)
 
 
-@pytest.mark.parametrize("key", [("unified", 2), ("unified", 3)])
+@pytest.mark.parametrize("key", [("unified", 2), ("unified", 3), ("unified", 4)])
 def test_v2_and_v3_require_expected_window_on_exactly_the_guarded_tools(
     key: tuple[str, int],
 ) -> None:
@@ -272,7 +343,7 @@ def test_v2_and_v3_share_tool_schemas() -> None:
 @pytest.mark.parametrize(
     ("protocol_id", "version"),
     [
-        ("unified", 4),
+        ("unified", 5),
         ("unified", 0),
         ("prefix", 1),
         ("managed", 1),
@@ -287,8 +358,14 @@ def test_unknown_version_is_protocol_unknown_naming_what_exists(
     with pytest.raises(ProtocolError) as caught:
         get_version(protocol_id, version)  # type: ignore[arg-type]
     assert caught.value.code == "protocol_unknown"
-    assert "unified@3" in caught.value.message and "prefix@2" in caught.value.message
-    assert caught.value.details["available"] == ["prefix@2", "unified@1", "unified@2", "unified@3"]
+    assert "unified@4" in caught.value.message and "prefix@2" in caught.value.message
+    assert caught.value.details["available"] == [
+        "prefix@2",
+        "unified@1",
+        "unified@2",
+        "unified@3",
+        "unified@4",
+    ]
 
 
 def test_find_version_returns_the_catalog_entry() -> None:
@@ -360,7 +437,7 @@ def test_fingerprint_changes_when_any_definition_changes(change: dict) -> None:
 def test_each_version_has_its_own_prompt(entry: catalog.ProtocolVersion) -> None:
     assert entry.prompt.strip()
     assert "{{context_protocol}}" not in entry.prompt
-    assert len({v.prompt for v in all_versions()}) == 4
+    assert len({v.prompt for v in all_versions()}) == 5
 
 
 def test_prefix_prompt_offers_no_tools() -> None:
@@ -393,7 +470,9 @@ def test_v1_prompt_explains(phrase: str) -> None:
     assert phrase in prompts.UNIFIED_V1
 
 
-@pytest.mark.parametrize("text", [prompts.UNIFIED_V2, prompts.UNIFIED_V3], ids=["v2", "v3"])
+@pytest.mark.parametrize(
+    "text", [prompts.UNIFIED_V2, prompts.UNIFIED_V3, prompts.UNIFIED_V4], ids=["v2", "v3", "v4"]
+)
 @pytest.mark.parametrize(
     "phrase",
     [
@@ -432,8 +511,37 @@ def test_v3_tool_descriptions_are_position_neutral(word: str) -> None:
     assert word not in text
 
 
-def test_v3_prompt_says_a_user_role_state_message_carries_no_user_authority() -> None:
-    assert "the `context_state` message" in prompts.UNIFIED_V3.lower()
-    assert "user role" in prompts.UNIFIED_V3
-    assert "no user authority" in prompts.UNIFIED_V3
-    assert "not a user request" in prompts.UNIFIED_V3
+@pytest.mark.parametrize("word", POSITION_WORDS)
+def test_v4_prompt_and_tools_are_position_neutral(word: str) -> None:
+    # unified@4 takes the placement option too: one prompt must be true for every placement.
+    assert word not in prompts.UNIFIED_V4.lower()
+    assert word not in json.dumps(list(get_version("unified", 4).tools.values())).lower()
+
+
+@pytest.mark.parametrize(
+    "phrase",
+    [
+        "masked",
+        "context_history_read",
+        "`index`",
+        "nextCursor",
+        "contextPressure",
+        "maintenancePending",
+        "no user authority",
+        "working memory and outcomes are in `context_state`",
+    ],
+)
+def test_v4_prompt_explains_masked_results_pressure_and_the_layout(phrase: str) -> None:
+    assert phrase in prompts.UNIFIED_V4
+
+
+# The whole catalog's fingerprint before unified@4 was registered. Existing AgentVersions run
+# on prefix@2 and unified@1-3, so adding a version must leave their definitions (prompts,
+# tools, option schemas, defaults) exactly as they were.
+FINGERPRINT_BEFORE_V4 = "9f2725f3b24f30f5bc35e6a1f352193daa55653aa5bda6c20a2d9ce454be5e2d"
+
+
+def test_registering_unified4_left_the_earlier_versions_byte_for_byte() -> None:
+    earlier = [v for v in all_versions() if v.key != "unified@4"]
+    assert [v.key for v in earlier] == ["prefix@2", "unified@1", "unified@2", "unified@3"]
+    assert fingerprint_of(earlier) == FINGERPRINT_BEFORE_V4

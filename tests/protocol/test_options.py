@@ -31,6 +31,7 @@ def test_empty_options_mean_all_defaults(entry) -> None:
         (("unified", 1), 12000),
         (("unified", 2), 3000),
         (("unified", 3), 3000),
+        (("unified", 4), 3000),
     ],
 )
 def test_checkpoint_budget_default_depends_on_the_version(
@@ -124,6 +125,25 @@ def test_normalized_does_not_alias_the_catalog_defaults() -> None:
             "stateMessagePlacement",
             "option_unknown",
         ),
+        (("unified", 4), {"maskKeepRecent": -1}, "maskKeepRecent", "option_out_of_range"),
+        (("unified", 4), {"maskKeepRecent": 1001}, "maskKeepRecent", "option_out_of_range"),
+        (("unified", 4), {"maskMinChars": -1}, "maskMinChars", "option_out_of_range"),
+        (("unified", 4), {"maskMinChars": 1000001}, "maskMinChars", "option_out_of_range"),
+        (("unified", 4), {"maskStep": 0}, "maskStep", "option_out_of_range"),
+        (("unified", 4), {"maskStep": 1001}, "maskStep", "option_out_of_range"),
+        (("unified", 4), {"maskStep": 2.5}, "maskStep", "option_wrong_type"),
+        (("unified", 4), {"maskKeepRecent": "6"}, "maskKeepRecent", "option_wrong_type"),
+        (("unified", 4), {"maskMinChars": True}, "maskMinChars", "option_wrong_type"),
+        (
+            ("unified", 4),
+            {"stateMessagePlacement": "system"},
+            "stateMessagePlacement",
+            "option_bad_enum",
+        ),
+        (("unified", 4), {"maskKeep": 6}, "maskKeep", "option_unknown"),
+        (("unified", 3), {"maskStep": 10}, "maskStep", "option_unknown"),
+        (("unified", 2), {"maskKeepRecent": 6}, "maskKeepRecent", "option_unknown"),
+        (("prefix", 2), {"maskMinChars": 10}, "maskMinChars", "option_unknown"),
         (("prefix", 2), {"maxWindows": 5}, "maxWindows", "option_unknown"),
         (("prefix", 2), {"maxFolds": 5}, "maxFolds", "option_unknown"),
         (("unified", 1), {"pagesize": 200}, "pagesize", "option_unknown"),
@@ -203,6 +223,19 @@ def test_unknown_protocol_raises_protocol_unknown() -> None:
     with pytest.raises(ProtocolError) as caught:
         validate_options("unified", 9, {})
     assert caught.value.code == "protocol_unknown"
+
+
+def test_v4_masking_options_take_their_boundaries_and_merge_with_the_defaults() -> None:
+    for options in (
+        {"maskKeepRecent": 0, "maskMinChars": 0, "maskStep": 1},
+        {"maskKeepRecent": 1000, "maskMinChars": 1000000, "maskStep": 1000},
+    ):
+        result = validate_options("unified", 4, options)
+        assert result.valid, result.errors
+        assert result.normalized == {**get_version("unified", 4).defaults, **options}
+    assert validate_options("unified", 4, {}).normalized["stateMessagePlacement"] == (
+        "trailing_user"
+    )
 
 
 def test_boundaries_are_inclusive() -> None:

@@ -26,6 +26,20 @@ MAPPINGS = [
         )
         for placement in catalog.STATE_MESSAGE_PLACEMENTS
     ),
+    pytest.param("unified", 4, {}, id="unified@4"),
+    # Every result but the newest masked, so stubs and their sources are read back too.
+    pytest.param(
+        "unified",
+        4,
+        {"maskKeepRecent": 1, "maskStep": 1, "maskMinChars": 0},
+        id="unified@4-masked",
+    ),
+    pytest.param(
+        "unified",
+        4,
+        {"stateMessagePlacement": "before_history_assistant"},
+        id="unified@4-before_history_assistant",
+    ),
     pytest.param("prefix", 2, {}, id="prefix@2"),
 ]
 
@@ -97,6 +111,8 @@ def test_snapshot_reads_back_as_the_view_built_at_the_turn(
     )
     assert expected["messages"] and len(expected["messages"]) == len(expected["sources"])
     assert any(src.get("messageIds") for src in expected["sources"])
+    if options.get("maskMinChars") == 0:
+        assert any(src["derivedType"] == "masked" for src in expected["sources"])
 
     def same(document: dict) -> None:
         assert document["messages"] == expected["messages"]
