@@ -210,7 +210,7 @@ def test_results_at_or_below_mask_min_chars_stay_raw_but_count_for_the_step() ->
 
 def test_a_masked_result_shows_the_stub_never_a_preview() -> None:
     log = _log(3, "p" * 5000)
-    projection = _v4(log, options={"maskKeepRecent": 1, "maskStep": 1}, preview_chars=100)
+    projection = _v4(log, options={"maskKeepRecent": 1, "maskStep": 1}, preview_chars=400)
     contents = {
         s.first_index: m.content
         for m, s in zip(projection.messages, projection.sources, strict=True)
