@@ -28,6 +28,7 @@ from contextproto.protocol import catalog
 from contextproto.protocol.errors import ProtocolError
 from contextproto.protocol.options import validate_options
 from contextproto.protocol.vocabulary import SYSTEM_PLACEHOLDER
+from contextproto.usage import prices_problems
 
 APPLICATION_KEY_PREFIX = "cpa_"
 KEY_PREFIX_LENGTH = 10  # "cpa_" + 6 characters: enough to recognise a key in a list
@@ -381,7 +382,13 @@ def _model_problems(version: AgentVersion) -> list[dict[str, str]]:
                 "message": "model.maintenanceTriggerRatio must be strictly between 0 and 1.",
             }
         )
+    problems.extend(_prices_problems(version))
     return problems
+
+
+def _prices_problems(version: AgentVersion) -> list[dict[str, str]]:
+    """`model.prices` (SPEC §15): null, or all four prices per million tokens, each >= 0."""
+    return [dict(problem) for problem in prices_problems(version.prices, "model.prices")]
 
 
 @transaction.atomic
