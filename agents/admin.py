@@ -50,6 +50,7 @@ from contextproto.admin_site import ApplicationScopedAdmin, ReadOnlyAdmin, scope
 from contextproto.errors import ApplicationError
 from contextproto.protocol import catalog
 from contextproto.protocol.prompt_cache import PROMPT_CACHE_SCHEMA, effective_prompt_cache
+from sessions_app.usage_reads import agent_version_usage
 
 PUBLISH_PROBLEMS_SESSION_KEY = "agentversion-publish-problems"
 
@@ -450,6 +451,20 @@ class AgentVersionAdmin(ApplicationScopedAdmin):
             **(extra_context or {}),
         }
         return super().change_view(request, object_id, form_url, context)
+
+    def render_change_form(
+        self,
+        request: HttpRequest,
+        context: dict[str, Any],
+        add: bool = False,
+        change: bool = False,
+        form_url: str = "",
+        obj: AgentVersion | None = None,
+    ) -> HttpResponse:
+        if obj is not None and obj.pk is not None:
+            # Tokens by kind, cost and turns of all its sessions: one aggregate query.
+            context["usage_totals"] = agent_version_usage(obj)
+        return super().render_change_form(request, context, add, change, form_url, obj)
 
     def get_urls(self) -> list:
         view = self.admin_site.admin_view

@@ -29,6 +29,7 @@ from contextproto.protocol.errors import ProtocolError
 from contextproto.protocol.options import validate_options
 from contextproto.protocol.prompt_cache import validate_prompt_cache
 from contextproto.protocol.vocabulary import SYSTEM_PLACEHOLDER
+from contextproto.usage import prices_problems
 
 APPLICATION_KEY_PREFIX = "cpa_"
 KEY_PREFIX_LENGTH = 10  # "cpa_" + 6 characters: enough to recognise a key in a list
@@ -386,6 +387,7 @@ def _model_problems(version: AgentVersion) -> list[dict[str, str]]:
             }
         )
     problems.extend(_prompt_cache_problems(version))
+    problems.extend(_prices_problems(version))
     return problems
 
 
@@ -399,6 +401,11 @@ def _prompt_cache_problems(version: AgentVersion) -> list[dict[str, str]]:
         }
         for error in validate_prompt_cache(version.prompt_cache).errors
     ]
+
+
+def _prices_problems(version: AgentVersion) -> list[dict[str, str]]:
+    """`model.prices` (SPEC §15): null, or all four prices per million tokens, each >= 0."""
+    return [dict(problem) for problem in prices_problems(version.prices, "model.prices")]
 
 
 @transaction.atomic

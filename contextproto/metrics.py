@@ -10,8 +10,10 @@ from __future__ import annotations
 import hmac
 import logging
 import os
+import threading
 import time
 from collections.abc import Callable, Iterator
+from decimal import Decimal
 from functools import wraps
 from typing import Any, TypeVar
 
@@ -29,6 +31,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import REGISTRY, Collector
 
 from contextproto.middleware import error_body
+from contextproto.usage import TokenUsage
 
 logger = logging.getLogger(__name__)
 
@@ -46,6 +49,21 @@ PROJECTION_SECONDS = Histogram(
 REQUESTS = Counter(
     "contextproto_http_requests_total", "API requests by method and status.", ["method", "status"]
 )
+TOKENS = Counter(
+    "contextproto_model_tokens_total",
+    "Model tokens of recorded turns by kind (input_uncached, cache_read, cache_write, output) "
+    "and agent version.",
+    ["agent_version", "kind"],
+)
+COST = Counter(
+    "contextproto_model_cost_total",
+    "Cost of recorded turns at their version's prices (the version's currency units), by "
+    "agent version; turns of versions without prices add nothing.",
+    ["agent_version"],
+)
+OTHER_VERSIONS = "other"
+_labelled_versions: set[str] = set()
+_labels_lock = threading.Lock()
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -71,6 +89,35 @@ def dispatch_outcome(tool: str, result: dict[str, Any]) -> None:
     error = result.get("error")
     code = error.get("code") if isinstance(error, dict) else None
     DISPATCHES.labels(tool=tool, outcome="ok" if result.get("success") else str(code)).inc()
+
+
+def version_label(version_id: str) -> str:
+    """The version's label value, or "other" once this process labels the maximum of them.
+
+    Versions grow with configuration, not traffic, but nothing bounds them: the cap
+    (METRICS_AGENT_VERSION_LABELS) keeps a scrape's series bounded; sums stay exact.
+    """
+    with _labels_lock:
+        if version_id in _labelled_versions:
+            return version_id
+        if len(_labelled_versions) >= settings.METRICS_AGENT_VERSION_LABELS:
+            return OTHER_VERSIONS
+        _labelled_versions.add(version_id)
+        return version_id
+
+
+def usage_recorded(version_id: str, tokens: TokenUsage, cost: Decimal | None) -> None:
+    """Count one turn's tokens by kind and its cost (called after the usage is committed)."""
+    label = version_label(version_id)
+    for kind, count in (
+        ("input_uncached", tokens.uncached_input_tokens),
+        ("cache_read", tokens.cache_read_input_tokens),
+        ("cache_write", tokens.cache_write_input_tokens),
+        ("output", tokens.output_tokens),
+    ):
+        TOKENS.labels(agent_version=label, kind=kind).inc(count)
+    if cost is not None:
+        COST.labels(agent_version=label).inc(float(cost))
 
 
 class StateCollector(Collector):

@@ -206,6 +206,9 @@ def env_rate(name: str, default: str) -> str | None:
 
 # /metrics answers only this bearer token; unset, the endpoint does not exist (404).
 METRICS_TOKEN = env_str("METRICS_TOKEN")
+# Token and cost counters are labelled by agent version; a process labels at most this many
+# versions and counts the rest under "other", so the series stay bounded.
+METRICS_AGENT_VERSION_LABELS = env_int("METRICS_AGENT_VERSION_LABELS", 200)
 
 API_THROTTLE_RATES = {
     "application": env_rate("THROTTLE_APPLICATION_RATE", "1000/s"),

@@ -30,7 +30,7 @@ from contextproto.errors import NotFound
 from contextproto.ids import parse_uuid
 from contextproto.protocol import adapters, catalog
 from sessions_app import apis_shapes as shapes
-from sessions_app import selectors
+from sessions_app import selectors, usage_reads
 from sessions_app.models import Session
 from sessions_app.services import (
     client_writes,
@@ -84,9 +84,12 @@ class SessionCreateApi(APIView):
 
 
 class SessionDetailApi(APIView):
-    @extend_schema(responses={200: shapes.Session})
+    @extend_schema(responses={200: shapes.SessionDetail})
     def get(self, request: Request, session_id: str) -> Response:
-        return Response(session_to_wire(session_for(request, session_id)))
+        session = session_for(request, session_id)
+        body = session_to_wire(session)
+        body["usage"] = usage_reads.session_usage(session).to_wire()
+        return Response(body)
 
 
 CLIENT_MESSAGE_ID = serializers.CharField(

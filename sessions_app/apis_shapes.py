@@ -46,6 +46,28 @@ class Session(serializers.Serializer):
     createdAt = serializers.DateTimeField()
 
 
+class SessionUsage(serializers.Serializer):
+    """Tokens and cost summed over the session's turns with reported usage (SPEC §15)."""
+
+    inputTokens = serializers.IntegerField(
+        help_text="Every input token, cache reads and writes included."
+    )
+    cacheReadInputTokens = serializers.IntegerField(help_text="Input tokens read from a cache.")
+    cacheWriteInputTokens = serializers.IntegerField(help_text="Input tokens written to a cache.")
+    outputTokens = serializers.IntegerField()
+    cost = serializers.FloatField(
+        allow_null=True,
+        help_text="((input - cacheRead - cacheWrite) x prices.input + cacheRead x "
+        "prices.cacheRead + cacheWrite x prices.cacheWrite + output x prices.output) / 1e6, in "
+        "the currency of the version's model.prices; null when the version has no prices.",
+    )
+    turns = serializers.IntegerField(help_text="Turns whose usage was reported.")
+
+
+class SessionDetail(Session):
+    usage = SessionUsage()
+
+
 class SessionCreated(Session):
     sessionKey = serializers.CharField(
         help_text="The session key (cps_…): shown once, only in this response."

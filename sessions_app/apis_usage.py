@@ -26,17 +26,30 @@ class TokenCountField(StrictIntegerField):
 class SnapshotUsageApi(APIView):
     """Report the provider's usage of the turn that used this snapshot (once per snapshot).
 
-    Drives the same maintenance trigger as the built-in runtime: input tokens at or above
-    `maintenanceTriggerRatio * maxInputTokens` queue maintenance of the active window when a
-    maintainer is bound. The same body again replays (`replayed: true`); another body for a
-    snapshot already reported is a 409 `usage_already_reported`.
+    `inputTokens` counts every input token, cache reads and writes included (OpenAI's
+    convention; on Anthropic add `input_tokens`, `cache_read_input_tokens` and
+    `cache_creation_input_tokens`). Drives the same maintenance trigger as the built-in
+    runtime: input tokens at or above `maintenanceTriggerRatio * maxInputTokens` queue
+    maintenance of the active window when a maintainer is bound. The turn is priced at the
+    version's `model.prices`. The same counts again replay (`replayed: true`); other counts
+    for a snapshot already reported are a 409 `usage_already_reported`.
     """
 
     class Input(StrictSerializer):
-        inputTokens = TokenCountField(help_text="Input (prompt) tokens the provider reported.")
+        inputTokens = TokenCountField(
+            help_text="Every input (prompt) token of the request, cached ones included."
+        )
         outputTokens = TokenCountField(help_text="Output (completion) tokens.")
+        cacheReadInputTokens = TokenCountField(
+            required=False, help_text="Of the input tokens, those read from the provider's cache."
+        )
         cachedInputTokens = TokenCountField(
-            required=False, help_text="Of the input tokens, those served from the cache."
+            required=False,
+            help_text="Another name of cacheReadInputTokens (send one, or both equal).",
+        )
+        cacheWriteInputTokens = TokenCountField(
+            required=False,
+            help_text="Of the input tokens, those written to the provider's cache.",
         )
 
     class Output(serializers.Serializer):

@@ -270,8 +270,17 @@ class ProjectionSnapshot(models.Model):
     # {"messages": [...], "sources": [...], "request": {...}}; see `messages` etc. below.
     body = CompressedJSONField(default=dict)
     notes = models.JSONField(default=list)
-    # Provider-reported usage of the turn that used this snapshot (input/output tokens).
+    # Provider-reported usage of the turn that used this snapshot, as reported.
     usage = models.JSONField(null=True, blank=True)
+    # The same by kind (SPEC §15), so totals are one SUM: input counts every input token,
+    # cache reads and writes included; null input = no usage reported yet. `cost` is the
+    # turn's cost at the version's prices (null without prices), to
+    # contextproto.usage.COST_DECIMAL_PLACES.
+    input_tokens = models.BigIntegerField(null=True, blank=True)
+    cache_read_input_tokens = models.BigIntegerField(default=0)
+    cache_write_input_tokens = models.BigIntegerField(default=0)
+    output_tokens = models.BigIntegerField(null=True, blank=True)
+    cost = models.DecimalField(max_digits=32, decimal_places=12, null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

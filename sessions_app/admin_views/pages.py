@@ -67,6 +67,7 @@ from sessions_app.models import (
     WindowRecord,
 )
 from sessions_app.selectors import kv_values
+from sessions_app.usage_reads import run_usage, session_usage
 
 if TYPE_CHECKING:
     from django.contrib.admin import ModelAdmin
@@ -175,6 +176,7 @@ class SessionBrowser:
             ],
         )
         runs = list(Run.objects.filter(session=session).order_by("-created_at")[:20])
+        by_run = run_usage([run.id for run in runs], session.agent_version.prices)
         snapshots = list(
             ProjectionSnapshot.objects.filter(session=session)
             .defer(*SNAPSHOT_HEAVY_FIELDS)
@@ -199,7 +201,8 @@ class SessionBrowser:
             window_entry=pretty(kv[KEY_CURRENT_WINDOW_ENTRY])
             if KEY_CURRENT_WINDOW_ENTRY in kv
             else None,
-            runs=runs,
+            runs=[(run, by_run.get(run.id)) for run in runs],
+            usage=session_usage(session),
             window_count=WindowRecord.objects.filter(session=session).count(),
             fold_count=FoldRecord.objects.filter(session=session).count(),
             snapshots=snapshots,

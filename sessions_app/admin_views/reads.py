@@ -202,19 +202,24 @@ def fold_rows(session: Session, records: list[FoldRecord]) -> list[dict[str, Any
 
 
 def chart_for(session: Session) -> dict[str, Any]:
-    """Input tokens of the latest turns with maintenance commits and folds marked.
+    """Input tokens of the latest turns by kind, their cost, maintenance commits and folds.
 
     Each point links to its turn's snapshot (the context viewer).
     """
-    turns = list(
-        ProjectionSnapshot.objects.filter(session=session, usage__isnull=False)
+    # (created_at, upper_bound, input tokens, pk, cache read, cache write, cost)
+    points = list(
+        ProjectionSnapshot.objects.filter(session=session, input_tokens__isnull=False)
         .order_by("-created_at", "-pk")
-        .values_list("created_at", "upper_bound", "usage", "pk")[:CHART_TURNS]
+        .values_list(
+            "created_at",
+            "upper_bound",
+            "input_tokens",
+            "pk",
+            "cache_read_input_tokens",
+            "cache_write_input_tokens",
+            "cost",
+        )[:CHART_TURNS]
     )[::-1]
-    points = []
-    for created_at, upper_bound, usage, pk in turns:
-        tokens = usage.get("inputTokens") if isinstance(usage, dict) else None
-        points.append((created_at, upper_bound, tokens if isinstance(tokens, int) else None, pk))
     markers: list[charts.Marker] = []
     if points:
         first_time, first_bound = points[0][0], points[0][1]
@@ -254,13 +259,27 @@ def chart_for(session: Session) -> dict[str, Any]:
     )
     svg = charts.input_tokens_chart(
         [
-            charts.Turn(str(i + 1), p[2], href=url("snapshot", session, p[3]))
+            charts.Turn(
+                str(i + 1),
+                p[2],
+                href=url("snapshot", session, p[3]),
+                cache_read_tokens=p[4],
+                cache_write_tokens=p[5],
+                cost=float(p[6]) if p[6] is not None else None,
+            )
             for i, p in enumerate(points)
         ],
         markers,
         threshold=threshold,
     )
-    return {"svg": svg, "turns": len(points), "markers": markers, "threshold": threshold}
+    return {
+        "svg": svg,
+        "turns": len(points),
+        "markers": markers,
+        "threshold": threshold,
+        "cached": any(p[4] or p[5] for p in points),
+        "priced": any(p[6] is not None for p in points),
+    }
 
 
 def _position(points: list[tuple], after: Any) -> float:

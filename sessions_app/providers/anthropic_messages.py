@@ -66,6 +66,34 @@ def _count(usage: Mapping[str, Any], key: str) -> int | None:
     return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
+def _usage(usage_raw: Mapping[str, Any]) -> dict[str, Any]:
+    """SPEC §15 usage of a Messages response.
+
+    `input_tokens` counts only the uncached part; inputTokens is the whole prompt, as on
+    OpenAI: uncached + cache reads + cache writes. The writes per TTL (`cache_creation`)
+    are kept beside the total.
+    """
+    uncached = _count(usage_raw, "input_tokens") or 0
+    cache_write = _count(usage_raw, "cache_creation_input_tokens")
+    cache_read = _count(usage_raw, "cache_read_input_tokens")
+    usage: dict[str, Any] = {
+        "inputTokens": uncached + (cache_write or 0) + (cache_read or 0),
+        "outputTokens": _count(usage_raw, "output_tokens") or 0,
+        "uncachedInputTokens": uncached,
+    }
+    if cache_read is not None:
+        usage["cacheReadInputTokens"] = cache_read
+    if cache_write is not None:
+        usage["cacheWriteInputTokens"] = cache_write
+    by_ttl = usage_raw.get("cache_creation")
+    if isinstance(by_ttl, Mapping):
+        for ttl, key in (("5m", "ephemeral_5m_input_tokens"), ("1h", "ephemeral_1h_input_tokens")):
+            count = _count(by_ttl, key)
+            if count is not None:
+                usage[f"cacheWrite{ttl}InputTokens"] = count
+    return usage
+
+
 def parse_message(raw: dict[str, Any], request: dict) -> ModelReply:
     """Read the content blocks and usage of a Messages response body."""
     blocks = raw.get("content")
@@ -97,20 +125,7 @@ def parse_message(raw: dict[str, Any], request: dict) -> ModelReply:
 
     usage_raw = raw.get("usage")
     if isinstance(usage_raw, Mapping) and _count(usage_raw, "input_tokens") is not None:
-        cache_write = _count(usage_raw, "cache_creation_input_tokens")
-        cache_read = _count(usage_raw, "cache_read_input_tokens")
-        # `input_tokens` excludes cached parts; inputTokens is the whole prompt, as on OpenAI.
-        usage: dict[str, Any] = {
-            "inputTokens": _count(usage_raw, "input_tokens")
-            + (cache_write or 0)
-            + (cache_read or 0),
-            "outputTokens": _count(usage_raw, "output_tokens") or 0,
-            "uncachedInputTokens": _count(usage_raw, "input_tokens"),
-        }
-        if cache_write is not None:
-            usage["cacheCreationInputTokens"] = cache_write
-        if cache_read is not None:
-            usage["cacheReadInputTokens"] = cache_read
+        usage = _usage(usage_raw)
     else:
         usage = estimated_usage(request, text, tool_calls)
         notes.append(f"{LABEL}: the response reported no usage; token counts are estimates")

@@ -111,9 +111,11 @@ def parse_completion(raw: dict[str, Any], request: dict) -> ModelReply:
             "inputTokens": int(usage_raw.get("prompt_tokens") or 0),
             "outputTokens": int(usage_raw.get("completion_tokens") or 0),
         }
+        # `prompt_tokens` includes the cached part (SPEC §15's convention already); OpenAI
+        # reports no cache writes. Details may be null on compatible servers.
         cached = (usage_raw.get("prompt_tokens_details") or {}).get("cached_tokens")
-        if cached is not None:
-            usage["cachedInputTokens"] = cached
+        if isinstance(cached, int | float) and not isinstance(cached, bool):
+            usage["cacheReadInputTokens"] = int(cached)
         reasoning = (usage_raw.get("completion_tokens_details") or {}).get("reasoning_tokens")
         if reasoning is not None:
             usage["reasoningTokens"] = reasoning

@@ -32,7 +32,9 @@ STEP_KEYS = frozenset({"expect", "text", "toolCalls", "usage", "comment", "delay
 EXPECT_KEYS = frozenset({"contains", "notContains", "lastMessageKind", "lastRole", "messageCount"})
 TOKENS_KEYS = frozenset({"mode", "inputPerTurn", "outputPerTurn"})
 TOOL_CALL_KEYS = frozenset({"id", "name", "arguments"})
-USAGE_KEYS = frozenset({"inputTokens", "outputTokens"})
+# The cache counts (SPEC §15) are reported only when a step gives them: a rehearsal of cost.
+CACHE_USAGE_KEYS = ("cacheReadInputTokens", "cacheWriteInputTokens")
+USAGE_KEYS = frozenset({"inputTokens", "outputTokens", *CACHE_USAGE_KEYS})
 TOKEN_MODES = ("estimate", "fixed")
 
 STOP_TOOL_CALLS = "tool_calls"
@@ -257,6 +259,7 @@ class ScriptedProvider:
             output_tokens = estimate_tokens((text or "") + tool_calls_json(calls))
             estimated = True
         usage: dict[str, Any] = {"inputTokens": input_tokens, "outputTokens": output_tokens}
+        usage.update({key: given[key] for key in CACHE_USAGE_KEYS if key in given})
         if estimated:
             usage["estimated"] = True
         return usage

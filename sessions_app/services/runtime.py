@@ -200,7 +200,7 @@ def _turn(session: Session, version, run: Run, provider, on_turn) -> str:
                 turn=run.turns,
                 window_id=snapshot.window_id,
                 tool=tool_name,
-                input_tokens=(snapshot.usage or {}).get("inputTokens"),
+                input_tokens=snapshot.input_tokens,
                 outcome=str(outcome),
             )
         )

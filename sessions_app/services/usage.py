@@ -1,8 +1,9 @@
-"""Provider usage reported by an external host for one turn (SPEC §6 trigger, §9).
+"""Provider usage of one turn: stored by kind, priced, counted, and the §6 trigger (SPEC §15).
 
 The built-in runtime records the usage of the turns it drives itself; a host that calls the
 model on its own reports it here, and the same `turn_usage_record` stores it and decides
-whether maintenance is due, so both kinds of sessions compress at the same threshold.
+whether maintenance is due, so both kinds of sessions compress at the same threshold and
+are billed by the same formula.
 """
 
 from __future__ import annotations
@@ -13,10 +14,38 @@ from uuid import UUID
 
 from django.db import transaction
 
-from contextproto.errors import USAGE_ALREADY_REPORTED, ApplicationError, NotFound
+from contextproto import metrics
+from contextproto.errors import (
+    INVALID_REQUEST,
+    USAGE_ALREADY_REPORTED,
+    ApplicationError,
+    NotFound,
+)
 from contextproto.ids import parse_uuid
+from contextproto.usage import TokenUsage, report_problems, tokens_of, turn_cost
 from sessions_app.models import MaintenanceJob, ProjectionSnapshot, Session
 from sessions_app.services.maintenance import maintenance_trigger_after_turn
+
+USAGE_FIELDS = [
+    "usage",
+    "input_tokens",
+    "cache_read_input_tokens",
+    "cache_write_input_tokens",
+    "output_tokens",
+    "cost",
+]
+
+
+def snapshot_tokens(snapshot: ProjectionSnapshot) -> TokenUsage | None:
+    """The tokens by kind recorded on a snapshot; None before its usage is reported."""
+    if snapshot.input_tokens is None:
+        return None
+    return TokenUsage(
+        input_tokens=snapshot.input_tokens,
+        output_tokens=snapshot.output_tokens or 0,
+        cache_read_input_tokens=snapshot.cache_read_input_tokens,
+        cache_write_input_tokens=snapshot.cache_write_input_tokens,
+    )
 
 
 def turn_usage_record(
@@ -25,13 +54,25 @@ def turn_usage_record(
     """Store the provider-reported usage on the turn's snapshot; trigger maintenance (§6).
 
     The one path for usage, whoever called the model: the built-in runtime, or an external
-    host through `snapshots/{id}/usage/`. Returns the maintenance job it queued, if any.
+    host through `snapshots/{id}/usage/`. `usage` is kept as reported; its counts by kind
+    and the turn's cost at the version's prices go to the snapshot's columns, and the
+    /metrics counters move once the transaction commits. Returns the maintenance job it
+    queued, if any; the trigger reads every input token, cached ones included.
     """
-    snapshot.usage = dict(usage or {})
-    snapshot.save(update_fields=["usage"])
     session = Session.objects.select_related("agent_version").get(pk=snapshot.session_id)
-    tokens = snapshot.usage.get("inputTokens")
-    return maintenance_trigger_after_turn(session=session, input_tokens=tokens)
+    tokens = tokens_of(usage)
+    cost = turn_cost(tokens, session.agent_version.prices) if tokens is not None else None
+    snapshot.usage = dict(usage or {})
+    snapshot.input_tokens = tokens.input_tokens if tokens else None
+    snapshot.cache_read_input_tokens = tokens.cache_read_input_tokens if tokens else 0
+    snapshot.cache_write_input_tokens = tokens.cache_write_input_tokens if tokens else 0
+    snapshot.output_tokens = tokens.output_tokens if tokens else None
+    snapshot.cost = cost
+    snapshot.save(update_fields=USAGE_FIELDS)
+    if tokens is not None:
+        version_id = str(session.agent_version_id)
+        transaction.on_commit(lambda: metrics.usage_recorded(version_id, tokens, cost))
+    return maintenance_trigger_after_turn(session=session, input_tokens=snapshot.input_tokens)
 
 
 @dataclass(frozen=True)
@@ -47,12 +88,21 @@ def snapshot_usage_report(
 ) -> UsageReport:
     """Store `usage` on the session's snapshot once and run the maintenance trigger.
 
-    Idempotent per snapshot: the same usage again is a replay (nothing written, no trigger);
-    different usage for a snapshot that already has one is refused (409
-    `usage_already_reported`), so a turn is never counted twice. Locks the snapshot row, so
-    two concurrent reports serialise. Raises NotFound for a snapshot of another session.
-    The maintenance task it may queue is enqueued after commit.
+    `usage` holds JSON integers >= 0 (the view checks types); the cache counts must fit
+    inside `inputTokens` and the two spellings of cache reads must agree, else 400
+    `invalid_request` naming the field, before anything is read or written.
+    Idempotent per snapshot: the same counts again (under either spelling) are a replay
+    (nothing written, no trigger); different counts for a snapshot that already has usage
+    are refused (409 `usage_already_reported`), so a turn is never counted twice. Locks the
+    snapshot row, so two concurrent reports serialise. Raises NotFound for a snapshot of
+    another session. The maintenance task it may queue is enqueued after commit.
     """
+    problems = report_problems(usage)
+    if problems:
+        first = problems[0]
+        raise ApplicationError(
+            INVALID_REQUEST, f"{first['field']}: {first['message']}", {"errors": problems}
+        )
     wanted = parse_uuid(snapshot_id, "Snapshot")
     snapshot = (
         ProjectionSnapshot.objects.select_for_update()
@@ -62,7 +112,7 @@ def snapshot_usage_report(
     if snapshot is None:
         raise NotFound("Snapshot")
     if snapshot.usage:
-        if snapshot.usage == usage:
+        if snapshot_tokens(snapshot) == tokens_of(usage):
             return UsageReport(snapshot, replayed=True, maintenance_job=None)
         raise ApplicationError(
             USAGE_ALREADY_REPORTED,

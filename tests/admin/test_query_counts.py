@@ -44,7 +44,9 @@ def big_session(published_version, app_name: str, size: int):
     )
     bulk_messages(session, size)
     snapshot = projection_build(session_id=session.id)
-    ProjectionSnapshot.objects.filter(session=session).update(usage={"inputTokens": 1234})
+    ProjectionSnapshot.objects.filter(session=session).update(
+        usage={"inputTokens": 1234}, input_tokens=1234
+    )
     MaintenanceJob.objects.create(session=session, window_id="w1", status="committed")
     session.refresh_from_db()
     return session, fold_id, snapshot

@@ -162,7 +162,9 @@ def test_chart_plots_input_tokens_with_maintenance_and_fold_markers(operator, sc
     snapshots = list(ProjectionSnapshot.objects.filter(session=session).order_by("created_at"))
     for n, snapshot in enumerate(snapshots):
         ProjectionSnapshot.objects.filter(pk=snapshot.pk).update(
-            usage={"inputTokens": 1000 + 500 * n, "outputTokens": 20}
+            usage={"inputTokens": 1000 + 500 * n, "outputTokens": 20},
+            input_tokens=1000 + 500 * n,
+            output_tokens=20,
         )
     MaintenanceJob.objects.create(
         session=session,

@@ -88,7 +88,9 @@ def test_operator_configures_publishes_and_browses_a_session(
     turns = ProjectionSnapshot.objects.filter(session=session).order_by("created_at", "pk")
     for n, turn in enumerate(turns):
         ProjectionSnapshot.objects.filter(pk=turn.pk).update(
-            usage={"inputTokens": 1800 + 700 * n, "outputTokens": 40}
+            usage={"inputTokens": 1800 + 700 * n, "outputTokens": 40},
+            input_tokens=1800 + 700 * n,
+            output_tokens=40,
         )
     browse = f"{base}/admin/sessions_app/session/{session.pk}/browse/"
 

@@ -104,7 +104,9 @@ def test_served_admin_is_styled_and_the_session_pages_render(
     turns = list(ProjectionSnapshot.objects.filter(session=session).order_by("created_at", "pk"))
     for n, turn in enumerate(turns):
         ProjectionSnapshot.objects.filter(pk=turn.pk).update(
-            usage={"inputTokens": 1800 + 700 * n, "outputTokens": 40}
+            usage={"inputTokens": 1800 + 700 * n, "outputTokens": 40},
+            input_tokens=1800 + 700 * n,
+            output_tokens=40,
         )
     responses: list = []
     page.on("response", lambda response: responses.append(response))

@@ -146,8 +146,39 @@ def test_cache_tokens_count_into_the_prompt_size(anthropic_api: FakeAPI) -> None
         "inputTokens": 1250,
         "outputTokens": 5,
         "uncachedInputTokens": 50,
-        "cacheCreationInputTokens": 200,
+        "cacheWriteInputTokens": 200,
         "cacheReadInputTokens": 1000,
+    }
+
+
+def test_cache_writes_per_ttl_are_kept_beside_their_total(anthropic_api: FakeAPI) -> None:
+    # The current Messages usage: cache_creation splits the writes by TTL (SPEC §15 prices
+    # one cacheWrite, the version's TTL's price; the split stays in the stored usage).
+    anthropic_api.answer(
+        200,
+        _reply(
+            usage={
+                "input_tokens": 12,
+                "output_tokens": 30,
+                "cache_read_input_tokens": 4096,
+                "cache_creation_input_tokens": 1500,
+                "cache_creation": {
+                    "ephemeral_5m_input_tokens": 0,
+                    "ephemeral_1h_input_tokens": 1500,
+                },
+                "service_tier": "standard",
+            }
+        ),
+    )
+    reply = _provider(anthropic_api.url).complete(adapted("anthropic-messages").body, model="c")
+    assert reply.usage == {
+        "inputTokens": 12 + 4096 + 1500,
+        "outputTokens": 30,
+        "uncachedInputTokens": 12,
+        "cacheReadInputTokens": 4096,
+        "cacheWriteInputTokens": 1500,
+        "cacheWrite5mInputTokens": 0,
+        "cacheWrite1hInputTokens": 1500,
     }
 
 

@@ -114,9 +114,23 @@ def test_text_reply_with_cached_and_reasoning_tokens(openai_api: FakeAPI) -> Non
     assert reply.usage == {
         "inputTokens": 2000,
         "outputTokens": 40,
-        "cachedInputTokens": 1536,
+        "cacheReadInputTokens": 1536,  # part of inputTokens, as OpenAI counts
         "reasoningTokens": 12,
     }
+
+
+def test_null_prompt_token_details_mean_no_cache_reads(openai_api: FakeAPI) -> None:
+    # Some compatible servers answer `prompt_tokens_details: null`.
+    body = json.loads(json.dumps(OPENAI_TOOL_CALL_REPLY))
+    body["usage"] = {
+        "prompt_tokens": 900,
+        "completion_tokens": 4,
+        "total_tokens": 904,
+        "prompt_tokens_details": None,
+    }
+    openai_api.answer(200, body)
+    reply = _provider(openai_api.url).complete(adapted("openai-chat").body, model="gpt-test")
+    assert reply.usage == {"inputTokens": 900, "outputTokens": 4}
 
 
 def test_unparsable_arguments_are_kept_raw_and_noted(openai_api: FakeAPI) -> None:
