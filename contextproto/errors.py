@@ -127,6 +127,16 @@ ARCHIVE_RESTORE_CONFLICT = _code(
     "archive_restore_conflict", 409, "A hot row already holds an index being restored."
 )
 
+# ---------------------------------------------------------------- time travel (SPEC §17)
+REVISION_OUT_OF_RANGE = _code(
+    "revision_out_of_range", 400, "A revision above the session's current state revision."
+)
+REVISION_NOT_RECORDED = _code(
+    "revision_not_recorded",
+    400,
+    "A revision older than the session's KV history (sessions started before it existed).",
+)
+
 # ---------------------------------------------------------------- maintenance and nodes
 MAINTAINER_NOT_BOUND = _code(
     "maintainer_not_bound", 400, "Built-in maintenance needs a maintainer Agent bound."

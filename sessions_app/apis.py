@@ -22,13 +22,14 @@ from contextproto.api import (
     credential_of,
     page_limit,
     query_int,
+    query_revision,
 )
-from contextproto.api_schema import AFTER_INDEX, LIMIT, PAGE, PREFIX, WINDOW
+from contextproto.api_schema import AFTER_INDEX, LIMIT, PAGE, PREFIX, REVISION, WINDOW
 from contextproto.errors import NotFound
 from contextproto.ids import parse_uuid
 from contextproto.protocol import adapters, catalog
 from sessions_app import apis_shapes as shapes
-from sessions_app import selectors
+from sessions_app import history_reads, selectors
 from sessions_app.models import Session
 from sessions_app.services import (
     client_writes,
@@ -323,20 +324,28 @@ class SnapshotsApi(APIView):
 
 class KvApi(APIView):
     class Output(serializers.Serializer):
-        stateRevision = serializers.IntegerField()
+        stateRevision = serializers.IntegerField(
+            help_text="The revision of the state listed: the current one, or `revision`."
+        )
         entries = shapes.KvEntry(many=True)
         nextCursor = serializers.CharField(allow_null=True)
 
-    @extend_schema(parameters=[*PAGE, PREFIX], responses={200: Output})
+    @extend_schema(parameters=[*PAGE, PREFIX, REVISION], responses={200: Output})
     def get(self, request: Request, session_id: str) -> Response:
         session = session_for(request, session_id)
         cursor, limit = _page_query(request)
-        page = selectors.kv_page(
-            session, prefix=request.query_params.get("prefix"), cursor=cursor, limit=limit
-        )
+        prefix = request.query_params.get("prefix")
+        revision = query_revision(request.query_params.get("revision"))
+        if revision is None:
+            page = selectors.kv_page(session, prefix=prefix, cursor=cursor, limit=limit)
+        else:
+            history_reads.revision_check(session, revision)
+            page = history_reads.kv_page_at(
+                session, revision, prefix=prefix, cursor=cursor, limit=limit
+            )
         return Response(
             {
-                "stateRevision": session.state_revision,
+                "stateRevision": session.state_revision if revision is None else revision,
                 "entries": [
                     {"key": e.key, "value": e.value, "revision": e.revision} for e in page.items
                 ],

@@ -28,7 +28,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ),
     (
         "selectors: reads, hot and cold merged (hot_reads: the projection's raw-SQL reads)",
-        ("sessions_app.selectors", "sessions_app.hot_reads"),
+        ("sessions_app.selectors", "sessions_app.hot_reads", "sessions_app.history_reads"),
     ),
     (
         "records: log writes, archive moves, runs, sessions, client write ids, the reader port",

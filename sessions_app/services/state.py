@@ -2,6 +2,11 @@
 
 Locking contract: every function here that changes state runs inside a transaction and
 holds the session row lock (`SELECT ... FOR NO KEY UPDATE`), so revisions are serial.
+
+History (SPEC §17): `kv_apply_locked` is the one writer of KVEntry, and every row it
+upserts is appended to KVHistory at the new revision by a trigger on KVEntry (migration
+0010), in the same statement; removals append their marker here. So the state at any
+revision since the history began can be read back (sessions_app.history_reads).
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from contextproto.errors import (
     NotFound,
 )
 from contextproto.protocol import state as kvkeys
-from sessions_app.models import FoldRecord, KVEntry, Session, WindowRecord
+from sessions_app.models import FoldRecord, KVEntry, KVHistory, Session, WindowRecord
 
 
 class _Delete:
@@ -165,6 +170,10 @@ def kv_apply_locked(
     deleted = [k for k, v in writes.items() if v is KV_DELETE]
     if deleted:
         KVEntry.objects.filter(session=session, key__in=deleted).delete()
+        # The trigger sees inserts and updates only: a removal records its marker here.
+        KVHistory.objects.bulk_create(
+            [KVHistory(session=session, key=k, revision=revision, deleted=True) for k in deleted]
+        )
     upserts = [
         KVEntry(session=session, key=k, value=v, revision=revision)
         for k, v in writes.items()
@@ -207,3 +216,4 @@ def kv_commit(
                 {"currentRevision": session.state_revision, "expectedRevision": expected_revision},
             )
         return kv_apply_locked(session, writes)
+

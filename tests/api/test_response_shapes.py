@@ -182,6 +182,8 @@ def test_every_operation_answers_in_its_documented_shape(schema, walk, api_sessi
     check(host.get(s.path("snapshots/"), limit=1), 200)
     check(host.get(s.path("kv/"), limit=2), 200)
     check(host.get(s.path("kv/"), cursor="garbage"), 400)
+    check(host.get(s.path("kv/"), revision=1, limit=2), 200)
+    check(host.get(s.path("kv/"), revision=10**6), 400)
     usage = {"inputTokens": 10, "outputTokens": 2}
     check(host.post(s.path(f"snapshots/{view['snapshotId']}/usage/"), usage), 200)
 
