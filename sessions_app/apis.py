@@ -34,6 +34,7 @@ from sessions_app.models import Session
 from sessions_app.services import (
     client_writes,
     dispatch,
+    fork,
     maintenance,
     messages,
     projection,
@@ -61,6 +62,7 @@ def session_to_wire(session: Session) -> dict[str, Any]:
         "currentRunId": session.current_run_id.hex if session.current_run_id else None,
         "lastIndex": session.last_index,
         "createdAt": session.created_at.isoformat(),
+        "forkedFrom": point.to_wire() if (point := fork.fork_point_of(session)) else None,
     }
 
 
@@ -352,6 +354,54 @@ class KvApi(APIView):
                 "nextCursor": page.next_cursor,
             }
         )
+
+
+class SessionForkApi(APIView):
+    """Fork the session at a turn (SPEC §17); an application key only (docs/decisions.md)."""
+
+    class Input(StrictSerializer):
+        snapshotId = serializers.CharField(
+            max_length=64,
+            required=False,
+            help_text="Fork at this turn: the snapshot's upper bound and revision.",
+        )
+        throughIndex = serializers.IntegerField(
+            required=False,
+            min_value=-catalog.JSON_INTEGER_MAX,
+            max_value=catalog.JSON_INTEGER_MAX,
+            help_text="Fork after this message: the state before the next one was written.",
+        )
+        agentVersionId = serializers.UUIDField(
+            required=False,
+            help_text="A published version of the same Agent with a state-compatible protocol.",
+        )
+
+        def validate(self, data: dict[str, Any]) -> dict[str, Any]:
+            if ("snapshotId" in data) == ("throughIndex" in data):
+                raise serializers.ValidationError(
+                    {"snapshotId": ["Send exactly one of snapshotId and throughIndex."]}
+                )
+            return data
+
+    @extend_schema(request=Input, responses={201: shapes.SessionForked})
+    def post(self, request: Request, session_id: str) -> Response:
+        application = application_of(request, "Session")
+        original = selectors.session_get(session_id=session_id, application_id=application.id)
+        data = self.Input.parse(request.data)
+        version = None
+        if "agentVersionId" in data:
+            version = agent_selectors.agent_version_for_session(
+                application=application, version_id=data["agentVersionId"]
+            )
+        forked, key = fork.session_fork(
+            session=original,
+            snapshot_id=data.get("snapshotId"),
+            through_index=data.get("throughIndex"),
+            agent_version=version,
+        )
+        body = session_to_wire(forked)
+        body["sessionKey"] = key
+        return Response(body, status=status.HTTP_201_CREATED)
 
 
 def _dependency_checks(*, migrations: bool = False) -> dict[str, str]:

@@ -31,7 +31,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         ("sessions_app.selectors", "sessions_app.hot_reads", "sessions_app.history_reads"),
     ),
     (
-        "records: log writes, archive moves, runs, sessions, client write ids, the reader port",
+        "records: log writes, archive moves, runs, sessions and forks, client write ids, the "
+        "reader port",
         (
             "sessions_app.services.messages",
             "sessions_app.services.archive",
@@ -39,6 +40,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "sessions_app.services.client_writes",
             "sessions_app.services.reader",
             "sessions_app.services.sessions",
+            "sessions_app.services.fork",
         ),
     ),
     (

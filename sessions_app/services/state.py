@@ -12,7 +12,7 @@ revision since the history began can be read back (sessions_app.history_reads).
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 from uuid import UUID
 
@@ -217,3 +217,32 @@ def kv_commit(
             )
         return kv_apply_locked(session, writes)
 
+
+def kv_install_locked(session: Session, history: Iterable[KVHistory]) -> dict[str, Any]:
+    """Give a new session the KV history `history` (a fork's copy); return its current KV.
+
+    `history`: unsaved rows (key, revision, value, deleted) of this session, in key and
+    revision order, none above `session.state_revision`. KVEntry gets each key's newest
+    value at its own revision (the trigger appends those history rows), KVHistory the rest
+    (older values and removals), and the fold and window tables follow the entries.
+    Precondition: inside a transaction; the session has no KV yet. Limits are not checked:
+    the state was within them when it was written.
+    """
+    rows = list(history)
+    newest: dict[str, KVHistory] = {}
+    for row in rows:
+        newest[row.key] = row
+    current = {key: row for key, row in newest.items() if not row.deleted}
+    older = [row for row in rows if current.get(row.key) is not row]
+    if older:
+        KVHistory.objects.bulk_create(older)
+    if current:
+        KVEntry.objects.bulk_create(
+            [
+                KVEntry(session=session, key=key, value=row.value, revision=row.revision)
+                for key, row in current.items()
+            ]
+        )
+    state = {key: row.value for key, row in current.items()}
+    _sync_secondary(session, state)
+    return state
