@@ -69,9 +69,15 @@ def _latest_through(session_id: Any, revision: int) -> QuerySet[KVHistory]:
     )
 
 
+def kv_rows_at(session_id: Any, revision: int) -> QuerySet[KVHistory]:
+    """The entries of the session's KV at `revision` (rows with key, value and the revision
+    that wrote them), to filter and page like KVEntry."""
+    return _latest_through(session_id, revision).filter(deleted=False)
+
+
 def kv_at(session_id: Any, revision: int, keys: Sequence[str] | None = None) -> dict[str, Any]:
     """The KV of the session at `revision` (only `keys` if given): key -> value."""
-    rows = _latest_through(session_id, revision).filter(deleted=False)
+    rows = kv_rows_at(session_id, revision)
     if keys is not None:
         rows = rows.filter(key__in=list(keys))
     return dict(rows.values_list("key", "value"))
@@ -82,7 +88,7 @@ def kv_page_at(
 ) -> Page[KVHistory]:
     """`kv_page` as it was at `revision`: entries in key order, each with the revision that
     last wrote it (at or below `revision`), only those starting with `prefix` if given."""
-    rows = _latest_through(session.id, revision).filter(deleted=False)
+    rows = kv_rows_at(session.id, revision)
     if prefix:
         rows = rows.filter(key__startswith=prefix)
     return keyset_page(rows, KV, cursor=cursor, limit=limit)
