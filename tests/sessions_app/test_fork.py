@@ -196,6 +196,11 @@ def test_a_fork_is_projected_and_continued_a_call_dispatched_and_its_fold_read_b
     read = f.tool("context_fold_read", foldId=fold_id)
     assert read["success"], read
     assert "price 1300" in read["text"] and "shipping 250" in read["text"]
+    # A copied call is answered; its receipt stays the original's.
+    copied_fold_call = next(m for m in log(f.id) if m.tool_name == "context_fold_create")
+    again = f.client.post(f.path(f"tool-calls/{copied_fold_call.tool_call_id}/dispatch/"))
+    assert again.status_code == 400
+    assert again.json()["error"]["code"] == "tool_call_already_answered"
     opened = f.tool(
         "context_window_open", windowId="alpha", goal="delivery", input="x", expectedWindowId="main"
     )
@@ -419,6 +424,10 @@ def test_refusals_change_nothing(api_session, make_version, tenant):
     draft.save(update_fields=["status"])
     refused(400, "agent_version_not_published", throughIndex=1, agentVersionId=str(draft.id))
     refused(404, "not_found", throughIndex=1, agentVersionId=str(t.agent_version.id))
+    # The session's own version, archived since: new sessions, forks too, need another one.
+    s.agent_version.status = s.agent_version.Status.ARCHIVED
+    s.agent_version.save(update_fields=["status"])
+    refused(409, "agent_version_archived", throughIndex=1)
     assert Session.objects.count() == sessions
 
 
