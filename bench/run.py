@@ -146,10 +146,12 @@ def main() -> None:
     if output:
         path = benchlib.ROOT / output
         text = bench_report.render(results, verdicts, context)
-        if path.exists():  # `make load` figures live in the same file: keep them
+        if path.exists():  # `make load` and KV history figures live in the same file
+            import bench_kv_history
             import load
 
             text = load.keep_section(path.read_text(), text)
+            text = bench_kv_history.keep_section(path.read_text(), text)
         path.write_text(text)
         print(f"\nbench: wrote {path}")
     label = "make bench" if make_started else "bench/run.py"

@@ -20,6 +20,7 @@ from rest_framework.request import Request
 from agents.models import ApiKey, Application, hash_key
 from contextproto.errors import INVALID_REQUEST, NOT_AUTHENTICATED, ApplicationError, NotFound
 from contextproto.ids import canonical_uuid
+from contextproto.protocol.catalog import JSON_INTEGER_MAX
 
 PAGE_LIMIT_DEFAULT = 50
 PAGE_LIMIT_MAX = 200
@@ -190,3 +191,29 @@ def query_int(raw: object, name: str, default: int, *, minimum: int, maximum: in
 
 def page_limit(raw: object, default: int = PAGE_LIMIT_DEFAULT) -> int:
     return query_int(raw, "limit", default, minimum=1, maximum=PAGE_LIMIT_MAX)
+
+
+def query_revision(raw: object, name: str = "revision") -> int | None:
+    """A state revision from the query string: None when absent, else a canonical integer.
+
+    Canonical: ASCII digits without sign, spaces or leading zeros ("0", "17"), at most the
+    JSON integer range; anything else is a 400 naming the parameter, so "+5", "05" or "5.0"
+    never silently mean revision 5.
+    """
+    if raw is None:
+        return None
+    text = str(raw)
+    canonical = (
+        text.isascii()
+        and text.isdigit()
+        and len(text) <= 16
+        and (text == "0" or not text.startswith("0"))
+    )
+    if not canonical or int(text) > JSON_INTEGER_MAX:
+        raise ApplicationError(
+            INVALID_REQUEST,
+            f"{name} must be a state revision: a non-negative integer written with digits "
+            "only (no sign, spaces or leading zeros).",
+            {"field": name},
+        )
+    return int(text)

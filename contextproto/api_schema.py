@@ -102,6 +102,13 @@ WINDOW = OpenApiParameter(
 PREFIX = OpenApiParameter(
     "prefix", OpenApiTypes.STR, OpenApiParameter.QUERY, description="Only keys with this prefix."
 )
+REVISION = OpenApiParameter(
+    "revision",
+    OpenApiTypes.INT,
+    OpenApiParameter.QUERY,
+    description="Read the state as it was at this state revision (0 up to the current one); "
+    "leave out for the current state.",
+)
 PAGE = [CURSOR, LIMIT]
 
 

@@ -168,6 +168,25 @@ ARCHIVE_RESTORE_CONFLICT = _code(
     "archive_restore_conflict", 409, "A hot row already holds an index being restored."
 )
 
+# ---------------------------------------------------------------- time travel (SPEC §17)
+REVISION_OUT_OF_RANGE = _code(
+    "revision_out_of_range", 400, "A revision above the session's current state revision."
+)
+REVISION_NOT_RECORDED = _code(
+    "revision_not_recorded",
+    400,
+    "A revision older than the session's KV history (sessions started before it existed).",
+)
+FORK_BOUND_OUT_OF_RANGE = _code(
+    "fork_bound_out_of_range", 400, "A fork's throughIndex below 0 or beyond the log."
+)
+FORK_PROTOCOL_INCOMPATIBLE = _code(
+    "fork_protocol_incompatible", 400, "The fork's version keeps state another protocol's way."
+)
+FORK_AGENT_MISMATCH = _code(
+    "fork_agent_mismatch", 400, "The fork's agentVersionId is a version of another Agent."
+)
+
 # ---------------------------------------------------------------- maintenance and nodes
 MAINTAINER_NOT_BOUND = _code(
     "maintainer_not_bound", 400, "Built-in maintenance needs a maintainer Agent bound."

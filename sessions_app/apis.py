@@ -24,17 +24,19 @@ from contextproto.api import (
     credential_of,
     page_limit,
     query_int,
+    query_revision,
 )
-from contextproto.api_schema import AFTER_INDEX, LIMIT, PAGE, PREFIX, WINDOW
+from contextproto.api_schema import AFTER_INDEX, LIMIT, PAGE, PREFIX, REVISION, WINDOW
 from contextproto.errors import NotFound
 from contextproto.ids import parse_uuid
 from contextproto.protocol import adapters, catalog
 from sessions_app import apis_shapes as shapes
-from sessions_app import selectors, usage_reads
+from sessions_app import history_reads, selectors, usage_reads
 from sessions_app.models import Session
 from sessions_app.services import (
     client_writes,
     dispatch,
+    fork,
     maintenance,
     messages,
     projection,
@@ -62,6 +64,7 @@ def session_to_wire(session: Session) -> dict[str, Any]:
         "currentRunId": session.current_run_id.hex if session.current_run_id else None,
         "lastIndex": session.last_index,
         "createdAt": session.created_at.isoformat(),
+        "forkedFrom": point.to_wire() if (point := fork.fork_point_of(session)) else None,
     }
 
 
@@ -328,26 +331,82 @@ class SnapshotsApi(APIView):
 
 class KvApi(APIView):
     class Output(serializers.Serializer):
-        stateRevision = serializers.IntegerField()
+        stateRevision = serializers.IntegerField(
+            help_text="The revision of the state listed: the current one, or `revision`."
+        )
         entries = shapes.KvEntry(many=True)
         nextCursor = serializers.CharField(allow_null=True)
 
-    @extend_schema(parameters=[*PAGE, PREFIX], responses={200: Output})
+    @extend_schema(parameters=[*PAGE, PREFIX, REVISION], responses={200: Output})
     def get(self, request: Request, session_id: str) -> Response:
         session = session_for(request, session_id)
         cursor, limit = _page_query(request)
-        page = selectors.kv_page(
-            session, prefix=request.query_params.get("prefix"), cursor=cursor, limit=limit
-        )
+        prefix = request.query_params.get("prefix")
+        revision = query_revision(request.query_params.get("revision"))
+        if revision is None:
+            page = selectors.kv_page(session, prefix=prefix, cursor=cursor, limit=limit)
+        else:
+            history_reads.revision_check(session, revision)
+            page = history_reads.kv_page_at(
+                session, revision, prefix=prefix, cursor=cursor, limit=limit
+            )
         return Response(
             {
-                "stateRevision": session.state_revision,
+                "stateRevision": session.state_revision if revision is None else revision,
                 "entries": [
                     {"key": e.key, "value": e.value, "revision": e.revision} for e in page.items
                 ],
                 "nextCursor": page.next_cursor,
             }
         )
+
+
+class SessionForkApi(APIView):
+    """Fork the session at a turn (SPEC §17); an application key only (docs/decisions.md)."""
+
+    class Input(StrictSerializer):
+        snapshotId = serializers.CharField(
+            max_length=64,
+            required=False,
+            help_text="Fork at this turn: the snapshot's upper bound and revision.",
+        )
+        throughIndex = serializers.IntegerField(
+            required=False,
+            min_value=-catalog.JSON_INTEGER_MAX,
+            max_value=catalog.JSON_INTEGER_MAX,
+            help_text="Fork after this message: the state before the next one was written.",
+        )
+        agentVersionId = serializers.UUIDField(
+            required=False,
+            help_text="A published version of the same Agent with a state-compatible protocol.",
+        )
+
+        def validate(self, data: dict[str, Any]) -> dict[str, Any]:
+            if ("snapshotId" in data) == ("throughIndex" in data):
+                raise serializers.ValidationError(
+                    {"snapshotId": ["Send exactly one of snapshotId and throughIndex."]}
+                )
+            return data
+
+    @extend_schema(request=Input, responses={201: shapes.SessionForked})
+    def post(self, request: Request, session_id: str) -> Response:
+        application = application_of(request, "Session")
+        original = selectors.session_get(session_id=session_id, application_id=application.id)
+        data = self.Input.parse(request.data)
+        version = None
+        if "agentVersionId" in data:
+            version = agent_selectors.agent_version_for_session(
+                application=application, version_id=data["agentVersionId"]
+            )
+        forked, key = fork.session_fork(
+            session=original,
+            snapshot_id=data.get("snapshotId"),
+            through_index=data.get("throughIndex"),
+            agent_version=version,
+        )
+        body = session_to_wire(forked)
+        body["sessionKey"] = key
+        return Response(body, status=status.HTTP_201_CREATED)
 
 
 def _dependency_checks(*, migrations: bool = False) -> dict[str, str]:

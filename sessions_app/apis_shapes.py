@@ -35,6 +35,14 @@ class Message(serializers.Serializer):
     createdAt = serializers.DateTimeField(allow_null=True)
 
 
+class ForkPoint(serializers.Serializer):
+    sessionId = serializers.UUIDField(help_text="The session this one was forked from.")
+    throughIndex = serializers.IntegerField(
+        help_text="The bound used: messages #1..throughIndex were copied."
+    )
+    revision = serializers.IntegerField(help_text="The state revision the fork started from.")
+
+
 class Session(serializers.Serializer):
     id = serializers.UUIDField()
     agentVersionId = serializers.UUIDField()
@@ -44,6 +52,9 @@ class Session(serializers.Serializer):
     currentRunId = _nullable_text(help_text="The current run (hex), if any.")
     lastIndex = serializers.IntegerField()
     createdAt = serializers.DateTimeField()
+    forkedFrom = ForkPoint(
+        allow_null=True, help_text="Where this session was forked from; null if it is no fork."
+    )
 
 
 class SessionUsage(serializers.Serializer):
@@ -72,6 +83,10 @@ class SessionCreated(Session):
     sessionKey = serializers.CharField(
         help_text="The session key (cps_…): shown once, only in this response."
     )
+
+
+class SessionForked(SessionCreated):
+    """The new session of a fork, with its session key (shown once) and `forkedFrom` set."""
 
 
 class ProjectionMessage(serializers.Serializer):

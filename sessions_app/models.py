@@ -35,6 +35,16 @@ class Session(models.Model):
     )
     session_key_hash = models.CharField(max_length=64, unique=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    # The lowest revision whose state KVHistory can reproduce: 0 for sessions started since
+    # the history exists; a session seeded from its KV by migration 0010 knows only its state
+    # at the revision it had then (docs/decisions.md).
+    kv_history_from = models.BigIntegerField(default=0, db_default=0)
+    # Set on a fork (SPEC §17): the session, bound and revision it was copied from.
+    forked_from = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.PROTECT, related_name="forks"
+    )
+    forked_through_index = models.BigIntegerField(null=True, blank=True)
+    forked_revision = models.BigIntegerField(null=True, blank=True)
 
     class Meta:
         indexes = [models.Index(fields=["application", "-created_at"], name="session_app_recent")]
@@ -67,6 +77,8 @@ class Run(models.Model):
     lease_until = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # A fork's copy of a run records the RunId it was copied from (a RunId is global).
+    forked_from_run_id = models.UUIDField(null=True, blank=True)
 
     class Meta:
         indexes = [models.Index(fields=["session", "created_at"], name="run_session_created")]
@@ -116,6 +128,12 @@ class Message(models.Model):
     is_error = models.BooleanField(null=True, blank=True)
     snapshot_id = models.UUIDField(null=True, blank=True)
     created_at = models.DateTimeField()
+    # The state revision committed when the message's transaction began (its own KV changes,
+    # a dispatch's, come after): "the state before #N+1" of a fork by throughIndex. Null for
+    # messages written before the column existed.
+    written_at_revision = models.BigIntegerField(null=True, blank=True)
+    # A fork's copy of a message names the MessageId it was copied from.
+    forked_from_message_id = models.UUIDField(null=True, blank=True)
 
     objects = MessageQuerySet.as_manager()
 
@@ -170,6 +188,31 @@ class KVEntry(models.Model):
 
     def __str__(self) -> str:
         return self.key
+
+
+class KVHistory(models.Model):
+    """Every committed KV change of a session, kept beside KVEntry (SPEC §3.2, §17).
+
+    One row per key a transaction wrote, at that transaction's revision: the value, or
+    `deleted` for a removal. The state at revision R is, per key, the latest row with
+    revision <= R unless it is a removal (one index range scan on the primary key). Rows are
+    appended by the database in the statement that upserts KVEntry (a trigger, migration
+    0011), so no KV write can miss its history; kv_apply_locked appends removals itself.
+    """
+
+    pk = models.CompositePrimaryKey("session", "key", "revision")
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="kv_history")
+    key = models.CharField(max_length=200)
+    revision = models.BigIntegerField()
+    value = models.JSONField(null=True, blank=True)
+    deleted = models.BooleanField(default=False, db_default=False)
+
+    class Meta:
+        verbose_name = "KV history row"
+        verbose_name_plural = "KV history"
+
+    def __str__(self) -> str:
+        return f"{self.key}@{self.revision}"
 
 
 class FoldRecord(models.Model):

@@ -476,6 +476,57 @@ def log_at(session_id: Any, index: int) -> RawMessage | None:
     return to_raw(row) if row is not None else None
 
 
+def log_records(session_id: Any, *, after_index: int, through_index: int) -> list[dict[str, Any]]:
+    """Every column of the messages with after < index <= through, hot and cold merged.
+
+    In the archive's record format (cold_store.message_record), index order: what a copy of
+    the log needs beyond the engine's RawMessage (the revision each message was written at).
+    """
+    after_index = max(after_index, 0)
+    if through_index <= after_index:
+        return []
+    rows = Message.objects.filter(
+        session_id=session_id, index__gt=after_index, index__lte=through_index
+    ).order_by("index")
+
+    def attempt() -> list[dict[str, Any]] | None:
+        found = list(rows.annotate(archived_through=cold.archived_through_expr(session_id)))
+        if found:
+            boundary = found[0].archived_through
+        else:
+            state = (
+                Session.objects.filter(pk=session_id)
+                .annotate(b=cold.archived_through_expr(session_id), hot=Exists(rows))
+                .values_list("b", "hot")
+                .first()
+            )
+            if state is None:
+                return []
+            boundary, hot_now = state
+            if hot_now:
+                return None
+        hot = {row.index: cold.message_record(row) for row in found}
+        if boundary <= after_index:
+            return list(hot.values())
+        merged: dict[int, dict[str, Any]] = {}
+        seen: set[int] = set()
+        reached, end = after_index, min(through_index, boundary)
+        for chunk in cold.iter_chunks(session_id, after_index, through_index, batch=None):
+            seen.add(chunk.archived_through)
+            reached = chunk.last_index
+            merged.update(
+                (r["index"], r)
+                for r in cold.chunk_records(chunk)
+                if after_index < r["index"] <= through_index
+            )
+        if seen != {boundary} or reached < end:
+            return None
+        merged.update(hot)
+        return [merged[i] for i in sorted(merged)]
+
+    return _stable_read(session_id, attempt)
+
+
 def log_page(
     session_id: Any, *, window_id: str | None, after_index: int, limit: int
 ) -> list[RawMessage]:

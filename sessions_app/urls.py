@@ -35,6 +35,7 @@ urlpatterns = [
         name="session-snapshot-usage",
     ),
     path(S + "kv/", apis.KvApi.as_view(), name="session-kv"),
+    path(S + "fork/", apis.SessionForkApi.as_view(), name="session-fork"),
     path(S + "maintenance/", apis.MaintenanceJobsApi.as_view(), name="session-maintenance-jobs"),
     path(
         S + "windows/<str:window_id>/maintenance/",

@@ -28,11 +28,17 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ),
     (
         "selectors: reads, hot and cold merged (hot_reads: the projection's raw-SQL reads; "
-        "usage_reads: usage and cost totals)",
-        ("sessions_app.selectors", "sessions_app.hot_reads", "sessions_app.usage_reads"),
+        "usage_reads: usage and cost totals; history_reads: the state at a revision)",
+        (
+            "sessions_app.selectors",
+            "sessions_app.hot_reads",
+            "sessions_app.usage_reads",
+            "sessions_app.history_reads",
+        ),
     ),
     (
-        "records: log writes, archive moves, runs, sessions, client write ids, the reader port",
+        "records: log writes, archive moves, runs, sessions and forks, client write ids, the "
+        "reader port",
         (
             "sessions_app.services.messages",
             "sessions_app.services.archive",
@@ -40,6 +46,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "sessions_app.services.client_writes",
             "sessions_app.services.reader",
             "sessions_app.services.sessions",
+            "sessions_app.services.fork",
         ),
     ),
     (

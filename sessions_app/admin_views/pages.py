@@ -14,12 +14,16 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
+from django.contrib import messages as flash
 from django.core.exceptions import PermissionDenied
 from django.db.models import Max
-from django.http import Http404, HttpRequest
+from django.http import Http404, HttpRequest, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
+from django.utils.html import format_html
+from django.views.decorators.http import require_POST
 
+from contextproto.errors import ApplicationError
 from contextproto.pagination import split_page
 from contextproto.protocol.foldtext import render_fold_text
 from contextproto.protocol.state import (
@@ -30,7 +34,7 @@ from contextproto.protocol.state import (
     covered_key,
     window_key,
 )
-from sessions_app import selectors
+from sessions_app import history_reads, selectors
 from sessions_app.admin_views import context as ctx
 from sessions_app.admin_views.common import (
     SNAPSHOT_HEAVY_FIELDS,
@@ -67,12 +71,14 @@ from sessions_app.models import (
     WindowRecord,
 )
 from sessions_app.selectors import kv_values
+from sessions_app.services.fork import session_fork
 from sessions_app.usage_reads import run_usage, session_usage
 
 if TYPE_CHECKING:
     from django.contrib.admin import ModelAdmin
 
 RAW_PANE_SIZE = 60
+FORKS_LISTED = 20
 
 TABS = (
     ("overview", "Overview"),
@@ -108,6 +114,7 @@ class SessionBrowser:
             ("snapshots/", self.snapshots, "snapshots"),
             ("snapshots/<uuid:snapshot_id>/", self.snapshot_detail, "snapshot"),
             ("snapshots/<uuid:snapshot_id>/diff/", self.snapshot_diff, "snapshot_diff"),
+            ("snapshots/<uuid:snapshot_id>/fork/", self.snapshot_fork, "snapshot_fork"),
             ("kv/", self.kv, "kv"),
             ("receipts/", self.receipts, "receipts"),
             ("maintenance/", self.maintenance, "maintenance"),
@@ -187,11 +194,19 @@ class SessionBrowser:
                 session=session, status__in=MaintenanceJob.ACTIVE_STATUSES
             ).order_by("created_at")
         )
+        forks = list(
+            Session.objects.filter(forked_from=session)
+            .order_by("-created_at", "-pk")
+            .only("id", "forked_through_index", "forked_revision", "created_at")[:FORKS_LISTED]
+        )
         return self.render(
             request,
             session,
             "overview",
             "Session overview",
+            forked_from=_fork_origin(session),
+            forks=[(fork, url("overview", fork.pk)) for fork in forks],
+            forks_listed=FORKS_LISTED,
             active_window=active,
             window_record=kv.get(window_key(active)) or {},
             window_record_json=pretty(kv.get(window_key(active)) or {}),
@@ -471,6 +486,9 @@ class SessionBrowser:
             following_url=url("snapshot", session, following.pk) if following else None,
             diff_url=url("snapshot_diff", session, snapshot.pk) if previous else None,
             kv_url=url("kv", session),
+            state_url=url("kv", session) + f"?revision={snapshot.revision}",
+            fork_url=url("snapshot_fork", session, snapshot.pk),
+            can_fork=self.may_fork(request),
             request_json=pretty(snapshot.request),
             usage_json=pretty(snapshot.usage) if snapshot.usage is not None else None,
             options_json=pretty(snapshot.options),
@@ -503,12 +521,66 @@ class SessionBrowser:
             later_diff_url=url("snapshot_diff", session, following.pk) if following else None,
         )
 
+    def may_fork(self, request: HttpRequest) -> bool:
+        """Forking creates a session: staff who may add sessions (in their Applications)."""
+        return request.user.has_perm(f"{self.model_admin.opts.app_label}.add_session")
+
+    def snapshot_fork(self, request: HttpRequest, session_id: UUID, snapshot_id: UUID):
+        """POST: fork the session at this turn (the fork service); open the new session."""
+        return require_POST(self._snapshot_fork)(request, session_id, snapshot_id)
+
+    def _snapshot_fork(
+        self, request: HttpRequest, session_id: UUID, snapshot_id: UUID
+    ) -> HttpResponseRedirect:
+        session = self.session_for(request, session_id)
+        snapshot = self._snapshot(session, snapshot_id)
+        if not self.may_fork(request):
+            raise PermissionDenied
+        try:
+            fork, _key = session_fork(session=session, snapshot_id=snapshot.pk)
+        except ApplicationError as exc:
+            flash.error(request, f"Not forked: {exc.message}")
+            return HttpResponseRedirect(url("snapshot", session, snapshot.pk))
+        self.model_admin.log_addition(
+            request, fork, f"Forked from session {session.pk} at snapshot {snapshot.pk}."
+        )
+        # The session key is not shown here (admin messages are stored in the browser
+        # session); the application key issues one with session-key/rotate/.
+        flash.success(
+            request,
+            format_html(
+                "This session is a fork of {} through #{} at revision {}. Its session key "
+                "was not shown: issue one with POST sessions/{}/session-key/rotate/ "
+                "(application key).",
+                session.pk,
+                fork.forked_through_index,
+                fork.forked_revision,
+                fork.pk,
+            ),
+        )
+        return HttpResponseRedirect(url("overview", fork))
+
     def kv(self, request: HttpRequest, session_id: UUID) -> TemplateResponse:
         session = self.session_for(request, session_id)
         prefix = request.GET.get("prefix", "")
         after = request.GET.get("after", "")
         limit = limit_param(request, 200)
-        entries = KVEntry.objects.filter(session=session)
+        revision = int_param(request, "revision")
+        refusal = None
+        if revision is not None and revision < 0:
+            refusal = "A revision is a non-negative integer."
+        elif revision is not None:
+            try:
+                history_reads.revision_check(session, revision)
+            except ApplicationError as exc:
+                refusal = exc.message
+        entries = (
+            history_reads.kv_rows_at(session.id, revision)
+            if revision is not None
+            else KVEntry.objects.filter(session=session)
+        )
+        if refusal is not None:
+            entries = entries.none()
         if prefix:
             entries = entries.filter(key__startswith=prefix)
         if after:
@@ -523,9 +595,12 @@ class SessionBrowser:
             request,
             session,
             "kv",
-            "KV entries",
+            "KV entries" if revision is None else f"State at revision {revision}",
             rows=rows,
             prefix=prefix,
+            revision=revision,
+            refusal=refusal,
+            current_url=query(request, revision=None, after=None),
             next_url=query(request, after=found[-1].key) if found and more else None,
         )
 
@@ -576,3 +651,18 @@ class SessionBrowser:
             rows=rows,
             next_url=query(request, before=cursor) if cursor else None,
         )
+
+
+def _fork_origin(session: Session) -> dict[str, Any] | None:
+    """Where a forked session came from, with links into the original (no query)."""
+    if session.forked_from_id is None:
+        return None
+    bound = int(session.forked_through_index or 0)
+    return {
+        "session_id": session.forked_from_id,
+        "through_index": bound,
+        "revision": session.forked_revision,
+        "url": url("overview", session.forked_from_id),
+        "messages_url": url("messages", session.forked_from_id) + f"?before={bound + 1}",
+        "state_url": url("kv", session.forked_from_id) + f"?revision={session.forked_revision}",
+    }

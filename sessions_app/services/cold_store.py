@@ -9,7 +9,9 @@ Chunk format (`ArchiveChunk.data`): zlib of the UTF-8 JSON
 `{"v": 1, "messages": [record, ...]}` in index order, where a record holds every column of
 the row (`id`, `index`, `window_id`, `role`, `kind`, `content`, `run_id`, `input_run`,
 `tool_call_id`, `tool_name`, `arguments`, `is_error`, `snapshot_id`, `created_at` as ISO
-8601). Content is stored as the database returned it, so restore writes it back unchanged.
+8601, and since migration 0010 `written_at_revision` and `forked_from_message_id`, which
+chunks written before lack: they read as null). Content is stored as the database returned
+it, so restore writes it back unchanged.
 
 Archived tool calls. An unanswered call may be archived (an orphaned call must not pin the
 whole log hot forever); its result is written later as a hot row. Code that looks a call up
@@ -64,6 +66,10 @@ def message_record(row: Message) -> dict[str, Any]:
         "is_error": row.is_error,
         "snapshot_id": str(row.snapshot_id) if row.snapshot_id else None,
         "created_at": row.created_at.isoformat(),
+        "written_at_revision": row.written_at_revision,
+        "forked_from_message_id": (
+            str(row.forked_from_message_id) if row.forked_from_message_id else None
+        ),
     }
 
 
@@ -105,6 +111,10 @@ def record_to_row(session_id: UUID, record: dict[str, Any]) -> Message:
         is_error=record["is_error"],
         snapshot_id=UUID(record["snapshot_id"]) if record["snapshot_id"] else None,
         created_at=datetime.fromisoformat(record["created_at"]),
+        written_at_revision=record.get("written_at_revision"),
+        forked_from_message_id=(
+            UUID(record["forked_from_message_id"]) if record.get("forked_from_message_id") else None
+        ),
     )
 
 

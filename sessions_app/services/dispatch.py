@@ -117,6 +117,7 @@ def tool_dispatch(*, session_id: UUID | str, tool_call_id: str) -> Receipt:
                 f"toolCallId {tool_call_id} already has a result.",
                 {"toolCallId": tool_call_id},
             )
+        revision_before = session.state_revision
         outcome, revision = _execute_and_apply(session, call)
         result_row = message_append_locked(
             session,
@@ -129,6 +130,9 @@ def tool_dispatch(*, session_id: UUID | str, tool_call_id: str) -> Receipt:
             tool_name=call.tool_name,
             is_error=not outcome.result.get("success", False),
             save_session=False,
+            # The result commits with the handler's KV writes: it was written "at" the
+            # revision before them (the state a fork before this message starts from).
+            written_at_revision=revision_before,
         )
         # One update of the session row for the revision, the active window and the index.
         session.save(update_fields=["state_revision", "active_window", "next_message_index"])

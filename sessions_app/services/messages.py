@@ -50,6 +50,7 @@ def message_append_locked(
     is_error: bool | None = None,
     snapshot_id: UUID | str | None = None,
     save_session: bool = True,
+    written_at_revision: int | None = None,
 ) -> Message:
     """Write one message with the next index of the locked session.
 
@@ -57,6 +58,8 @@ def message_append_locked(
     active window unless given (a tool result carries its call's window); the run is `run`,
     else `run_id`, else the session's current run. With `save_session=False` the caller
     saves `next_message_index` of the session row itself, in the same transaction.
+    The message records the revision committed when its transaction began: the session's,
+    unless the caller already applied KV in this transaction and passes the one before.
     """
     if ROLE_OF_KIND.get(kind) != role:
         raise ValueError(f"kind {kind!r} needs role {ROLE_OF_KIND.get(kind)!r}, not {role!r}")
@@ -82,6 +85,9 @@ def message_append_locked(
         is_error=is_error,
         snapshot_id=snapshot_id,
         created_at=timezone.now(),
+        written_at_revision=(
+            session.state_revision if written_at_revision is None else written_at_revision
+        ),
     )
     message.save(force_insert=True)
     WindowRecord.objects.filter(session=session, window_id=message.window_id).update(

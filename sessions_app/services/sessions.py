@@ -30,6 +30,21 @@ def session_create(
     The session key is returned in clear only here; it is stored hashed. An archived version
     refuses new sessions (409 `agent_version_archived`); its existing sessions go on.
     """
+    agent_version_startable_check(agent_version)
+    raw_key, key_hash = session_key_new()
+    session = Session.objects.create(
+        application_id=agent_version.agent.application_id,
+        agent_version=agent_version,
+        inputs=inputs or {},
+        session_key_hash=key_hash,
+        active_window=kvkeys.MAIN_WINDOW,
+    )
+    kv_apply_locked(session, kvkeys.initial_kv())
+    return session, raw_key
+
+
+def agent_version_startable_check(agent_version: AgentVersion) -> None:
+    """Refuse a version new sessions (forks too) cannot start on: archived (409), draft (400)."""
     if agent_version.status == AgentVersion.Status.ARCHIVED:
         raise ApplicationError(
             AGENT_VERSION_ARCHIVED,
@@ -43,16 +58,12 @@ def session_create(
             "Sessions start only on published AgentVersions; publish this version first.",
             {"agentVersionId": str(agent_version.id), "status": agent_version.status},
         )
+
+
+def session_key_new() -> tuple[str, str]:
+    """A new session key and its stored hash; the key is shown once, to its creator."""
     raw_key = generate_key(SESSION_KEY_PREFIX)
-    session = Session.objects.create(
-        application_id=agent_version.agent.application_id,
-        agent_version=agent_version,
-        inputs=inputs or {},
-        session_key_hash=hash_key(raw_key),
-        active_window=kvkeys.MAIN_WINDOW,
-    )
-    kv_apply_locked(session, kvkeys.initial_kv())
-    return session, raw_key
+    return raw_key, hash_key(raw_key)
 
 
 def _session_key_replace(session: Session, raw_key: str) -> None:

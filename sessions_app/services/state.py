@@ -2,12 +2,17 @@
 
 Locking contract: every function here that changes state runs inside a transaction and
 holds the session row lock (`SELECT ... FOR NO KEY UPDATE`), so revisions are serial.
+
+History (SPEC §17): `kv_apply_locked` is the one writer of KVEntry, and every row it
+upserts is appended to KVHistory at the new revision by a trigger on KVEntry (migration
+0011), in the same statement; removals append their marker here. So the state at any
+revision since the history began can be read back (sessions_app.history_reads).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 from uuid import UUID
 
@@ -24,7 +29,7 @@ from contextproto.errors import (
     NotFound,
 )
 from contextproto.protocol import state as kvkeys
-from sessions_app.models import FoldRecord, KVEntry, Session, WindowRecord
+from sessions_app.models import FoldRecord, KVEntry, KVHistory, Session, WindowRecord
 
 
 class _Delete:
@@ -165,6 +170,10 @@ def kv_apply_locked(
     deleted = [k for k, v in writes.items() if v is KV_DELETE]
     if deleted:
         KVEntry.objects.filter(session=session, key__in=deleted).delete()
+        # The trigger sees inserts and updates only: a removal records its marker here.
+        KVHistory.objects.bulk_create(
+            [KVHistory(session=session, key=k, revision=revision, deleted=True) for k in deleted]
+        )
     upserts = [
         KVEntry(session=session, key=k, value=v, revision=revision)
         for k, v in writes.items()
@@ -207,3 +216,33 @@ def kv_commit(
                 {"currentRevision": session.state_revision, "expectedRevision": expected_revision},
             )
         return kv_apply_locked(session, writes)
+
+
+def kv_install_locked(session: Session, history: Iterable[KVHistory]) -> dict[str, Any]:
+    """Give a new session the KV history `history` (a fork's copy); return its current KV.
+
+    `history`: unsaved rows (key, revision, value, deleted) of this session, in key and
+    revision order, none above `session.state_revision`. KVEntry gets each key's newest
+    value at its own revision (the trigger appends those history rows), KVHistory the rest
+    (older values and removals), and the fold and window tables follow the entries.
+    Precondition: inside a transaction; the session has no KV yet. Limits are not checked:
+    the state was within them when it was written.
+    """
+    rows = list(history)
+    newest: dict[str, KVHistory] = {}
+    for row in rows:
+        newest[row.key] = row
+    current = {key: row for key, row in newest.items() if not row.deleted}
+    older = [row for row in rows if current.get(row.key) is not row]
+    if older:
+        KVHistory.objects.bulk_create(older)
+    if current:
+        KVEntry.objects.bulk_create(
+            [
+                KVEntry(session=session, key=key, value=row.value, revision=row.revision)
+                for key, row in current.items()
+            ]
+        )
+    state = {key: row.value for key, row in current.items()}
+    _sync_secondary(session, state)
+    return state

@@ -199,6 +199,11 @@ def test_every_operation_answers_in_its_documented_shape(schema, walk, api_sessi
     check(host.get(s.path("snapshots/"), limit=1), 200)
     check(host.get(s.path("kv/"), limit=2), 200)
     check(host.get(s.path("kv/"), cursor="garbage"), 400)
+    check(host.get(s.path("kv/"), revision=1, limit=2), 200)
+    check(host.get(s.path("kv/"), revision=10**6), 400)
+    fork = check(app.post(s.path("fork/"), {"snapshotId": view["snapshotId"]}), 201)
+    assert fork["forkedFrom"]["throughIndex"] == view["upperBound"]
+    check(app.post(s.path("fork/"), {"throughIndex": 10**6}), 400)
     usage = {"inputTokens": 10, "outputTokens": 2}
     check(host.post(s.path(f"snapshots/{view['snapshotId']}/usage/"), usage), 200)
 

@@ -15,7 +15,7 @@ QUERY_PARAMETERS = {
     ("get", "/api/v1/sessions/{session_id}/windows/"): {"cursor", "limit"},
     ("get", "/api/v1/sessions/{session_id}/folds/"): {"cursor", "limit"},
     ("get", "/api/v1/sessions/{session_id}/snapshots/"): {"cursor", "limit"},
-    ("get", "/api/v1/sessions/{session_id}/kv/"): {"cursor", "limit", "prefix"},
+    ("get", "/api/v1/sessions/{session_id}/kv/"): {"cursor", "limit", "prefix", "revision"},
     ("get", "/api/v1/api-keys/"): {"cursor", "limit"},
     ("get", "/api/v1/tools/"): {"cursor", "limit"},
 }
