@@ -56,6 +56,7 @@ from sessions_app.admin_views.reads import (
     message_row,
     neighbours,
     raw_pane,
+    record_counts,
     windows_table,
 )
 from sessions_app.models import (
@@ -183,6 +184,7 @@ class SessionBrowser:
             ],
         )
         runs = list(Run.objects.filter(session=session).order_by("-created_at")[:20])
+        window_count, fold_count = record_counts(session)
         by_run = run_usage([run.id for run in runs], session.agent_version.prices)
         snapshots = list(
             ProjectionSnapshot.objects.filter(session=session)
@@ -218,8 +220,8 @@ class SessionBrowser:
             else None,
             runs=[(run, by_run.get(run.id)) for run in runs],
             usage=session_usage(session),
-            window_count=WindowRecord.objects.filter(session=session).count(),
-            fold_count=FoldRecord.objects.filter(session=session).count(),
+            window_count=window_count,
+            fold_count=fold_count,
             snapshots=snapshots,
             active_jobs=jobs,
             chart=chart_for(session),

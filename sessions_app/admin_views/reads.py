@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.core.exceptions import ValidationError
-from django.db.models import Count, Q, QuerySet
+from django.db.models import Count, OuterRef, Q, QuerySet, Subquery
+from django.db.models.functions import Coalesce
 from django.http import HttpRequest
 from django.utils.dateparse import parse_datetime
 
@@ -45,6 +46,28 @@ class WindowRow:
     message_count: int
     fold_count: int
     has_record: bool
+
+
+def _count_of(model: type[WindowRecord] | type[FoldRecord]) -> Coalesce:
+    per_session = (
+        model.objects.filter(session=OuterRef("pk"))
+        .order_by()
+        .values("session")
+        .annotate(n=Count("pk"))
+        .values("n")
+    )
+    return Coalesce(Subquery(per_session), 0)
+
+
+def record_counts(session: Session) -> tuple[int, int]:
+    """The session's windows and folds, counted in one statement."""
+    row = (
+        Session.objects.filter(pk=session.pk)
+        .annotate(windows=_count_of(WindowRecord), folds=_count_of(FoldRecord))
+        .values("windows", "folds")
+        .get()
+    )
+    return row["windows"], row["folds"]
 
 
 def windows_table(session: Session) -> list[WindowRow]:
