@@ -34,8 +34,7 @@ from contextproto.protocol.messages import KIND_TOOL_RESULT, RawMessage
 from contextproto.protocol.prompt_cache import session_cache_key
 from contextproto.protocol.stored_views import (
     FULL_HISTORY,
-    full_history_projection,
-    message_from_wire,
+    full_history_projections,
     projection_from_wire,
     tools_from_request,
 )
@@ -114,8 +113,8 @@ def session_turns(
     ]
     sid = str(session.id)
     views: list[ViewTurn] = []
-    naive: list[ViewTurn] = []
-    for snapshot, sent_at in zip(snapshots, _send_times(snapshots, think_seconds), strict=True):
+    times = _send_times(snapshots, think_seconds)
+    for snapshot, sent_at in zip(snapshots, times, strict=True):
         label = str(snapshot.pk)
         tools = tools_from_request(snapshot.provider, snapshot.request or {})
         messages, sources = snapshot.messages or [], snapshot.sources or []
@@ -131,14 +130,19 @@ def session_turns(
             error_tool_call_ids=errors,
         )
         views.append(ViewTurn(projection, tools=tools, sent_at=sent_at, label=label))
-        if full_history and messages:
-            naive_view = full_history_projection(
-                message_from_wire(messages[0]),
-                log,
-                session_id=sid,
-                upper_bound=snapshot.upper_bound,
-            )
-            naive.append(ViewTurn(naive_view, tools=tools, sent_at=sent_at, label=label))
+    naive: list[ViewTurn] = []
+    if full_history:
+        # The naive agent's turn: the view's system prompt and tools, every raw message.
+        shown = [v for v in views if v.projection.messages]
+        projections = full_history_projections(
+            [(v.projection.messages[0], v.projection.upper_bound) for v in shown],
+            log,
+            session_id=sid,
+        )
+        naive = [
+            ViewTurn(p, tools=v.tools, sent_at=v.sent_at, label=v.label)
+            for p, v in zip(projections, shown, strict=True)
+        ]
     return SessionTurns(
         session_id=sid, views=views, full_history=naive, settings=session_settings(session)
     )

@@ -472,6 +472,16 @@ def _adapt(provider: str, turn: ViewTurn, settings: EconomySettings) -> dict[str
     ).body
 
 
+class _Simulator(CacheSimulator):
+    """The simulator, keeping the request it linearised last (so it is not done twice)."""
+
+    last: Linearised | None = None
+
+    def linearise(self, provider: str, body: Mapping[str, Any]) -> Linearised:
+        self.last = super().linearise(provider, body)
+        return self.last
+
+
 def _replay(
     provider: str,
     turns: Sequence[ViewTurn],
@@ -480,7 +490,7 @@ def _replay(
 ) -> ProviderEconomy:
     model = settings.models.get(provider, DEFAULT_MODELS.get(provider, ""))
     prices = settings.prices.get(provider, RELATIVE_PRICES.get(provider, Prices()))
-    simulator = CacheSimulator(count_tokens)
+    simulator = _Simulator(count_tokens)
     results: list[TurnEconomy] = []
     previous: tuple[ViewTurn, Linearised] | None = None
     owners: dict[int, list[int | None]] = {}
@@ -506,7 +516,10 @@ def _replay(
                 min_cacheable_tokens=settings.min_cacheable_tokens,
             )
         )
-        request = simulator.linearise(provider, body)
+        request = simulator.last
+        if request is None or request.provider != provider:  # replay linearised elsewhere
+            request = simulator.linearise(provider, body)
+        simulator.last = None
         cause: str | None = None
         described = ""
         rebilled = 0

@@ -8,6 +8,7 @@ append-only agent without context management would send at the same turn.
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -135,42 +136,57 @@ def full_history_projection(
     GUI projection, no preview). Every message after the system prompt is raw history, so
     the adapters mark its last block with the sliding breakpoint.
     """
-    shown = [m for m in log if m.index <= upper_bound]
-    messages = [system]
-    sources = [ProjectionSource(derived_type=DERIVED_SYSTEM, session_id=session_id)]
-    for raw in shown:
-        messages.append(
-            ModelMessage(
-                role=raw.role,
-                kind=raw.kind,
-                content=raw.content,
-                tool_call_id=raw.tool_call_id,
-                tool_name=raw.tool_name,
-                arguments=raw.arguments,
+    return full_history_projections([(system, upper_bound)], log, session_id=session_id)[0]
+
+
+def full_history_projections(
+    turns: Sequence[tuple[ModelMessage, int]], log: Sequence[RawMessage], *, session_id: str
+) -> list[Projection]:
+    """`full_history_projection` of each `(system, upper_bound)`, each raw message built once."""
+    ordered = sorted(log, key=lambda m: m.index)
+    indices = [m.index for m in ordered]
+    rendered = [
+        ModelMessage(
+            role=raw.role,
+            kind=raw.kind,
+            content=raw.content,
+            tool_call_id=raw.tool_call_id,
+            tool_name=raw.tool_name,
+            arguments=raw.arguments,
+        )
+        for raw in ordered
+    ]
+    sources = [
+        ProjectionSource(
+            derived_type=DERIVED_RAW,
+            session_id=session_id,
+            window_id=raw.window_id,
+            first_index=raw.index,
+            last_index=raw.index,
+            message_ids=(raw.id,),
+        )
+        for raw in ordered
+    ]
+    failed = [
+        (raw.index, raw.tool_call_id)
+        for raw in ordered
+        if raw.kind == KIND_TOOL_RESULT and raw.is_error and raw.tool_call_id
+    ]
+    system_source = ProjectionSource(derived_type=DERIVED_SYSTEM, session_id=session_id)
+    out = []
+    for system, upper_bound in turns:
+        n = bisect_right(indices, upper_bound)
+        out.append(
+            Projection(
+                messages=(system, *rendered[:n]),
+                sources=(system_source, *sources[:n]),
+                window_id="*",
+                revision=0,
+                upper_bound=upper_bound,
+                run_id=None,
+                protocol=FULL_HISTORY,
+                options={},
+                error_tool_call_ids=frozenset(i for at, i in failed if at <= upper_bound),
             )
         )
-        sources.append(
-            ProjectionSource(
-                derived_type=DERIVED_RAW,
-                session_id=session_id,
-                window_id=raw.window_id,
-                first_index=raw.index,
-                last_index=raw.index,
-                message_ids=(raw.id,),
-            )
-        )
-    return Projection(
-        messages=tuple(messages),
-        sources=tuple(sources),
-        window_id="*",
-        revision=0,
-        upper_bound=upper_bound,
-        run_id=None,
-        protocol=FULL_HISTORY,
-        options={},
-        error_tool_call_ids=frozenset(
-            m.tool_call_id
-            for m in shown
-            if m.kind == KIND_TOOL_RESULT and m.is_error and m.tool_call_id
-        ),
-    )
+    return out
