@@ -45,7 +45,7 @@ def _git() -> str:
         try:
             return subprocess.run(
                 ["git", *args], cwd=benchlib.ROOT, capture_output=True, text=True, check=True
-            ).stdout.strip()
+            ).stdout.rstrip()  # not strip(): porcelain lines start with a space
         except (OSError, subprocess.CalledProcessError):
             return ""
 
