@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from benchlib import median, ms
+
+from contextproto.protocol.cache_sim import anthropic_min_cacheable_tokens
 
 
 def _met(ok: bool) -> str:
@@ -345,34 +348,7 @@ def render(results: dict[str, Any], verdicts: list[dict[str, str]], ctx: dict[st
             "",
         ]
     if "tokens" in results:
-        t = results["tokens"]
-        lines += [
-            "## 3. Token economy",
-            "",
-            "A 300-turn scripted session (`bench/bench_tokens.py`, scripted model, built-in "
-            "runtime driven in-process with `RUNTIME_AUTOSTART=False`, maintenance inline): "
-            "10 tasks, each in its own window (2 resumed later), 20 bulky host lookups per "
-            "task (`scenario.host_result`, ~3 KB each), a fold every 5 lookups, a working "
-            "memory, `context_maintainer_run` twice, window complete, answer in `main`. "
-            "prefix@2 gets the same inputs and the same lookups turn for turn (a tiny "
-            "`progress_note` host call where unified@2 calls a context tool). Both: "
-            "maxInputTokens 16000, maintenance at 0.75, a scripted maintainer. Tokens are "
-            "estimates (characters / 4 of the request as sent). The full-history line is the "
-            "unified@2 request with every raw message up to the turn's bound (as "
-            "`manage.py demo` computes it); it carries unified@2's protocol prompt and tool "
-            "schemas (~3.3k tokens, visible at turn 1), which prefix@2 does not have.",
-            "",
-            "![input tokens per turn](bench/token_economy.svg)",
-            "",
-            "Every 10th turn:",
-            "",
-            t["table"],
-            "",
-            t["summary"],
-            "",
-            f"Section {t['seconds']:.1f} s.",
-            "",
-        ]
+        lines += token_section(results["tokens"])
     if "prototypes" in results:
         pr = results["prototypes"]
         lines += [
@@ -404,3 +380,152 @@ def render(results: dict[str, Any], verdicts: list[dict[str, str]], ctx: dict[st
             "",
         ]
     return "\n".join(lines)
+
+
+def token_section(t: dict[str, Any]) -> list[str]:
+    """Section 3: raw tokens per view, then the cost once the provider caches, and the goals."""
+    cache = t["cache"]
+    model = cache["models"]["anthropic-messages"]
+    minimum, _source = anthropic_min_cacheable_tokens(model)
+    lines = [
+        "## 3. Token economy",
+        "",
+        "A 300-turn scripted session (`bench/bench_tokens.py`, scripted model, built-in "
+        "runtime driven in-process with `RUNTIME_AUTOSTART=False`, maintenance inline): "
+        "10 tasks, each in its own window (2 resumed later), 20 bulky host lookups per "
+        "task (`scenario.host_result`, ~3 KB each), a fold every 5 lookups, a working "
+        "memory, `context_maintainer_run` twice, window complete, answer in `main`. Every "
+        "view of `scenario.PROTOCOL_VIEWS` runs it: unified@1, unified@2 and unified@3 with "
+        "the state message trailing as assistant (A), before the history (B) and trailing "
+        "as user (C) run the same script (its arguments cut to what each version's tools "
+        "accept: unified@1 has no `expectedWindowId`); prefix@2 gets the same inputs and "
+        "the same lookups turn for turn (a tiny `progress_note` host call where a unified "
+        "agent calls a context tool). All: maxInputTokens 16000, maintenance at 0.75, a "
+        "scripted maintainer. Raw tokens are estimates (characters / 4 of the request as "
+        "sent). The full history is what an append-only agent without context management "
+        "would send: prefix@2's system prompt and tools and every raw message of its log "
+        "up to the turn's bound (the same work without context tools).",
+        "",
+        "![input tokens per turn](bench/token_economy.svg)",
+        "",
+        "Every 10th turn (characters / 4):",
+        "",
+        t["table"],
+        "",
+        t["summary"],
+        "",
+        "### With prompt caching",
+        "",
+        "`sessions_app/cache_economy.py` loads every session's snapshots and rebuilds each "
+        "turn's request for `openai-chat` and `anthropic-messages` with prompt caching on "
+        "(`promptCache` auto, 5m: Anthropic breakpoints where the adapters put them, the "
+        "session's `prompt_cache_key`) from the stored view (messages, sources and the "
+        "tools its request carried); the full history goes through the same adapters, so "
+        "its last raw block carries the sliding breakpoint. The requests are replayed "
+        "through the cache simulator (`contextproto/protocol/cache_sim.py`; OpenAI: "
+        "prefixes from 1024 tokens in 128-token steps, kept 300 s; Anthropic: entries at "
+        f"breakpoints, 20-block lookback, minimum {minimum:,} tokens for {model}, TTL 5 "
+        f"min refreshed by reads) one turn every {cache['think_seconds']:g} s (the scripted "
+        "turns run milliseconds apart; a real agent's turn takes a model answer and the "
+        f"host's work), tokens counted with {cache['tokenizer']}. Hit ratio: cache-read / "
+        "input tokens. Effective cost, in input-token equivalents: uncached x 1 + cache "
+        "reads x 0.1 + cache writes x 1.25 (Anthropic, 5 min) or x 1 (OpenAI: no write "
+        'charge, and none simulated); "vs full": share of the full history\'s cost under '
+        "the same rules.",
+        "",
+        cache["table"],
+        "",
+        "Cache breaks by cause under Anthropic's rules (turn pairs / tokens re-billed: "
+        "blocks after the first difference between consecutive requests whose content the "
+        "previous request had already sent). A pair is `append only` when the request "
+        "extends the previous one up to its trailing state message; `window switch` when "
+        "the active window differs; `checkpoint` when messages of the active window left "
+        "the view (its coverage moved); `header` when the header changed otherwise (task "
+        "or window memory); `fold` when the first difference is a new fold or the first "
+        "message it replaced; `state message` when a state message placed before the "
+        "history changed; `history` for another change of the shown history (here: a new "
+        "run drops the previous run's inputs that a checkpoint covers).",
+        "",
+        cache["breaks"],
+        "",
+        "Goals of issue 24 (reported, not CI-gated):",
+        "",
+        "| goal | measured | status |",
+        "|:--|:--|:--|",
+    ]
+    for goal in cache["goals"]:
+        lines.append(f"| {goal['target']} | {goal['measured']} | **{goal['status']}** |")
+    lines.append("")
+    for goal in cache["goals"]:
+        if goal["status"] != "met":
+            lines += [f"**{goal['target']} - {goal['status']}.** {goal['why']}", ""]
+    for note in cache.get("notes", []):
+        lines += [note, ""]
+    lines += [
+        f"Section {t['seconds']:.1f} s (sessions driven {t['drive_seconds']:.1f} s, cache "
+        f"replay of every view {t['replay_seconds']:.1f} s).",
+        "",
+    ]
+    return lines
+
+
+# Each section's heading in BENCHMARKS.md, for a run that refreshes only some of them.
+SECTION_HEADINGS = {
+    "projection": "## 1. Projection",
+    "dispatch": "## 2. Dispatch",
+    "tokens": "## 3. Token economy",
+    "prototypes": "## Prototypes",
+    "engine": "## Engine only",
+}
+LOAD_BEGIN = "<!-- make load: begin"
+REFRESH_NOTE = "* Refreshed after this run:"
+
+
+def _section_span(text: str, heading: str) -> tuple[int, int] | None:
+    """Start and end of the section that starts with `heading` (up to the next `## `)."""
+    start = text.find("\n" + heading + "\n")
+    if start < 0:
+        return None
+    start += 1
+    ends = [i for i in (text.find("\n## ", start + 1), text.find(LOAD_BEGIN, start)) if i >= 0]
+    return start, (min(ends) + 1 if ends else len(text))
+
+
+def refresh(old: str, results: dict[str, Any], ctx: dict[str, Any]) -> str:
+    """`old` with the sections measured in `results` replaced by this run's, the rest kept.
+
+    The header still describes the run that wrote the whole file; a line under it says
+    which sections were measured again, when and how.
+    """
+    new = render(results, [], ctx)
+    text = old
+    headings = []
+    for key in results:
+        heading = SECTION_HEADINGS[key]
+        span = _section_span(new, heading)
+        if span is None:
+            continue
+        block = new[span[0] : span[1]].rstrip("\n") + "\n\n"
+        headings.append(heading.removeprefix("## "))
+        found = _section_span(text, heading)
+        if found is not None:
+            text = text[: found[0]] + block + text[found[1] :]
+        else:
+            at = text.find(LOAD_BEGIN)
+            at = at if at >= 0 else len(text)
+            text = text[:at].rstrip("\n") + "\n\n" + block + text[at:]
+    if not headings:
+        return old
+    named = ", ".join(headings)
+    note = (
+        f"{REFRESH_NOTE} {named} on {ctx['started']} (`{ctx['expanded']}`, "
+        f"{ctx['runner_seconds']:.0f} s, code {ctx['git']})"
+    )
+    # One note per set of sections: a later refresh of the same ones replaces it.
+    text = re.sub(
+        rf"^{re.escape(REFRESH_NOTE)} {re.escape(named)} on .*\n", "", text, flags=re.MULTILINE
+    )
+    code = re.search(r"^\* Code: .*\n", text, flags=re.MULTILINE)
+    if code is not None:
+        text = text[: code.end()] + note + "\n" + text[code.end() :]
+    return text

@@ -1,17 +1,23 @@
-"""Token economy: input tokens per turn over a long scripted session (300 turns).
+"""Token economy: input tokens per turn over a long scripted session (300 turns), and what
+each view costs once the provider caches.
 
 unified@2 works through 10 tasks, each in its own window (two are resumed later): it
 opens the window, runs bulky host lookups, folds every 5 finished lookups, keeps a working
-memory, asks for maintenance twice, completes the window and answers in `main`. prefix@2
-gets the same inputs and the same host lookups turn for turn; where unified@2 calls a
-context tool, prefix@2 (which has none) calls a tiny host tool `progress_note`, so both
-sessions have exactly the same number of turns and the same bulky tool output. Both have
+memory, asks for maintenance twice, completes the window and answers in `main`. Every
+unified view of `scenario.PROTOCOL_VIEWS` (unified@1, @2, @3 A/B/C) runs that same script;
+prefix@2 gets the same inputs and the same host lookups turn for turn; where unified calls
+a context tool, prefix@2 (which has none) calls a tiny host tool `progress_note`, so every
+session has exactly the same number of turns and the same bulky tool output. All have
 maxInputTokens 16000 and a scripted maintainer; maintenance runs inline (no REDIS_URL:
 Celery is eager), triggered at 0.75 x maxInputTokens or by `context_maintainer_run`.
 
-Token counts are estimates (characters / 4 of the request as sent, the scripted model's
-usage). "Full history" is what sending every raw message of the unified@2 session up to
-the turn's upper bound would cost (the same estimate, as `manage.py demo` computes it).
+Raw token counts are the scripted model's usage (characters / 4 of the request as sent).
+"Full history" is what an append-only agent would send: every raw message of the prefix@2
+session (the same work without context tools) up to the turn's upper bound.
+
+With caching (`sessions_app/cache_economy.py`): each turn's view is rebuilt for openai-chat
+and anthropic-messages with prompt caching on, a turn every CACHE_THINK_SECONDS, replayed
+through the cache simulator and counted with cl100k_base (an estimate).
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ import time
 from typing import Any
 
 from benchlib import BENCH_DIR, banner, log, table
+from economy import economy_section
 
 APPLICATION = "bench-tokens"
 TURNS = 300
@@ -33,6 +40,12 @@ MAINTAINER_RUN_AT = {4: 12, 8: 12}  # task -> after this many lookups
 LOOKUP_TOOLS = ("price_lookup", "shipping_lookup", "stock_lookup")
 NOTE_TOOL = "progress_note"
 SVG_PATH = BENCH_DIR / "token_economy.svg"
+# The full history is the prefix@2 session's log: the same work, without context tools.
+FULL_HISTORY_OF = "prefix@2"
+FULL_HISTORY = "full history"
+# Seconds between turns in the cache replay (a model answer plus the host's work): the
+# scripted turns run milliseconds apart, which would keep every cache entry alive.
+CACHE_THINK_SECONDS = 20.0
 
 
 def _task_input(task: int) -> str:
@@ -150,6 +163,31 @@ def build_scripts() -> tuple[dict[str, Any], dict[str, Any], list[str]]:
     )
 
 
+def script_for_version(script: dict[str, Any], version: int) -> dict[str, Any]:
+    """`script` with each context tool call's arguments cut to what unified@`version` knows.
+
+    The script is written for unified@2; unified@1's tools have no `expectedWindowId` guard
+    (and refuse unknown arguments), so the same work needs the same calls without it.
+    """
+    from contextproto.protocol import catalog
+
+    tools = catalog.get_version("unified", version).tools
+    steps = []
+    for step in script["steps"]:
+        calls = []
+        for call in step.get("toolCalls", []):
+            schema = tools.get(call["name"], {}).get("inputSchema")
+            if schema is not None:
+                known = schema.get("properties", {})
+                call = {
+                    **call,
+                    "arguments": {k: v for k, v in call["arguments"].items() if k in known},
+                }
+            calls.append(call)
+        steps.append({**step, "toolCalls": calls} if calls else step)
+    return {**script, "steps": steps}
+
+
 def _maintainer_script() -> dict[str, Any]:
     return {
         "description": "bench: context-maintainer",
@@ -170,7 +208,9 @@ def _maintainer_script() -> dict[str, Any]:
 
 
 def _versions() -> dict[str, Any]:
+    """A published AgentVersion per entry of `scenario.PROTOCOL_VIEWS`, by label."""
     from agents.models import Agent, AgentVersion, Application, Tool
+    from sessions_app.scenario import PROTOCOL_VIEWS
 
     application, _ = Application.objects.get_or_create(name=APPLICATION)
     tools = []
@@ -205,19 +245,19 @@ def _versions() -> dict[str, Any]:
     )
     prompt = "You are ACME's sales assistant. You prepare quotes.\n\n{{context_protocol}}"
     made = {}
-    for label, protocol, script in (
-        ("unified@2", "unified", unified_script),
-        ("prefix@2", "prefix", prefix_script),
-    ):
-        made[label] = version(
-            f"quote-assistant ({label})",
+    for view in PROTOCOL_VIEWS:
+        made[view.label] = version(
+            f"quote-assistant ({view.label})",
             system_prompt=prompt,
-            context_protocol_id=protocol,
-            context_protocol_version=2,
-            model_config=script,
+            context_protocol_id=view.protocol_id,
+            context_protocol_version=view.version,
+            options=dict(view.options),
+            model_config=(
+                script_for_version(unified_script, view.version) if view.windowed else prefix_script
+            ),
             maintainer_agent=maintainer.agent,
         )
-        made[label].tools.set(tools)
+        made[view.label].tools.set(tools)
     return made
 
 
@@ -449,14 +489,21 @@ def _commit_turns(session: Any, snapshots: list[Any]) -> list[int]:
 def run() -> dict[str, Any]:
     from django.test.utils import override_settings
 
+    from sessions_app.cache_economy import session_cache_economy
     from sessions_app.models import FoldRecord, MaintenanceJob
 
-    banner(f"3. Token economy: {TURNS} scripted turns, unified@2 vs prefix@2 vs full history")
+    labels = ", ".join(_versions_labels())
+    banner(f"3. Token economy: {TURNS} scripted turns, {labels} and the full history")
     started = time.perf_counter()
     _unified, _prefix, inputs = build_scripts()
     with override_settings(RUNTIME_AUTOSTART=False, CELERY_TASK_ALWAYS_EAGER=True):
         versions = _versions()
-        sessions = {label: _drive(v, inputs) for label, v in versions.items()}
+        sessions = {}
+        for label, v in versions.items():
+            began = time.perf_counter()
+            sessions[label] = _drive(v, inputs)
+            log(f"{label}: {TURNS} turns driven in {time.perf_counter() - began:.1f} s")
+    driven = time.perf_counter() - started
     snaps = {label: _turns(s) for label, s in sessions.items()}
     for label, found in snaps.items():
         if len(found) != TURNS:
@@ -465,8 +512,8 @@ def run() -> dict[str, Any]:
         label: [int((s.usage or {}).get("inputTokens") or 0) for s in found]
         for label, found in snaps.items()
     }
-    full = _full_history_tokens(sessions["unified@2"], snaps["unified@2"])
-    unified, prefix = tokens["unified@2"], tokens["prefix@2"]
+    full = _full_history_tokens(sessions[FULL_HISTORY_OF], snaps[FULL_HISTORY_OF])
+    unified = tokens["unified@2"]
     rows = []
     for turn in [1, *range(10, TURNS + 1, 10)]:
         i = turn - 1
@@ -474,22 +521,11 @@ def run() -> dict[str, Any]:
             (
                 turn,
                 snaps["unified@2"][i].window_id,
-                unified[i],
-                prefix[i],
+                *(found[i] for found in tokens.values()),
                 full[i],
-                f"{100 * unified[i] / full[i]:.0f}%",
-                f"{100 * prefix[i] / full[i]:.0f}%",
             )
         )
-    headers = (
-        "turn",
-        "unified@2 window",
-        "unified@2",
-        "prefix@2",
-        "full history",
-        "unified / full",
-        "prefix / full",
-    )
+    headers = ("turn", "unified@2 window", *tokens, "full history")
     text = table(headers, rows)
     print(text)
     stats = {}
@@ -503,31 +539,22 @@ def run() -> dict[str, Any]:
         }
     totals = [
         (
-            "unified@2",
-            sum(unified),
-            sum(unified) // TURNS,
-            max(unified),
-            f"{100 - 100 * sum(unified) / sum(full):.0f}%",
-            stats["unified@2"]["windows"],
-            stats["unified@2"]["folds"],
-            f"{stats['unified@2']['committed']} / {stats['unified@2']['jobs']}",
-        ),
-        (
-            "prefix@2",
-            sum(prefix),
-            sum(prefix) // TURNS,
-            max(prefix),
-            f"{100 - 100 * sum(prefix) / sum(full):.0f}%",
-            stats["prefix@2"]["windows"],
-            0,
-            f"{stats['prefix@2']['committed']} / {stats['prefix@2']['jobs']}",
-        ),
-        ("full history", sum(full), sum(full) // TURNS, max(full), "0%", "-", "-", "-"),
+            label,
+            sum(found),
+            sum(found) // TURNS,
+            max(found),
+            f"{100 - 100 * sum(found) / sum(full):.0f}%",
+            stats[label]["windows"],
+            stats[label]["folds"],
+            f"{stats[label]['committed']} / {stats[label]['jobs']}",
+        )
+        for label, found in tokens.items()
     ]
+    totals.append(("full history", sum(full), sum(full) // TURNS, max(full), "0%", "-", "-", "-"))
     summary = table(
         (
             "view",
-            "tokens, 300 turns",
+            f"tokens, {TURNS} turns",
             "per turn",
             "max turn",
             "saved vs full",
@@ -543,16 +570,46 @@ def run() -> dict[str, Any]:
         "prefix@2": _commit_turns(sessions["prefix@2"], snaps["prefix@2"]),
     }
     SVG_PATH.write_text(
-        _svg({"full history": full, "prefix@2": prefix, "unified@2": unified}, marks)
+        _svg({"full history": full, "prefix@2": tokens["prefix@2"], "unified@2": unified}, marks)
     )
     log(f"chart written to {SVG_PATH.relative_to(BENCH_DIR.parent)}")
     sessions_text = ", ".join(f"{label} {s.id}" for label, s in sessions.items())
     log(f"sessions: {sessions_text}")
+
+    # What every view costs once the provider caches (the full history from the prefix@2 log).
+    replay_started = time.perf_counter()
+    economies = {}
+    for label, session in sessions.items():
+        began = time.perf_counter()
+        report = session_cache_economy(
+            session.id,
+            think_seconds=CACHE_THINK_SECONDS,
+            full_history=label == FULL_HISTORY_OF,
+            view=label,
+        )
+        economies[label] = report.view
+        if report.full_history is not None:
+            economies[FULL_HISTORY] = report.full_history
+        log(f"{label}: replayed with caching in {time.perf_counter() - began:.1f} s")
+    cached = economy_section(economies, stats, think_seconds=CACHE_THINK_SECONDS)
+    print(cached["table"])
+    print(cached["breaks"])
+    replayed = time.perf_counter() - replay_started
+    log(f"sessions driven in {driven:.1f} s; {len(economies)} views replayed in {replayed:.1f} s")
     return {
         "table": text,
         "summary": summary,
         "stats": stats,
         "sessions": {label: str(s.id) for label, s in sessions.items()},
-        "json": json.dumps({"unified": unified, "prefix": prefix, "full": full}),
+        "json": json.dumps({"tokens": tokens, "full": full}),
+        "cache": cached,
+        "drive_seconds": driven,
+        "replay_seconds": replayed,
         "seconds": time.perf_counter() - started,
     }
+
+
+def _versions_labels() -> list[str]:
+    from sessions_app.scenario import PROTOCOL_VIEWS
+
+    return [view.label for view in PROTOCOL_VIEWS]

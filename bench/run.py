@@ -8,6 +8,10 @@ first; run by hand:
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/contextproto_bench \\
         .venv/bin/python bench/run.py [--reps 30] [--only projection,dispatch,tokens]
 
+A run of some sections writes nothing unless asked: `--refresh` replaces only those
+sections of BENCHMARKS.md (or `--output`) and keeps every other figure as it was, with a
+line under the header saying which sections were measured again.
+
 The projection sessions (1k..1M messages) are built once and reused by later runs; drop
 the database (`dropdb contextproto_bench`) to rebuild them from scratch.
 """
@@ -41,7 +45,7 @@ def _git() -> str:
         try:
             return subprocess.run(
                 ["git", *args], cwd=benchlib.ROOT, capture_output=True, text=True, check=True
-            ).stdout.strip()
+            ).stdout.rstrip()  # not strip(): porcelain lines start with a space
         except (OSError, subprocess.CalledProcessError):
             return ""
 
@@ -81,6 +85,12 @@ def main() -> None:
         "--output",
         default=None,
         help="where to write the report (default BENCHMARKS.md on a full run, none otherwise)",
+    )
+    parser.add_argument(
+        "--refresh",
+        action="store_true",
+        help="replace only the sections this run measured in BENCHMARKS.md (or --output), "
+        "keeping the others",
     )
     args = parser.parse_args()
     wanted = [s.strip() for s in args.only.split(",") if s.strip()]
@@ -142,16 +152,24 @@ def main() -> None:
     verdicts = bench_report.targets(results)
     for verdict in verdicts:
         print(f"  [{verdict['status']}] {verdict['target']}: {verdict['measured']}")
-    output = args.output or ("BENCHMARKS.md" if set(wanted) == set(SECTIONS) else None)
+    if "tokens" in results:
+        benchlib.banner("Goals (issue 24): cost with prompt caching")
+        for goal in results["tokens"]["cache"]["goals"]:
+            print(f"  [{goal['status']}] {goal['target']}: {goal['measured']}")
+    full_run = set(wanted) == set(SECTIONS)
+    output = args.output or ("BENCHMARKS.md" if full_run or args.refresh else None)
     if output:
         path = benchlib.ROOT / output
-        text = bench_report.render(results, verdicts, context)
-        if path.exists():  # `make load` and KV history figures live in the same file
-            import bench_kv_history
-            import load
+        if args.refresh and not full_run and path.exists():
+            text = bench_report.refresh(path.read_text(), results, context)
+        else:
+            text = bench_report.render(results, verdicts, context)
+            if path.exists():  # `make load` and KV history figures live in the same file
+                import bench_kv_history
+                import load
 
-            text = load.keep_section(path.read_text(), text)
-            text = bench_kv_history.keep_section(path.read_text(), text)
+                text = load.keep_section(path.read_text(), text)
+                text = bench_kv_history.keep_section(path.read_text(), text)
         path.write_text(text)
         print(f"\nbench: wrote {path}")
     label = "make bench" if make_started else "bench/run.py"

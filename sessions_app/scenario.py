@@ -7,10 +7,18 @@ message indices the model "sees" (for context_fold_create) follow from the steps
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from contextproto.protocol.folds import fold_id_for
+from contextproto.protocol.vocabulary import (
+    PLACEMENT_BEFORE_HISTORY_ASSISTANT,
+    PLACEMENT_TRAILING_ASSISTANT,
+    PLACEMENT_TRAILING_USER,
+    PREFIX,
+    UNIFIED,
+)
 
 RUN_INPUTS = (
     "Prepare a quote for 3 laptops for ACME; the budget is 5000.",
@@ -21,6 +29,51 @@ QUOTE_MEMORY = "Quote: 3 laptops at 1300 + shipping 250 = 4150 total; within bud
 HOST_TOOLS = ("price_lookup", "shipping_lookup", "stock_lookup")
 # prefix@2's stand-in for a context tool call in the long story (a tiny host tool).
 NOTE_TOOL = "progress_note"
+
+
+@dataclass(frozen=True)
+class ProtocolView:
+    """One protocol configuration the bench and the demo compare: a label, id@version, options.
+
+    A windowed (unified) view runs the unified script; prefix runs its twin, which calls the
+    tiny host tool `progress_note` where the unified agent calls a context tool.
+    """
+
+    label: str
+    protocol_id: str
+    version: int
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def windowed(self) -> bool:
+        return self.protocol_id == UNIFIED
+
+
+# Every view the token economy compares; a new protocol version joins with one line.
+PROTOCOL_VIEWS = (
+    ProtocolView("unified@1", UNIFIED, 1),
+    ProtocolView("unified@2", UNIFIED, 2),
+    ProtocolView(
+        "unified@3 A", UNIFIED, 3, {"stateMessagePlacement": PLACEMENT_TRAILING_ASSISTANT}
+    ),
+    ProtocolView(
+        "unified@3 B", UNIFIED, 3, {"stateMessagePlacement": PLACEMENT_BEFORE_HISTORY_ASSISTANT}
+    ),
+    ProtocolView("unified@3 C", UNIFIED, 3, {"stateMessagePlacement": PLACEMENT_TRAILING_USER}),
+    ProtocolView("prefix@2", PREFIX, 2),
+)
+# The agents of `manage.py demo` (it runs each view's story once, so it stays short).
+DEMO_VIEWS = ("unified@2", "prefix@2")
+
+
+def protocol_view(label: str) -> ProtocolView:
+    """The entry of PROTOCOL_VIEWS called `label` (KeyError if none)."""
+    for view in PROTOCOL_VIEWS:
+        if view.label == label:
+            return view
+    raise KeyError(
+        f"no protocol view {label!r}; known: {', '.join(v.label for v in PROTOCOL_VIEWS)}"
+    )
 
 
 def host_result(tool_name: str, arguments: dict[str, Any]) -> str:

@@ -11,7 +11,27 @@ import re
 
 from django.core.management import call_command
 
+from contextproto.tokens import tokenizer_label
 from sessions_app.models import FoldRecord, MaintenanceJob, Session
+
+CACHED_ROW = re.compile(
+    r"^(?P<view>unified@2|prefix@2|full history) +(?P<tokens>[\d,]+)"
+    r" +(?P<openai_hit>\d+)% +(?P<openai_cost>[\d,]+) +(?P<openai_share>\d+)%"
+    r" +(?P<anthropic_hit>\d+)% +(?P<anthropic_cost>[\d,]+) +(?P<anthropic_share>\d+)%$"
+)
+
+
+def cached_rows(output: str) -> dict[str, dict[str, int]]:
+    """The rows of the "Cost with prompt caching" table, by view, as numbers."""
+    table = output.split("Cost with prompt caching", 1)[1]
+    rows = {}
+    for line in table.splitlines():
+        found = CACHED_ROW.match(line)
+        if found:
+            rows[found["view"]] = {
+                k: int(v.replace(",", "")) for k, v in found.groupdict().items() if k != "view"
+            }
+    return rows
 
 
 def figures(output: str, label: str) -> tuple[int, ...]:
@@ -35,6 +55,27 @@ def test_demo_tells_the_story_in_estimated_tokens_and_links_the_admin(transactio
     totals = figures(output, "total")
     assert totals[0] < totals[1] < totals[2], totals
     assert re.search(r"unified@2 sent \d+% fewer input tokens than prefix@2 and \d+% fewer", output)
+
+    # With prompt caching: tokens, hit ratio and effective cost under both providers' rules
+    # for each agent and the full history; unified@2 pays less than the full history.
+    assert f"Cost with prompt caching ({tokenizer_label()};" in output
+    rows = cached_rows(output)
+    assert set(rows) == {"unified@2", "prefix@2", "full history"}, rows
+    for provider in ("openai", "anthropic"):
+        assert rows["full history"][f"{provider}_share"] == 100
+        assert rows["unified@2"][f"{provider}_cost"] < rows["full history"][f"{provider}_cost"]
+        assert all(0 < row[f"{provider}_hit"] <= 100 for row in rows.values()), rows
+        # A cached token costs less than a sent one: the cost is below the tokens.
+        assert all(row[f"{provider}_cost"] < row["tokens"] for row in rows.values()), rows
+    assert rows["unified@2"]["tokens"] < rows["prefix@2"]["tokens"] < rows["full history"]["tokens"]
+    assert re.search(
+        r"Cache breaks, unified@2 \(Anthropic rules; turn pairs, tokens re-billed\): .*"
+        r"window switch \d+ \([\d,]+\)",
+        output,
+    )
+    assert "Cache breaks, full history (Anthropic rules; turn pairs, tokens re-billed): none" in (
+        output
+    )
 
     # The story: five tasks, one window resumed, folds, and checkpoints by the worker, one
     # because a view crossed maintenanceTriggerRatio x maxInputTokens, one asked for.

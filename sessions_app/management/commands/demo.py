@@ -1,11 +1,14 @@
 """`manage.py demo`: seed a demo Application, run the long story with the scripted model,
 print a per-turn progress line, compare the token economy, and create the admin login.
 
-unified@2 and its prefix@2 twin work through the same five tasks of an ACME sales desk
-(scenario.STORY: quotes, a delivery, a resumed window), turn for turn. Maintenance jobs are
-executed as a Celery worker beside the runtime would: through the `maintenance_job_run`
-task body, one turn after they were queued (deterministic, so the figures repeat). Token
-counts are estimates (characters / 4 of each request as sent), labelled as such.
+The agents of `scenario.DEMO_VIEWS` (unified@2 and its prefix@2 twin) work through the same
+five tasks of an ACME sales desk (scenario.STORY: quotes, a delivery, a resumed window),
+turn for turn. Maintenance jobs are executed as a Celery worker beside the runtime would:
+through the `maintenance_job_run` task body, one turn after they were queued
+(deterministic, so the figures repeat). Token counts are estimates (characters / 4 of each
+request as sent), labelled as such. The summary then compares what each agent and the
+full history cost once the provider caches (`sessions_app/cache_economy.py`: every turn
+rebuilt for openai-chat and anthropic-messages with caching on, cl100k_base counts).
 """
 
 from __future__ import annotations
@@ -28,7 +31,10 @@ from agents.services import (
     agent_version_publish,
     application_create,
 )
+from contextproto.protocol.adapters import PROVIDER_ANTHROPIC_MESSAGES, PROVIDER_OPENAI_CHAT
+from contextproto.protocol.cache_report import CAUSE_APPEND, CacheEconomy
 from sessions_app import scenario, selectors
+from sessions_app.cache_economy import DEFAULT_THINK_SECONDS, session_cache_economy
 from sessions_app.models import FoldRecord, MaintenanceJob, ProjectionSnapshot, Session
 from sessions_app.providers.base import canonical_json
 from sessions_app.services.runtime import TurnReport
@@ -42,6 +48,10 @@ SYSTEM_PROMPT = (
 )
 MAX_INPUT_TOKENS = 16000
 ESTIMATE = "estimates: characters / 4 of each request as sent, not a real tokenizer"
+# The full history is the prefix@2 agent's log: the same work, without context tools.
+FULL_HISTORY_OF = "prefix@2"
+FULL_HISTORY = "full history"
+CACHED_PROVIDERS = ((PROVIDER_OPENAI_CHAT, "OpenAI"), (PROVIDER_ANTHROPIC_MESSAGES, "Anthropic"))
 
 
 @contextmanager
@@ -126,14 +136,15 @@ class Command(BaseCommand):
         self.base_url = options["base_url"].rstrip("/")
         application = self._application()
         versions = self._agents(application)
-        results = []
+        results = {}
         with override_settings(RUNTIME_AUTOSTART=False), worker_queue():
             for label, version in versions:
-                results.append(self._run(label, version))
-        unified, prefix = results
-        full = full_history_tokens(prefix["session"], prefix["snapshots"])
-        self._summary(unified, prefix, full)
-        self._pages(unified, prefix)
+                results[label] = self._run(label, version)
+        base = results[FULL_HISTORY_OF]
+        full = full_history_tokens(base["session"], base["snapshots"])
+        self._summary(results, full)
+        self._cache_summary(results)
+        self._pages(results["unified@2"], results["prefix@2"])
         self._login()
 
     # ------------------------------------------------------------ seeding
@@ -188,31 +199,25 @@ class Command(BaseCommand):
             application.tools.filter(name__in=scenario.HOST_TOOLS).values_list("id", flat=True)
         )
         note = list(application.tools.filter(name=scenario.NOTE_TOOL).values_list("id", flat=True))
-        unified = self._version(
-            application,
-            "quote-assistant (unified@2)",
-            {
-                **common,
-                "context_protocol_id": "unified",
-                "context_protocol_version": 2,
-                "model_config": unified_script,
-            },
-            tool_ids=lookups,
-            maintainer_agent_id=maintainer.agent_id,
-        )
-        prefix = self._version(
-            application,
-            "quote-assistant (prefix@2)",
-            {
-                **common,
-                "context_protocol_id": "prefix",
-                "context_protocol_version": 2,
-                "model_config": prefix_script,
-            },
-            tool_ids=lookups + note,
-            maintainer_agent_id=maintainer.agent_id,
-        )
-        return [("unified@2", unified), ("prefix@2", prefix)]
+        agents = []
+        for label in scenario.DEMO_VIEWS:
+            view = scenario.protocol_view(label)
+            version = self._version(
+                application,
+                f"quote-assistant ({label})",
+                {
+                    **common,
+                    "context_protocol_id": view.protocol_id,
+                    "context_protocol_version": view.version,
+                    "options": dict(view.options),
+                    "model_config": unified_script if view.windowed else prefix_script,
+                },
+                # The unified agent uses context tools; its prefix twin notes progress instead.
+                tool_ids=lookups if view.windowed else lookups + note,
+                maintainer_agent_id=maintainer.agent_id,
+            )
+            agents.append((label, version))
+        return agents
 
     # ------------------------------------------------------------ running
 
@@ -253,39 +258,43 @@ class Command(BaseCommand):
 
     # ------------------------------------------------------------ reporting
 
-    def _summary(self, unified: dict[str, Any], prefix: dict[str, Any], full: list[int]) -> None:
-        u, p = unified["tokens"], prefix["tokens"]
-        turns = len(u)
-        if len(p) != turns or len(full) != turns:
-            raise RuntimeError(f"the twins diverged: {turns} and {len(p)} turns")
+    def _summary(self, results: dict[str, dict[str, Any]], full: list[int]) -> None:
+        unified, prefix = results["unified@2"], results["prefix@2"]
+        columns = {label: r["tokens"] for label, r in results.items()}
+        columns[FULL_HISTORY] = full
+        turns = len(unified["tokens"])
+        if any(len(tokens) != turns for tokens in columns.values()):
+            counts = ", ".join(f"{k} {len(v)}" for k, v in columns.items())
+            raise RuntimeError(f"the twins diverged: {counts} turns")
         after_commit = {c["turn"] + 1 for c in unified["commits"]}
         shown = sorted(
             {1, turns, *range(10, turns + 1, 10), *after_commit} & set(range(1, turns + 1))
         )
         windows = [s.window_id for s in unified["snapshots"]]
+        widths = {label: max(10, len(label)) for label in columns}
+
+        def row(first: str, second: str, cells: dict[str, str]) -> str:
+            return f"{first:>5}  {second:<16} " + " ".join(
+                f"{cells[label]:>{widths[label]}}" for label in columns
+            )
+
         self.stdout.write(f"\nInput tokens per turn ({ESTIMATE})")
-        self.stdout.write(
-            f"{'turn':>5}  {'unified@2 window':<16} {'unified@2':>10} {'prefix@2':>10} "
-            f"{'full history':>13}"
-        )
+        self.stdout.write(row("turn", "unified@2 window", {k: k for k in columns}))
         for turn in shown:
             i = turn - 1
             note = "  <- first view after a checkpoint" if turn in after_commit else ""
-            self.stdout.write(
-                f"{turn:>5}  {windows[i]:<16} {u[i]:>10,} {p[i]:>10,} {full[i]:>13,}{note}"
-            )
+            cells = {k: f"{v[i]:,}" for k, v in columns.items()}
+            self.stdout.write(row(str(turn), windows[i], cells) + note)
         self.stdout.write(
-            f"{'total':>5}  {f'{turns} turns':<16} {sum(u):>10,} {sum(p):>10,} {sum(full):>13,}"
+            row("total", f"{turns} turns", {k: f"{sum(v):,}" for k, v in columns.items()})
         )
+        self.stdout.write(row("/turn", "", {k: f"{sum(v) // turns:,}" for k, v in columns.items()}))
+        u, p = sum(unified["tokens"]), sum(prefix["tokens"])
         self.stdout.write(
-            f"{'/turn':>5}  {'':<16} {sum(u) // turns:>10,} {sum(p) // turns:>10,} "
-            f"{sum(full) // turns:>13,}"
-        )
-        self.stdout.write(
-            f"unified@2 sent {100 - round(100 * sum(u) / sum(p))}% fewer input tokens than "
-            f"prefix@2 and {100 - round(100 * sum(u) / sum(full))}% fewer than the full history "
+            f"unified@2 sent {100 - round(100 * u / p)}% fewer input tokens than "
+            f"prefix@2 and {100 - round(100 * u / sum(full))}% fewer than the full history "
             f"over the {turns} turns (estimates). Full history: every raw message up to the "
-            "turn, sent every turn (prefix@2's log, no compression)."
+            f"turn, sent every turn ({FULL_HISTORY_OF}'s log, no compression)."
         )
         triggers = ", ".join(
             f"{c['job'].window_id} at turn {c['turn']} ({c['job'].trigger})"
@@ -299,6 +308,68 @@ class Command(BaseCommand):
         self.stdout.write(
             f"prefix@2: one window, no folds, {len(prefix['commits'])} checkpoints written by "
             "the worker."
+        )
+
+    def _cache_summary(self, results: dict[str, dict[str, Any]]) -> None:
+        """What each agent and the full history cost once the provider caches."""
+        economies: dict[str, CacheEconomy] = {}
+        for label, result in results.items():
+            report = session_cache_economy(
+                result["session"].id, full_history=label == FULL_HISTORY_OF, view=label
+            )
+            economies[label] = report.view
+            if report.full_history is not None:
+                economies[FULL_HISTORY] = report.full_history
+        full = economies.pop(FULL_HISTORY)
+        economies[FULL_HISTORY] = full
+        tokenizer = full.tokenizer
+        self.stdout.write(
+            f"\nCost with prompt caching ({tokenizer}; every turn's request rebuilt for "
+            f"openai-chat and anthropic-messages with caching on, a turn every "
+            f"{DEFAULT_THINK_SECONDS:g} s; effective cost in input-token equivalents: "
+            "uncached 1, cache read 0.1, cache write 1.25 on Anthropic, no write charge on "
+            "OpenAI)"
+        )
+        header = f"{'view':<14} {'tokens':>11}"
+        for _provider, name in CACHED_PROVIDERS:
+            header += f"  {name + ': hit':>14} {'cost':>10} {'vs full':>7}"
+        self.stdout.write(header)
+        for label, economy in economies.items():
+            line = f"{label:<14} {economy[PROVIDER_ANTHROPIC_MESSAGES].totals.input_tokens:>11,}"
+            for provider, _name in CACHED_PROVIDERS:
+                p = economy[provider]
+                share = p.cost / full[provider].cost
+                line += (
+                    f"  {f'{100 * p.hit_ratio:.0f}%':>14} {round(p.equivalent_tokens):>10,} "
+                    f"{f'{100 * share:.0f}%':>7}"
+                )
+            self.stdout.write(line)
+        self.stdout.write(
+            "tokens: input tokens of the anthropic-messages requests; hit: cache-read / input "
+            "tokens; vs full: share of the full history's effective cost under the same rules."
+        )
+        for label, economy in economies.items():
+            breaks = [
+                f"{b.cause} {b.pairs} ({b.rebilled_tokens:,})"
+                for b in economy[PROVIDER_ANTHROPIC_MESSAGES].breaks
+                if b.cause != CAUSE_APPEND
+            ]
+            self.stdout.write(
+                f"Cache breaks, {label} (Anthropic rules; turn pairs, tokens re-billed): "
+                + (", ".join(breaks) or "none, every turn appends")
+                + "."
+            )
+        unified = economies["unified@2"]
+        sent = unified[PROVIDER_ANTHROPIC_MESSAGES].totals.input_tokens
+        share = sent / full[PROVIDER_ANTHROPIC_MESSAGES].totals.input_tokens
+        self.stdout.write(
+            f"unified@2 sends {100 * share:.0f}% "
+            "of the full history's input tokens; once both cache it pays "
+            + " and ".join(
+                f"{100 * unified[p].cost / full[p].cost:.0f}% of its cost on {name}"
+                for p, name in CACHED_PROVIDERS
+            )
+            + " (estimates)."
         )
 
     def _pages(self, unified: dict[str, Any], prefix: dict[str, Any]) -> None:

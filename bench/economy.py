@@ -1,0 +1,237 @@
+"""Section 3's cost with prompt caching: tables, the goals of issue 24, and why a goal is missed.
+
+Input: one `CacheEconomy` per view (contextproto/protocol/cache_report.py), the full history
+among them under FULL_HISTORY. Everything here is computed from those figures.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from benchlib import table
+
+from contextproto.protocol.adapters import PROVIDER_ANTHROPIC_MESSAGES, PROVIDER_OPENAI_CHAT
+from contextproto.protocol.cache_report import (
+    CAUSE_APPEND,
+    CAUSE_CHECKPOINT,
+    CAUSE_FOLD,
+    CAUSE_HEADER,
+    CAUSE_HISTORY,
+    CAUSE_STATE,
+    CAUSE_WINDOW_SWITCH,
+    CAUSES,
+    CacheEconomy,
+    ProviderEconomy,
+)
+
+FULL_HISTORY = "full history"
+ANTHROPIC = PROVIDER_ANTHROPIC_MESSAGES
+OPENAI = PROVIDER_OPENAI_CHAT
+LABELS = {OPENAI: "OpenAI", ANTHROPIC: "Anthropic"}
+
+# Issue 24's goals (reported, not gated).
+UNIFIED_COST_SHARE_MAX = 0.25
+UNIFIED_HIT_RATIO_MIN = 0.80
+APPEND_ONLY_HIT_RATIO_MIN = 0.90
+
+
+def _pct(value: float) -> str:
+    return f"{100 * value:.0f}%"
+
+
+def _k(tokens: float) -> str:
+    return f"{tokens / 1000:,.1f}k"
+
+
+def comparison_table(
+    economies: Mapping[str, CacheEconomy], stats: Mapping[str, Mapping[str, Any]]
+) -> str:
+    """Per view: tokens, hit ratio and effective cost under both providers' rules."""
+    full = economies[FULL_HISTORY]
+    rows = []
+    for label, economy in economies.items():
+        row: list[Any] = [label]
+        for provider in (OPENAI, ANTHROPIC):
+            p = economy[provider]
+            row += [p.totals.input_tokens, _pct(p.hit_ratio)]
+            if provider == ANTHROPIC:
+                row.append(p.totals.cache_write_tokens)
+            row += [round(p.equivalent_tokens), _pct(p.cost / full[provider].cost)]
+        job = stats.get(label)
+        row.append(f"{job['committed']} / {job['jobs']}" if job else "-")
+        rows.append(row)
+    return table(
+        (
+            "view",
+            "OpenAI: input tokens",
+            "OpenAI: hit ratio",
+            "OpenAI: effective cost",
+            "OpenAI: vs full",
+            "Anthropic: input tokens",
+            "Anthropic: hit ratio",
+            "Anthropic: cache writes",
+            "Anthropic: effective cost",
+            "Anthropic: vs full",
+            "maintenance jobs (committed / all)",
+        ),
+        rows,
+    )
+
+
+def breaks_table(economies: Mapping[str, CacheEconomy], provider: str = ANTHROPIC) -> str:
+    """Cause -> turn pairs / tokens re-billed, one column per view."""
+    by_view = {label: {b.cause: b for b in e[provider].breaks} for label, e in economies.items()}
+    causes = [c for c in CAUSES if any(c in found for found in by_view.values())]
+    rows = []
+    for cause in causes:
+        cells = []
+        for found in by_view.values():
+            summary = found.get(cause)
+            cells.append(
+                f"{summary.pairs} / {summary.rebilled_tokens:,}" if summary is not None else "-"
+            )
+        rows.append((cause, *cells))
+    rows.append(
+        (
+            "all pairs",
+            *(
+                f"{sum(b.pairs for b in f.values())} / "
+                f"{sum(b.rebilled_tokens for b in f.values()):,}"
+                for f in by_view.values()
+            ),
+        )
+    )
+    return table(("cause", *by_view), rows)
+
+
+def misses(economy: ProviderEconomy) -> dict[str, int]:
+    """Input tokens not read from the cache, by where they come from.
+
+    `uncached`: after the request's last breakpoint or below the minimum (the trailing
+    state message of unified@2/3 A/C every turn); `first turn`: the first request's writes;
+    each cause: the writes of the turns whose pair has that cause (for `append only`, the
+    new messages; for a break, everything after the divergence).
+    """
+    out: dict[str, int] = {"uncached": 0}
+    for turn in economy.turns:
+        out["uncached"] += turn.cache.uncached_tokens
+        bucket = turn.cause or "first turn"
+        out[bucket] = out.get(bucket, 0) + turn.cache.cache_write_tokens
+    return out
+
+
+# Why tokens of each kind are not read from the cache (the buckets of `misses`).
+MECHANISMS = {
+    CAUSE_APPEND: "the messages a turn appends are written once and read from the next turn on",
+    CAUSE_CHECKPOINT: "a committed checkpoint changes the header, which comes before the history, "
+    "so everything after it is written again",
+    CAUSE_HISTORY: "a new run drops the previous run's inputs that a checkpoint covers, so "
+    "everything after the first of them is written again",
+    CAUSE_HEADER: "a task or window memory write changes the header: everything after it is "
+    "written again",
+    CAUSE_WINDOW_SWITCH: "the new window's header and history are written (a window left for "
+    "more than the TTL has lost its entries)",
+    CAUSE_FOLD: "a fold replaces history from its first message on",
+    CAUSE_STATE: "a state message before the history changes every turn, so the history "
+    "after it is written again every turn",
+    "uncached": "what follows the last breakpoint (the trailing state message) is never cached",
+    "first turn": "the first request writes everything",
+}
+
+
+def _why(label: str, economy: ProviderEconomy) -> str:
+    total = economy.totals.input_tokens
+    parts = sorted(misses(economy).items(), key=lambda kv: -kv[1])
+    described = ", ".join(
+        f"{name} {_k(tokens)} ({_pct(tokens / total)})" for name, tokens in parts if tokens
+    )
+    breaks = [b for b in economy.breaks if b.cause != CAUSE_APPEND]
+    pairs = sum(b.pairs for b in breaks)
+    rebilled = sum(b.rebilled_tokens for b in breaks)
+    top = ", ".join(
+        f"{b.cause} {b.pairs} ({_k(b.rebilled_tokens)})"
+        for b in sorted(breaks, key=lambda b: -b.rebilled_tokens)[:4]
+    )
+    reasons = "; ".join(
+        f"{name}: {MECHANISMS[name]}" for name, tokens in parts[:3] if tokens and name in MECHANISMS
+    )
+    return (
+        f"{label} ({LABELS[economy.provider]} rules): of {_k(total)} input tokens, "
+        f"{_pct(economy.hit_ratio)} were read from the cache; the rest: {described}. "
+        f"{pairs} of {len(economy.turns) - 1} turn pairs break the cache and re-bill "
+        f"{_k(rebilled)} tokens already sent (the largest: {top or 'none'}). Why: {reasons}."
+    )
+
+
+def goals(economies: Mapping[str, CacheEconomy]) -> list[dict[str, str]]:
+    """Issue 24's goals, measured in this run, each with its explanation when missed."""
+    full = economies[FULL_HISTORY]
+    unified = economies["unified@2"]
+    prefix = economies["prefix@2"]
+    verdicts = []
+    share = unified[ANTHROPIC].cost / full[ANTHROPIC].cost
+    verdicts.append(
+        {
+            "target": "unified@2 effective cost <= 25% of the full history with caching "
+            f"({LABELS[ANTHROPIC]} rules)",
+            "measured": f"{_pct(share)} ({_k(unified[ANTHROPIC].equivalent_tokens)} vs "
+            f"{_k(full[ANTHROPIC].equivalent_tokens)} input-token equivalents)",
+            "status": "met" if share <= UNIFIED_COST_SHARE_MAX else "missed",
+            "why": _why("unified@2", unified[ANTHROPIC]),
+        }
+    )
+    for label, economy, minimum in (
+        ("unified@2", unified, UNIFIED_HIT_RATIO_MIN),
+        ("prefix@2", prefix, APPEND_ONLY_HIT_RATIO_MIN),
+        (FULL_HISTORY, full, APPEND_ONLY_HIT_RATIO_MIN),
+    ):
+        ratio = economy[ANTHROPIC].hit_ratio
+        verdicts.append(
+            {
+                "target": f"{label} cache hit ratio >= {_pct(minimum)} ({LABELS[ANTHROPIC]} rules)",
+                "measured": f"{100 * ratio:.1f}% (OpenAI rules: "
+                f"{100 * economy[OPENAI].hit_ratio:.1f}%)",
+                "status": "met" if ratio >= minimum else "missed",
+                "why": _why(label, economy[ANTHROPIC]),
+            }
+        )
+    worst = max(
+        (
+            (economy[p].cost / full[p].cost, label, p)
+            for label, economy in economies.items()
+            if label != FULL_HISTORY
+            for p in (OPENAI, ANTHROPIC)
+        ),
+        key=lambda found: found[0],
+    )
+    verdicts.append(
+        {
+            "target": "no protocol pays more than the full history with caching (both "
+            "providers' rules)",
+            "measured": f"the most expensive: {worst[1]} at {_pct(worst[0])} of the full "
+            f"history ({LABELS[worst[2]]} rules)",
+            "status": "met" if worst[0] <= 1.0 else "missed",
+            "why": _why(worst[1], economies[worst[1]][worst[2]]),
+        }
+    )
+    return verdicts
+
+
+def economy_section(
+    economies: Mapping[str, CacheEconomy],
+    stats: Mapping[str, Mapping[str, Any]],
+    *,
+    think_seconds: float,
+) -> dict[str, Any]:
+    """The tables, goals and the figures of every view (JSON-ready) for BENCHMARKS.md."""
+    any_economy = next(iter(economies.values()))
+    return {
+        "table": comparison_table(economies, stats),
+        "breaks": breaks_table(economies),
+        "goals": goals(economies),
+        "tokenizer": any_economy.tokenizer,
+        "think_seconds": think_seconds,
+        "models": {p: e.model for p, e in any_economy.providers.items()},
+        "misses": {label: {p: misses(e[p]) for p in e.providers} for label, e in economies.items()},
+    }
