@@ -123,13 +123,22 @@ def github_anchors(markdown: str) -> set[str]:
 
 
 def markdown_files() -> list[Path]:
-    listed = subprocess.run(
-        ["git", "ls-files", "--cached", "--others", "--exclude-standard", "*.md"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.split()
+    """The repository's Markdown files (git's view; a plain walk outside a checkout)."""
+    try:
+        listed = subprocess.run(
+            ["git", "ls-files", "--cached", "--others", "--exclude-standard", "*.md"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.split()
+    except (OSError, subprocess.CalledProcessError):
+        skipped = {".venv", "var", "artifacts", "node_modules", ".git"}
+        return sorted(
+            path
+            for path in ROOT.rglob("*.md")
+            if not skipped.intersection(path.relative_to(ROOT).parts)
+        )
     return [ROOT / name for name in listed if (ROOT / name).exists()]
 
 
