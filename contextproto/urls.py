@@ -1,11 +1,14 @@
-"""URL routes: the admin and the JSON API under /api/v1/."""
+"""URL routes: the landing page, the admin and the JSON API under /api/v1/."""
 
 from django.contrib import admin
 from django.urls import include, path
 
+from contextproto.landing import landing
 from contextproto.metrics import metrics_view
 
 urlpatterns = [
+    # What this service is, with links to its parts; the admin's "View site" leads here.
+    path("", landing, name="landing"),
     path("admin/", admin.site.urls),
     path("api/v1/", include("contextproto.api_urls")),
     path("metrics", metrics_view, name="metrics"),
