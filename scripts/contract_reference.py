@@ -341,7 +341,8 @@ def _shapes_section(schema: dict[str, Any], roots: set[str]) -> list[str]:
             return
         names.add(name)
         for prop in components[name].get("properties", {}).values():
-            for node in (prop, prop.get("items", {})):
+            # A nullable nested shape is written `allOf: [{$ref}]`, as `_type_of` reads it.
+            for node in (prop, prop.get("items", {}), *prop.get("allOf", [])):
                 ref = node.get("$ref")
                 if ref:
                     visit(ref.rsplit("/", 1)[1])

@@ -21,13 +21,6 @@ CONTRACT = ROOT / "docs" / "contract.md"
 REFERENCE = ROOT / "docs" / "contract" / "reference.md"
 SOURCES = ("contextproto", "agents", "sessions_app")
 
-# Operations and codes of the contract's section 10 (state at a revision, fork): the section
-# says they are being added and that a server without them answers 404. Once the service
-# routes them, the route check covers them like any other.
-PENDING_OPERATIONS = {("POST", "sessions/{}/fork/")}
-PENDING_CODES = {"revision_out_of_range", "fork_protocol_incompatible"}
-
-
 def load_generator():
     spec = importlib.util.spec_from_file_location(
         "contract_reference", ROOT / "scripts" / "contract_reference.py"
@@ -75,7 +68,7 @@ def test_every_routed_operation_is_in_the_contract():
 
 
 def test_the_contract_describes_no_operation_the_service_lacks():
-    unknown = contract_operations() - routed_operations() - PENDING_OPERATIONS
+    unknown = contract_operations() - routed_operations()
     assert not unknown, f"operations in the contract that the service does not route: {unknown}"
 
 
@@ -96,7 +89,7 @@ def test_every_code_and_field_the_contract_spells_exists_in_the_code():
     spelled = set(re.findall(r"`([a-z][a-z0-9]*(?:_[a-z0-9]+)+)`", CONTRACT.read_text()))
     schema = load_generator().openapi_schema()
     path_parameters = {name for path in schema["paths"] for name in re.findall(r"\{(\w+)\}", path)}
-    known = code_strings() | set(ERRORS) | path_parameters | PENDING_CODES
+    known = code_strings() | set(ERRORS) | path_parameters
     assert spelled - known == set()
     # Every registered code is in the reference, with its status.
     reference = REFERENCE.read_text()
