@@ -21,6 +21,7 @@ CONTRACT = ROOT / "docs" / "contract.md"
 REFERENCE = ROOT / "docs" / "contract" / "reference.md"
 SOURCES = ("contextproto", "agents", "sessions_app")
 
+
 def load_generator():
     spec = importlib.util.spec_from_file_location(
         "contract_reference", ROOT / "scripts" / "contract_reference.py"
