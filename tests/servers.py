@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 import subprocess
@@ -9,11 +10,22 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Coroutine, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def run_coroutine[T](coroutine: Coroutine[object, object, T]) -> T:
+    """Run `coroutine` to its end on an event loop in a thread of its own.
+
+    Playwright's sync API (the browser tests) may have left an event loop running in the
+    test thread, and asyncio.run() refuses to nest.
+    """
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()
 
 
 def free_port() -> int:

@@ -14,7 +14,7 @@ import shlex
 import time
 
 from contextproto import serving
-from tests.servers import ROOT
+from tests.servers import ROOT, run_coroutine
 
 LIMIT = 1000
 
@@ -95,7 +95,7 @@ def drive(scope: dict, messages: list, *, app=None, timeout: float = 5.0, gap: f
         sent.append(message)
 
     started = time.monotonic()
-    asyncio.run(limits(scope, receive, send))
+    run_coroutine(limits(scope, receive, send))
     return app, sent, calls["receive"], time.monotonic() - started
 
 
@@ -178,7 +178,7 @@ def test_lifespan_registers_the_node_at_startup_and_removes_it_at_shutdown(monke
     async def send(message: dict) -> None:
         events.append(f"server told {message['type']}")
 
-    asyncio.run(serving.with_node_registry(lifespan_app)({"type": "lifespan"}, receive, send))
+    run_coroutine(serving.with_node_registry(lifespan_app)({"type": "lifespan"}, receive, send))
     assert events == [
         f"start {settings.NODE_ROLE}",
         "server told lifespan.startup.complete",

@@ -6,9 +6,7 @@ flow over HTTP against the production server runs in tests/e2e/test_production_s
 
 from __future__ import annotations
 
-import asyncio
 import json
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from asgiref.sync import sync_to_async
@@ -18,6 +16,7 @@ from mcp import Client
 from contextproto.api import credential_for_key
 from contextproto.mcp_server import build_server
 from sessions_app.models import FoldRecord, Message, ToolReceipt
+from tests.servers import run_coroutine
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -33,8 +32,6 @@ def server_for(key: str | None):
 
 
 def run(coroutine):
-    # A thread of its own: Playwright's sync API (browser tests) may have left an event loop
-    # running in this one, and asyncio.run() refuses to nest.
     async def then_close():
         try:
             return await coroutine
@@ -43,8 +40,7 @@ def run(coroutine):
             # database connection would outlive the test and block the test database's drop.
             await sync_to_async(connections.close_all, thread_sensitive=True)()
 
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(asyncio.run, then_close()).result()
+    return run_coroutine(then_close())
 
 
 def test_an_application_key_sees_the_catalog_and_prompts_but_no_tools(tenant):

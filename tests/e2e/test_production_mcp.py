@@ -8,17 +8,15 @@ client makes mutating calls one after another, fenced by the revision it saw.
 
 from __future__ import annotations
 
-import asyncio
 import http.client
 import json
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
 from tests.e2e.test_production_server import Http, server_env
-from tests.servers import free_port, running_server
+from tests.servers import free_port, run_coroutine, running_server
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow]
 
@@ -161,10 +159,7 @@ def test_an_mcp_only_client_makes_five_mutating_calls_then_a_stale_one_is_fenced
 
 
 def mcp_chain(url: str, key: str, first: int, last: int) -> list[dict]:
-    # In a thread of its own: Playwright's sync API (browser tests) may have left an event
-    # loop running in this one, and asyncio.run() refuses to nest.
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(asyncio.run, _chain(url, key, first, last)).result()
+    return run_coroutine(_chain(url, key, first, last))
 
 
 async def _chain(url: str, key: str, first: int, last: int) -> list[dict]:

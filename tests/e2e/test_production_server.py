@@ -6,7 +6,6 @@ one host turn is driven over HTTP, then the MCP endpoint with the official clien
 
 from __future__ import annotations
 
-import asyncio
 import http.client
 import json
 import os
@@ -14,13 +13,12 @@ import secrets
 import sys
 import urllib.error
 import urllib.request
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 from django.conf import settings
 
-from tests.servers import current_database_url, free_port, running_server
+from tests.servers import current_database_url, free_port, run_coroutine, running_server
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow]
 
@@ -195,10 +193,7 @@ def test_one_host_turn_and_mcp_against_the_production_server(production_server):
 
 
 def mcp(server: str, key: str, calls: list, tool: str = "context_fold_create") -> dict:
-    # In a thread of its own: Playwright's sync API (browser tests) may have left an event
-    # loop running in this one, and asyncio.run() refuses to nest.
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(asyncio.run, mcp_calls(server + "/mcp/", key, tool, calls)).result()
+    return run_coroutine(mcp_calls(server + "/mcp/", key, tool, calls))
 
 
 async def mcp_calls(url: str, key: str, tool: str, calls: list) -> dict:
