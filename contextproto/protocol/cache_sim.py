@@ -64,7 +64,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from hashlib import blake2b as _blake2b
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeGuard
 
 from contextproto.protocol.adapters import PROVIDER_ANTHROPIC_MESSAGES, PROVIDER_OPENAI_CHAT
 
@@ -127,7 +127,9 @@ class CacheSimError(ValueError):
 # --------------------------------------------------------------------------- linearising
 
 
-class BlockRef(NamedTuple):
+# A dataclass, not a NamedTuple: a tuple's own `index` method would clash with the field.
+@dataclass(frozen=True, slots=True)
+class BlockRef:
     """Where a block sits in the request body.
 
     `index` is the tool's, the system block's or the message's position in its list (the
@@ -190,7 +192,7 @@ class Linearised:
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 
 
-def _is_mapping(value: Any) -> bool:
+def _is_mapping(value: object) -> TypeGuard[Mapping[str, Any]]:
     return type(value) is dict or isinstance(value, Mapping)
 
 
@@ -311,7 +313,7 @@ def _text_blocks(content: Any, where: str) -> list[Any]:
     raise CacheSimError(f"{where} must be a string or a list of blocks.")
 
 
-def _message(message: Any, k: int) -> Mapping[str, Any]:
+def _message(message: object, k: int) -> Mapping[str, Any]:
     if not _is_mapping(message) or not isinstance(message.get("role"), str):
         raise CacheSimError(f"message #{k} must be an object with a string `role`.")
     return message

@@ -16,7 +16,7 @@ import json
 import math
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 from .catalog import all_versions
 from .jsonschema_check import json_type_name
@@ -90,11 +90,12 @@ def _is_json(value: object) -> bool:
     return True
 
 
-def _is_count(value: object) -> bool:
+# TypeGuard, not TypeIs: a False answer does not mean "not an int" (a bool, a negative).
+def _is_count(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= JSON_INTEGER_MAX
 
 
-def _is_number(value: object) -> bool:
+def _is_number(value: object) -> TypeGuard[int | float]:
     if isinstance(value, bool):
         return False
     if isinstance(value, int):

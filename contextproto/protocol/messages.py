@@ -7,9 +7,11 @@ are snake_case here; `to_wire()` renders the camelCase shapes of SPEC §9.1.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
+# A message's content: text, or a list of JSON parts (`{"type": "text", "text": ...}`, ...).
 Content = str | list[dict[str, Any]]
 
 ROLE_USER = "user"
@@ -85,6 +87,59 @@ def _compact_json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
 
 
+class RawMessageWire(TypedDict):
+    """A raw message as the API shows it (SPEC §9.1 `messages/`)."""
+
+    id: str
+    index: int
+    windowId: str
+    role: str
+    kind: str
+    content: Content
+    runId: str | None
+    inputRun: str | None
+    toolCallId: str | None
+    toolName: str | None
+    arguments: dict[str, Any] | None
+    isError: bool | None
+    snapshotId: str | None
+    createdAt: str | None
+
+
+class FoldRecord(TypedDict):
+    """The value of `fold/<id>` in KV."""
+
+    windowId: str
+    firstIndex: int
+    lastIndex: int
+    messageIds: list[str]
+    summary: str
+    createdAtIndex: int
+
+
+class ModelMessageWire(TypedDict):
+    """A message of a view (SPEC §9.1 `messages[i]`); call fields only where they apply."""
+
+    role: str
+    kind: str
+    content: Content
+    toolCallId: NotRequired[str]
+    toolName: NotRequired[str]
+    arguments: NotRequired[dict[str, Any]]
+
+
+class SourceWire(TypedDict):
+    """Which raw messages one view message stands for (SPEC §9.1 `sources[i]`)."""
+
+    derivedType: str
+    foldId: str | None
+    sessionId: str
+    windowId: str | None
+    firstIndex: int | None
+    lastIndex: int | None
+    messageIds: list[str]
+
+
 @dataclass(frozen=True, slots=True)
 class RawMessage:
     """One immutable message of a session's log (SPEC §3.1)."""
@@ -104,7 +159,7 @@ class RawMessage:
     snapshot_id: str | None = None
     created_at: str | None = None
 
-    def to_wire(self) -> dict[str, Any]:
+    def to_wire(self) -> RawMessageWire:
         return {
             "id": self.id,
             "index": self.index,
@@ -135,7 +190,7 @@ class Fold:
     summary: str
     created_at_index: int
 
-    def to_kv(self) -> dict[str, Any]:
+    def to_kv(self) -> FoldRecord:
         return {
             "windowId": self.window_id,
             "firstIndex": self.first_index,
@@ -146,7 +201,8 @@ class Fold:
         }
 
     @classmethod
-    def from_kv(cls, fold_id: str, value: dict[str, Any]) -> Fold:
+    def from_kv(cls, fold_id: str, value: Mapping[str, Any]) -> Fold:
+        """Read a stored `fold/<id>` value (records older than `createdAtIndex` lack it)."""
         return cls(
             id=fold_id,
             window_id=value["windowId"],
@@ -169,8 +225,8 @@ class ModelMessage:
     tool_name: str | None = None
     arguments: dict[str, Any] | None = None
 
-    def to_wire(self) -> dict[str, Any]:
-        wire: dict[str, Any] = {"role": self.role, "kind": self.kind, "content": self.content}
+    def to_wire(self) -> ModelMessageWire:
+        wire: ModelMessageWire = {"role": self.role, "kind": self.kind, "content": self.content}
         if self.tool_call_id is not None:
             wire["toolCallId"] = self.tool_call_id
         if self.tool_name is not None:
@@ -192,7 +248,7 @@ class ProjectionSource:
     last_index: int | None = None
     message_ids: tuple[str, ...] = field(default_factory=tuple)
 
-    def to_wire(self) -> dict[str, Any]:
+    def to_wire(self) -> SourceWire:
         return {
             "derivedType": self.derived_type,
             "foldId": self.fold_id,
