@@ -64,7 +64,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from hashlib import blake2b as _blake2b
-from typing import Any, NamedTuple, TypeGuard
+from typing import Any, Literal, NamedTuple, TypedDict, TypeGuard
 
 from contextproto.protocol.adapters import PROVIDER_ANTHROPIC_MESSAGES, PROVIDER_OPENAI_CHAT
 
@@ -373,7 +373,7 @@ class Divergence:
     `changed` (block `position` differs). `shared_tokens` counts the common prefix.
     """
 
-    kind: str
+    kind: Literal["identical", "appended", "truncated", "changed"]
     position: int | None
     previous: BlockRef | None
     current: BlockRef | None
@@ -434,6 +434,16 @@ class Turn:
     min_cacheable_tokens: int | None = None
 
 
+class TurnCacheWire(TypedDict):
+    inputTokens: int
+    cacheReadTokens: int
+    cacheWriteTokens: int
+    cacheWrite1hTokens: int
+    uncachedTokens: int
+    rule: str
+    detail: str
+
+
 @dataclass(frozen=True)
 class TurnCache:
     """What one request would be billed as: every figure an estimate.
@@ -450,7 +460,7 @@ class TurnCache:
     rule: str
     detail: str
 
-    def to_wire(self) -> dict[str, Any]:
+    def to_wire(self) -> TurnCacheWire:
         return {
             "inputTokens": self.input_tokens,
             "cacheReadTokens": self.cache_read_tokens,
