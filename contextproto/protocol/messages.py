@@ -106,7 +106,7 @@ class RawMessageWire(TypedDict):
     createdAt: str | None
 
 
-class FoldRecord(TypedDict):
+class FoldKV(TypedDict):
     """The value of `fold/<id>` in KV."""
 
     windowId: str
@@ -190,7 +190,7 @@ class Fold:
     summary: str
     created_at_index: int
 
-    def to_kv(self) -> FoldRecord:
+    def to_kv(self) -> FoldKV:
         return {
             "windowId": self.window_id,
             "firstIndex": self.first_index,

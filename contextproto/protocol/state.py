@@ -23,7 +23,7 @@ STATUS_COMPLETED: WindowStatus = "completed"
 WINDOW_STATUSES: tuple[WindowStatus, ...] = (STATUS_ACTIVE, STATUS_SUSPENDED, STATUS_COMPLETED)
 
 
-class WindowRecord(TypedDict):
+class WindowKV(TypedDict):
     """The value of `window/<id>` as the engine writes it (SPEC §3.2).
 
     Records read back from KV are plain JSON: code reading them checks each key.
@@ -66,7 +66,7 @@ def fold_key(fold_id: str) -> str:
 
 def new_window_record(
     *, goal: str, input: str = "", opened_from: str | None = None, created_at_index: int = 0
-) -> WindowRecord:
+) -> WindowKV:
     """Return a fresh `window/<id>` value."""
     return {
         "goal": goal,
