@@ -94,7 +94,7 @@ class AdaptedRequest:
     notes: tuple[str, ...]
 
 
-def _text_of(content: Any) -> str:
+def _text_of(content: object) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
@@ -112,7 +112,7 @@ def _image_url(part: dict[str, Any]) -> str:
     return f"data:{part.get('mediaType', 'application/octet-stream')};base64,{part.get('data', '')}"
 
 
-def _has_image(content: Any) -> bool:
+def _has_image(content: object) -> bool:
     return isinstance(content, list) and any(
         isinstance(p, dict) and p.get("type") == "image" for p in content
     )

@@ -301,7 +301,7 @@ def _list_of(body: Mapping[str, Any], key: str) -> list[Any]:
     return value
 
 
-def _text_blocks(content: Any, where: str) -> list[Any]:
+def _text_blocks(content: object, where: str) -> list[Any]:
     # A string is the API's shorthand for one text block; both forms render the same prompt.
     if isinstance(content, str):
         return [{"type": "text", "text": content}]
@@ -503,7 +503,7 @@ class _Entry:
     ttl: float
 
 
-def _marker_ttl(marker: Any, where: str) -> float:
+def _marker_ttl(marker: object, where: str) -> float:
     if not isinstance(marker, Mapping) or marker.get("type") != "ephemeral":
         raise CacheSimError(f'cache_control on {where} must be {{"type": "ephemeral"}}.')
     ttl = marker.get("ttl", "5m")

@@ -140,7 +140,7 @@ def _schema_problem(schema: object, path: str) -> SchemaProblem | None:
     return _consistency_problem(schema, path)
 
 
-def _keyword_problem(keyword: str, value: Any, path: str) -> SchemaProblem | None:
+def _keyword_problem(keyword: str, value: object, path: str) -> SchemaProblem | None:
     if keyword in ("title", "description"):
         if not isinstance(value, str):
             return SchemaProblem(path, f"must be a string (got {json_type_name(value)}).")
@@ -189,7 +189,7 @@ def _keyword_problem(keyword: str, value: Any, path: str) -> SchemaProblem | Non
     return None  # default and const: any JSON value
 
 
-def _type_problem(value: Any, path: str) -> SchemaProblem | None:
+def _type_problem(value: object, path: str) -> SchemaProblem | None:
     allowed = ", ".join(TYPES)
     if isinstance(value, str):
         if value not in TYPES:
@@ -209,7 +209,7 @@ def _type_problem(value: Any, path: str) -> SchemaProblem | None:
     )
 
 
-def _required_problem(value: Any, path: str) -> SchemaProblem | None:
+def _required_problem(value: object, path: str) -> SchemaProblem | None:
     if not isinstance(value, list):
         return SchemaProblem(
             path, f"must be an array of property names (got {json_type_name(value)})."

@@ -134,7 +134,7 @@ class MaintenancePlan:
 # ---------------------------------------------------------------------------- tokens
 
 
-def _canonical_json(value: Any) -> str:
+def _canonical_json(value: object) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
 
 

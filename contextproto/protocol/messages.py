@@ -48,7 +48,7 @@ DERIVED_STATE = "context_state"
 DERIVED_MASKED = "masked"
 
 
-def content_text(content: Any, *, text_only: bool = False) -> str:
+def content_text(content: object, *, text_only: bool = False) -> str:
     """Flatten a message content (a string or a list of parts) into text, parts on new lines.
 
     A text part gives its text, an image part `[image <mediaType>]`, any other part (or a
@@ -83,7 +83,7 @@ def content_text(content: Any, *, text_only: bool = False) -> str:
     return "\n".join(pieces)
 
 
-def _compact_json(value: Any) -> str:
+def _compact_json(value: object) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
 
 

@@ -391,7 +391,7 @@ def _check_pairing(items: Sequence[_Item]) -> None:
 # --------------------------------------------------------------------------- rendering
 
 
-def _dumps(value: Any, *, ensure_ascii: bool) -> str:
+def _dumps(value: object, *, ensure_ascii: bool) -> str:
     return json.dumps(value, ensure_ascii=ensure_ascii)
 
 
@@ -417,7 +417,7 @@ def _fold_text(fold: Fold) -> str:
     )
 
 
-def _has_image(content: Any) -> bool:
+def _has_image(content: object) -> bool:
     return isinstance(content, list) and any(
         isinstance(p, dict) and p.get("type") == "image" for p in content
     )
@@ -686,7 +686,7 @@ def _header_v4(*, window_id: str, kv: Mapping[str, Any], session_inputs: Any) ->
     return HEADER_LEAD + "\n" + _dumps(body, ensure_ascii=False)
 
 
-def estimated_tokens(value: Any) -> int:
+def estimated_tokens(value: object) -> int:
     """Characters / 4 (rounded up) of `value`'s canonical JSON: the estimator of the
     service's capacity check and the admin's token breakdown."""
     return math.ceil(len(json.dumps(value, sort_keys=True, ensure_ascii=False)) / 4)

@@ -156,15 +156,15 @@ class ToolOutcome:
     def mutated(self) -> bool:
         return bool(self.kv_writes)
 
+    # Read with .get: the Django layer also builds results (its own refusals) as plain dicts.
     @property
     def success(self) -> bool:
-        return self.result["success"] is True
+        return self.result.get("success") is True
 
     @property
     def error_code(self) -> str | None:
-        if self.result["success"]:
-            return None
-        code = self.result["error"].get("code")
+        error = self.result.get("error")
+        code = error.get("code") if isinstance(error, dict) else None
         return code if isinstance(code, str) else None
 
 
