@@ -29,6 +29,8 @@ from django.views.decorators.http import require_POST
 from agents import admin_tools  # noqa: F401  (registers ToolAdmin)
 from agents.forms import (
     DEFAULT_PROTOCOL,
+    ApplicationNameChoiceField,
+    ApplicationNameMultipleChoiceField,
     agent_version_form_for,
     option_field_names,
     option_help_text,
@@ -119,10 +121,10 @@ class AgentAdmin(ApplicationScopedAdmin):
     list_select_related = ("application",)
     search_fields = ("name",)
 
-    def get_fields(self, request: HttpRequest, obj: Agent | None = None) -> list[str]:
+    def get_fields(self, request: HttpRequest, obj: Agent | None = None) -> tuple[str, ...]:
         if obj is None:
-            return ["application", "name"]
-        return ["application", "name", "created_at", "versions_list"]
+            return ("application", "name")
+        return ("application", "name", "created_at", "versions_list")
 
     def get_readonly_fields(self, request: HttpRequest, obj: Agent | None = None) -> tuple:
         return () if obj is None else ("application", "name", "created_at", "versions_list")
@@ -296,11 +298,9 @@ class AgentVersionAdmin(ApplicationScopedAdmin):
             kwargs["queryset"] = scope_to_member(
                 Agent.objects.select_related("application"), request, "application"
             )
-        field = super().formfield_for_foreignkey(db_field, request, **kwargs)
-        if db_field.name in ("agent", "maintainer_agent"):
             # Names are unique only within an Application.
-            field.label_from_instance = lambda agent: f"{agent.application.name} / {agent.name}"
-        return field
+            kwargs["form_class"] = ApplicationNameChoiceField
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
     def formfield_for_manytomany(self, db_field: Any, request: HttpRequest, **kwargs: Any):
         if db_field.name == "tools":
@@ -309,11 +309,11 @@ class AgentVersionAdmin(ApplicationScopedAdmin):
                 request,
                 "application",
             )
-        field = super().formfield_for_manytomany(db_field, request, **kwargs)
-        if db_field.name == "tools":
             # Tool names are unique only within an Application (the add page lists all of
             # the operator's); a draft's change page lists its Application's tools only.
-            field.label_from_instance = lambda tool: f"{tool.application.name} / {tool.name}"
+            kwargs["form_class"] = ApplicationNameMultipleChoiceField
+        field = super().formfield_for_manytomany(db_field, request, **kwargs)
+        if field is not None and db_field.name == "tools":
             field.help_text = "Host tools of the agent's application (register them under Tools)."
         return field
 
@@ -369,7 +369,8 @@ class AgentVersionAdmin(ApplicationScopedAdmin):
             setattr(obj, field.attname, getattr(saved, field.attname))
         obj._state = saved._state
         if form.protocol_changed:
-            request.protocol_changed_to = form.chosen_protocol.key
+            # Read back by the response step (below); our own attribute on the request.
+            request.protocol_changed_to = form.chosen_protocol.key  # type: ignore[attr-defined]
         problems = agent_version_problems(saved)
         if problems:
             self.message_user(
@@ -442,7 +443,8 @@ class AgentVersionAdmin(ApplicationScopedAdmin):
             problems = stash.pop(str(object_id), None)
             if problems is not None:
                 request.session[PUBLISH_PROBLEMS_SESSION_KEY] = stash
-                request.publish_problems = problems
+                # Read by get_form and the template; our own attribute on the request.
+                request.publish_problems = problems  # type: ignore[attr-defined]
         context = {
             "publish_url": reverse("admin:agents_agentversion_publish", args=[object_id]),
             "duplicate_url": reverse("admin:agents_agentversion_duplicate", args=[object_id]),

@@ -9,7 +9,7 @@ tool as it was. Drafts bind tools on the AgentVersion page.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from django import forms
 from django.contrib import admin, messages
@@ -25,6 +25,14 @@ from agents.services_tools import tool_check, tool_create, tool_delete, tool_upd
 from contextproto.admin_site import ApplicationScopedAdmin, scope_to_member
 from contextproto.errors import ApplicationError
 from contextproto.protocol import host_tools
+
+if TYPE_CHECKING:  # a stub-side helper: django-stubs-ext is a dev dependency
+    from django_stubs_ext import WithAnnotations
+
+
+class _ToolCounts(TypedDict):
+    bound_versions: int  # ToolAdmin.get_queryset's annotation
+
 
 # A refusal's details.field (API spelling) -> the form field it is shown next to.
 FORM_FIELDS = {"name": "name", "description": "description", "inputSchema": "input_schema"}
@@ -62,7 +70,8 @@ class ToolForm(forms.ModelForm):
         }
 
     def clean(self) -> dict[str, Any]:
-        cleaned = super().clean()
+        super().clean()
+        cleaned = self.cleaned_data
         application = cleaned.get("application") or (
             None if self.instance._state.adding else self.instance.application
         )
@@ -99,17 +108,17 @@ class ToolAdmin(ApplicationScopedAdmin):
     def get_queryset(self, request: HttpRequest) -> QuerySet[Tool]:
         return super().get_queryset(request).annotate(bound_versions=Count("agent_versions"))
 
-    def get_fields(self, request: HttpRequest, obj: Tool | None = None) -> list[str]:
+    def get_fields(self, request: HttpRequest, obj: Tool | None = None) -> tuple[str, ...]:
         if obj is None:
-            return ["application", "name", "description", "input_schema"]
-        return [
+            return ("application", "name", "description", "input_schema")
+        return (
             "application",
             "name",
             "description",
             "input_schema",
             "created_at",
             "versions_list",
-        ]
+        )
 
     def get_readonly_fields(self, request: HttpRequest, obj: Tool | None = None) -> tuple:
         if obj is None:
@@ -199,7 +208,7 @@ class ToolAdmin(ApplicationScopedAdmin):
         return text if len(text) <= 80 else text[:77] + "..."
 
     @admin.display(description="Versions", ordering="bound_versions")
-    def version_count(self, obj: Tool) -> int:
+    def version_count(self, obj: WithAnnotations[Tool, _ToolCounts]) -> int:
         return obj.bound_versions
 
     @admin.display(description="Bound to")

@@ -91,7 +91,9 @@ class OptionValidation(serializers.Serializer):
     normalized = serializers.DictField(
         allow_null=True, help_text="Every option, defaults merged in; null when invalid."
     )
-    errors = OptionError(many=True)
+    # A declared field: DRF's metaclass moves it out of the class, so Serializer.errors (the
+    # property the stubs see) stays as it is.
+    errors = OptionError(many=True)  # type: ignore[assignment]
 
 
 class ApiKey(serializers.Serializer):

@@ -111,6 +111,21 @@ def option_form_field(schema: dict[str, Any], current: Any = None) -> forms.Fiel
     return forms.JSONField(label=label, help_text=help_text, initial=default, required=False)
 
 
+class ApplicationNameChoiceField(forms.ModelChoiceField):
+    """Choices labelled "application / name": agent and tool names are unique only within
+    an Application."""
+
+    def label_from_instance(self, obj: Any) -> str:
+        return f"{obj.application.name} / {obj.name}"
+
+
+class ApplicationNameMultipleChoiceField(forms.ModelMultipleChoiceField):
+    """The many-valued ApplicationNameChoiceField (a version's host tools)."""
+
+    def label_from_instance(self, obj: Any) -> str:
+        return f"{obj.application.name} / {obj.name}"
+
+
 class AgentVersionForm(forms.ModelForm):
     """Create or edit a draft; `save_model` hands `service_fields()` to the services."""
 
@@ -157,12 +172,14 @@ class AgentVersionForm(forms.ModelForm):
                     if "enum" in schema:
                         self.fields[name] = option_form_field(schema, stored[option])
             application_id = instance.agent.application_id
-            if "tools" in self.fields:
-                self.fields["tools"].queryset = Tool.objects.filter(
+            tools_field = self.fields.get("tools")
+            if isinstance(tools_field, forms.ModelChoiceField):
+                tools_field.queryset = Tool.objects.filter(
                     application_id=application_id
                 ).select_related("application")
-            if "maintainer_agent" in self.fields:
-                self.fields["maintainer_agent"].queryset = (
+            maintainer_field = self.fields.get("maintainer_agent")
+            if isinstance(maintainer_field, forms.ModelChoiceField):
+                maintainer_field.queryset = (
                     Agent.objects.select_related("application")
                     .filter(application_id=application_id)
                     .exclude(pk=instance.agent_id)
@@ -208,7 +225,8 @@ class AgentVersionForm(forms.ModelForm):
         return (self.cleaned_data.get("system_prompt") or "").replace("\r\n", "\n")
 
     def clean(self) -> dict[str, Any]:
-        cleaned = super().clean()
+        super().clean()
+        cleaned = self.cleaned_data
         agent = cleaned.get("agent") or (
             None if self.instance._state.adding else self.instance.agent
         )

@@ -405,7 +405,10 @@ def _prompt_cache_problems(version: AgentVersion) -> list[dict[str, str]]:
 
 def _prices_problems(version: AgentVersion) -> list[dict[str, str]]:
     """`model.prices` (SPEC §15): null, or all four prices per million tokens, each >= 0."""
-    return [dict(problem) for problem in prices_problems(version.prices, "model.prices")]
+    return [
+        {"field": problem["field"], "code": problem["code"], "message": problem["message"]}
+        for problem in prices_problems(version.prices, "model.prices")
+    ]
 
 
 @transaction.atomic

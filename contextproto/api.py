@@ -50,8 +50,9 @@ class BearerKeyAuthentication(BaseAuthentication):
         credential = credential_for_key(raw)
         if credential is None:
             raise ApplicationError(NOT_AUTHENTICATED, "Unknown or revoked key.")
-        # For the request log line (contextproto.middleware), which sees the Django request.
-        request._request.credential = credential
+        # For the request log line (contextproto.middleware), which sees the Django request;
+        # our own attribute, which the stubs do not know.
+        request._request.credential = credential  # type: ignore[attr-defined]
         return None, credential
 
     def authenticate_header(self, request: Request) -> str:

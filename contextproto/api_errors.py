@@ -88,7 +88,8 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response |
             http_status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
         )
     if isinstance(exc, drf_exceptions.Throttled):
-        wait = max(1, math.ceil(exc.wait or 1))
+        # DRF sets `wait` (seconds, or None); djangorestframework-stubs does not declare it.
+        wait = max(1, math.ceil(exc.wait or 1))  # type: ignore[attr-defined]
         response = error_response(
             RATE_LIMITED,
             f"Too many requests for this key; retry in {wait} s.",
@@ -117,8 +118,8 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response |
             401,
         )
     if isinstance(exc, drf_exceptions.APIException):
-        response = drf_exception_handler(exc, context)
-        status = response.status_code if response is not None else exc.status_code
+        drf_response = drf_exception_handler(exc, context)
+        status = drf_response.status_code if drf_response is not None else exc.status_code
         code = exc.get_codes() if isinstance(exc.get_codes(), str) else exc.default_code
         return error_response(str(code), str(exc.detail), status)
     if isinstance(exc, OperationalError | InterfaceError):

@@ -6,6 +6,7 @@ registers this process in the node registry and removes it at shutdown.
 """
 
 import os
+from typing import Any
 
 from django.core.asgi import get_asgi_application
 
@@ -16,14 +17,15 @@ from django.conf import settings  # noqa: E402 (needs the settings module set ab
 
 from contextproto.checks import refuse_dev_key_when_serving  # noqa: E402
 from contextproto.mcp_server import mcp_http_app  # noqa: E402
-from contextproto.serving import RequestLimits, with_node_registry  # noqa: E402
+from contextproto.serving import ASGIApp, RequestLimits, with_node_registry  # noqa: E402
 
 refuse_dev_key_when_serving()
 mcp_application = mcp_http_app(settings.ALLOWED_HOSTS, settings.DATA_UPLOAD_MAX_MEMORY_SIZE)
 MCP_PREFIX = "/mcp"
 
 
-async def application(scope, receive, send):
+# Any: Django's and Starlette's stubs spell the ASGI scope and callables differently.
+async def route(scope: Any, receive: Any, send: Any) -> None:
     """Route /mcp and /mcp/… to the MCP app, everything else to Django.
 
     The lifespan belongs to the MCP app (its session manager); Django has none.
@@ -42,9 +44,9 @@ async def application(scope, receive, send):
 
 # Around everything: bodies bounded in size (/api/) and read time (all paths), before either
 # app reads them; the lifespan keeps this process in the node registry while it serves.
-application = with_node_registry(
+application: ASGIApp = with_node_registry(
     RequestLimits(
-        application,
+        route,
         max_body_bytes=settings.DATA_UPLOAD_MAX_MEMORY_SIZE,
         body_timeout=settings.BODY_READ_TIMEOUT_SECONDS,
     )

@@ -318,7 +318,7 @@ def build_server(resolve: CredentialResolver = credential_from_http) -> Server:
 
     async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
         credential = await resolve(ctx)
-        if credential is None or not credential.is_session_key:
+        if credential is None or credential.session_id is None:  # not a session key
             return types.ListToolsResult(tools=[])
         tools = await sync_to_async(_session_tools, thread_sensitive=True)(credential.session_id)
         return types.ListToolsResult(
@@ -334,11 +334,13 @@ def build_server(resolve: CredentialResolver = credential_from_http) -> Server:
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
         credential = await require(ctx, session=True)
+        session_id = credential.session_id
+        assert session_id is not None  # require(session=True) refused any other key
         call_id: str | None = None
         try:
             call_id, state_revision = _checked_call(params)
             result = await sync_to_async(_call, thread_sensitive=True)(
-                credential.session_id, call_id, params.name, params.arguments or {}, state_revision
+                session_id, call_id, params.name, params.arguments or {}, state_revision
             )
         except ApplicationError as exc:
             # Refused before a receipt existed (unstorable or malformed input, unknown tool,

@@ -14,6 +14,7 @@ import re
 import time
 import uuid
 from collections.abc import Callable
+from typing import Any, TypedDict
 
 from django.core.exceptions import DisallowedHost, RequestDataTooBig
 from django.http import HttpRequest, HttpResponse, JsonResponse
@@ -27,6 +28,7 @@ from contextproto.errors import (
     REQUEST_TOO_LARGE,
     UNSUPPORTED_CHARACTER,
 )
+from contextproto.protocol.errors import ErrorBody
 
 logger = logging.getLogger("contextproto.requests")
 
@@ -36,7 +38,18 @@ REQUEST_ID_HEADER = "X-Request-Id"
 _CALLER_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{8,128}$")
 
 
-def error_body(code: str, message: str, status: int, details: dict | None = None) -> dict:
+class ErrorResponseBody(TypedDict):
+    """Every API error's JSON: `error` (SPEC §9) and the RFC 9457 problem fields."""
+
+    error: ErrorBody
+    type: str
+    title: str
+    status: int
+
+
+def error_body(
+    code: str, message: str, status: int, details: dict[str, Any] | None = None
+) -> ErrorResponseBody:
     """The one error shape (SPEC §9), with the RFC 9457 fields."""
     return {
         "error": {"code": code, "message": message, "details": details or {}},
@@ -49,10 +62,15 @@ def error_body(code: str, message: str, status: int, details: dict | None = None
 def request_id_of(request: HttpRequest) -> str:
     """The id of this request: set by RequestIdMiddleware, or made up on the spot."""
     found = getattr(request, "request_id", None)
-    if found is None:
-        found = uuid.uuid4().hex
-        request.request_id = found  # type: ignore[attr-defined]
+    if not isinstance(found, str):
+        found = _set_request_id(request, uuid.uuid4().hex)
     return found
+
+
+def _set_request_id(request: HttpRequest, request_id: str) -> str:
+    # Our own attribute on Django's request; the stubs do not know it.
+    request.request_id = request_id  # type: ignore[attr-defined]
+    return request_id
 
 
 def is_api(request: HttpRequest) -> bool:
@@ -71,19 +89,19 @@ class RequestIdMiddleware:
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
         incoming = request.META.get("HTTP_X_REQUEST_ID", "")
-        request.request_id = (  # type: ignore[attr-defined]
-            incoming if _CALLER_REQUEST_ID.match(incoming) else uuid.uuid4().hex
+        request_id = _set_request_id(
+            request, incoming if _CALLER_REQUEST_ID.match(incoming) else uuid.uuid4().hex
         )
         if not is_api(request):
             response = self.get_response(request)
-            response[REQUEST_ID_HEADER] = request.request_id
+            response[REQUEST_ID_HEADER] = request_id
             return response
         started = time.perf_counter()
         refused = _refuse_nul(request) or _refuse_host(request)
         if refused is None:
             _add_missing_slash(request)
         response = refused if refused is not None else self.get_response(request)
-        response[REQUEST_ID_HEADER] = request.request_id
+        response[REQUEST_ID_HEADER] = request_id
         _log_request(request, response, time.perf_counter() - started)
         return response
 
@@ -97,7 +115,7 @@ def _log_request(request: HttpRequest, response: HttpResponse, seconds: float) -
     data = getattr(response, "data", None)
     error = data.get("error") if isinstance(data, dict) else None
     fields = {
-        "requestId": request.request_id,  # type: ignore[attr-defined]
+        "requestId": request_id_of(request),
         "method": request.method,
         "path": request.path,
         "status": response.status_code,
@@ -193,7 +211,7 @@ def api_not_found(request: HttpRequest, exception: Exception | None = None) -> H
     return page_not_found(request, exception)
 
 
-def api_bad_request(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+def api_bad_request(request: HttpRequest, exception: Exception) -> HttpResponse:
     """handler400: JSON for the API (a SuspiciousOperation outside a view), else Django's page."""
     if is_api(request):
         if isinstance(exception, DisallowedHost):
@@ -227,7 +245,7 @@ def api_server_error(request: HttpRequest) -> HttpResponse:
     return server_error(request)
 
 
-def internal_error_body(request_id: str) -> dict:
+def internal_error_body(request_id: str) -> ErrorResponseBody:
     return error_body(
         INTERNAL_ERROR,
         "The service failed while handling this request; nothing you sent was at fault as "

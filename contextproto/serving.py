@@ -32,7 +32,7 @@ import h11
 from uvicorn.protocols.http import h11_impl
 
 from contextproto.errors import REQUEST_TIMEOUT, REQUEST_TOO_LARGE
-from contextproto.middleware import API_PREFIX, error_body
+from contextproto.middleware import API_PREFIX, ErrorResponseBody, error_body
 
 logger = logging.getLogger("contextproto.serving")
 
@@ -44,7 +44,7 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 Refusal = tuple[int, list[tuple[bytes, bytes]], bytes]  # status, headers, body
 
 
-def _refusal(error: dict[str, Any]) -> Refusal:
+def _refusal(error: ErrorResponseBody) -> Refusal:
     """Status, headers and body of a refusal in the API's error shape (`error_body`)."""
     body = json.dumps(error).encode()
     headers = [

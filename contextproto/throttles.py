@@ -23,7 +23,7 @@ class CredentialRateThrottle(SimpleRateThrottle):
     """Base: the rate of `scope` from settings; fail open when the cache fails."""
 
     def get_rate(self) -> str | None:
-        return settings.API_THROTTLE_RATES.get(self.scope)
+        return settings.API_THROTTLE_RATES.get(self.scope) if self.scope else None
 
     def credential_ident(self, credential: Any) -> str | None:  # pragma: no cover - abstract
         raise NotImplementedError

@@ -18,7 +18,7 @@ from typing import Any
 try:
     import tiktoken
 except ImportError:  # the fallback below reports it
-    tiktoken = None
+    tiktoken = None  # type: ignore[assignment]  # a module or None: _encoding checks which
 
 logger = logging.getLogger(__name__)
 

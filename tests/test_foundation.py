@@ -6,6 +6,7 @@ import ast
 import json
 import subprocess
 import sys
+import tomllib
 from io import StringIO
 from pathlib import Path
 
@@ -48,6 +49,35 @@ def test_importing_the_engine_loads_no_django_module():
         [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
     )
     assert out.stdout.strip() == "[]"
+
+
+# Every flag `mypy --strict` turns on that a per-module section can set (warn_redundant_casts
+# is global).
+STRICT_FLAGS = {
+    "disallow_any_generics": True,
+    "disallow_subclassing_any": True,
+    "disallow_untyped_calls": True,
+    "disallow_untyped_defs": True,
+    "disallow_incomplete_defs": True,
+    "disallow_untyped_decorators": True,
+    "warn_return_any": True,
+    "no_implicit_reexport": True,
+}
+
+
+def test_type_check_is_strict_on_the_engine_and_hides_errors_only_in_the_temporary_override():
+    mypy = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["mypy"]
+    assert mypy["warn_redundant_casts"] and mypy["warn_unused_ignores"]
+    assert mypy["check_untyped_defs"] and "ignore_errors" not in mypy
+    assert "ignore-without-code" in mypy["enable_error_code"]
+    overrides = mypy["overrides"]
+    engine = [o for o in overrides if "contextproto.protocol.*" in o["module"]]
+    assert len(engine) == 1 and STRICT_FLAGS.items() <= engine[0].items()
+    hidden = [o["module"] for o in overrides if o.get("ignore_errors")]
+    # sessions_app only, until the follow-up that types it deletes the override.
+    assert hidden == [["sessions_app", "sessions_app.*"]]
+    lint = (ROOT / "Makefile").read_text().split("\nlint:", 1)[1].split("\n\n", 1)[0]
+    assert "$(VENV)/bin/mypy\n" in lint and "--strict" in lint and "contextproto/protocol" in lint
 
 
 def test_create_application_prints_the_key_as_its_last_line(db):

@@ -33,7 +33,7 @@ in the order given, JSON keys in a fixed order, system and header text unchanged
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -94,7 +94,7 @@ class AdaptedRequest:
     notes: tuple[str, ...]
 
 
-def _text_of(content: Any) -> str:
+def _text_of(content: object) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
@@ -112,7 +112,7 @@ def _image_url(part: dict[str, Any]) -> str:
     return f"data:{part.get('mediaType', 'application/octet-stream')};base64,{part.get('data', '')}"
 
 
-def _has_image(content: Any) -> bool:
+def _has_image(content: object) -> bool:
     return isinstance(content, list) and any(
         isinstance(p, dict) and p.get("type") == "image" for p in content
     )
@@ -172,7 +172,7 @@ def _openai_keep_results_adjacent(out: list[dict[str, Any]], notes: list[str]) -
 
 def _adapt_openai(
     projection: Projection,
-    tools: Sequence[dict[str, Any]],
+    tools: Sequence[Mapping[str, Any]],
     *,
     prompt_cache: PromptCache,
     cache_key: str | None,
@@ -259,7 +259,9 @@ def _anthropic_blocks(content: Any) -> list[dict[str, Any]]:
     return blocks
 
 
-def _anthropic_message(message: ModelMessage, projection: Projection) -> tuple[str, list]:
+def _anthropic_message(
+    message: ModelMessage, projection: Projection
+) -> tuple[str, list[dict[str, Any]]]:
     if message.kind == KIND_TOOL_CALL:
         return ROLE_ASSISTANT, [
             {
@@ -370,7 +372,7 @@ def _anthropic_breakpoints(
 
 def _adapt_anthropic(
     projection: Projection,
-    tools: Sequence[dict[str, Any]],
+    tools: Sequence[Mapping[str, Any]],
     *,
     assistant_prefill: bool = False,
     prompt_cache: PromptCache = PROMPT_CACHE_OFF,
@@ -407,15 +409,15 @@ def _adapt_anthropic(
         else:
             merged.append({"role": role, "content": list(blocks)})
 
-    for message in merged:
-        blocks = message["content"]
+    for turn in merged:
+        blocks = turn["content"]
         results = [b for b in blocks if b["type"] == "tool_result"]
         kinds = [b["type"] == "tool_result" for b in blocks]
         # Out of order when some other block precedes the last tool_result block.
         if results and kinds[: len(results)] != [True] * len(results):
             # Anthropic wants tool_result blocks first in the user turn that answers a
             # tool_use; a merged user message may carry other user content before them.
-            message["content"] = results + [b for b in blocks if b["type"] != "tool_result"]
+            turn["content"] = results + [b for b in blocks if b["type"] != "tool_result"]
             ids = ", ".join(str(b["tool_use_id"]) for b in results)
             notes.append(
                 f"anthropic-messages: tool_result block(s) {ids} were moved before other "
@@ -464,7 +466,7 @@ def _adapt_anthropic(
 def adapt(
     projection: Projection,
     provider: str,
-    tools: Sequence[dict[str, Any]] = (),
+    tools: Sequence[Mapping[str, Any]] = (),
     *,
     assistant_prefill: bool = False,
     prompt_cache: PromptCache = PROMPT_CACHE_OFF,

@@ -30,7 +30,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import pairwise
-from typing import Any
+from typing import Any, TypedDict
 
 from contextproto.protocol.adapters import (
     PROVIDER_ANTHROPIC_MESSAGES,
@@ -49,6 +49,7 @@ from contextproto.protocol.cache_sim import (
     TokenCounter,
     Turn,
     TurnCache,
+    TurnCacheWire,
     cache_hit_ratio,
     effective_cost,
     first_divergence,
@@ -155,6 +156,45 @@ class EconomySettings:
 # --------------------------------------------------------------------------- results
 
 
+class TurnEconomyWire(TurnCacheWire):
+    """One turn of the report: its cache figures, cost and cause."""
+
+    turn: int
+    label: str
+    cost: float
+    cause: str | None  # one of CAUSES; None on the first turn
+    divergence: str
+    rebilledTokens: int
+
+
+class BreakSummaryWire(TypedDict):
+    cause: str
+    pairs: int
+    rebilledTokens: int
+    turns: list[int]
+
+
+class ProviderEconomyWire(TypedDict):
+    provider: str
+    model: str
+    inputTokens: int
+    cacheReadTokens: int
+    cacheWriteTokens: int
+    uncachedTokens: int
+    hitRatio: float
+    cost: float
+    equivalentTokens: float
+    breaks: list[BreakSummaryWire]
+    turns: list[TurnEconomyWire]
+
+
+class CacheEconomyWire(TypedDict):
+    view: str
+    turns: int
+    tokenizer: str
+    providers: dict[str, ProviderEconomyWire]
+
+
 @dataclass(frozen=True)
 class TurnEconomy:
     """One turn under one provider's rules. `cause` explains the pair (previous turn, this
@@ -169,7 +209,7 @@ class TurnEconomy:
     divergence: str
     rebilled_tokens: int
 
-    def to_wire(self) -> dict[str, Any]:
+    def to_wire(self) -> TurnEconomyWire:
         return {
             "turn": self.turn,
             "label": self.label,
@@ -190,7 +230,7 @@ class BreakSummary:
     rebilled_tokens: int
     turns: tuple[int, ...]
 
-    def to_wire(self) -> dict[str, Any]:
+    def to_wire(self) -> BreakSummaryWire:
         return {
             "cause": self.cause,
             "pairs": self.pairs,
@@ -245,7 +285,7 @@ class ProviderEconomy:
             if cause in pairs
         )
 
-    def to_wire(self) -> dict[str, Any]:
+    def to_wire(self) -> ProviderEconomyWire:
         summed = self.totals
         return {
             "provider": self.provider,
@@ -274,7 +314,7 @@ class CacheEconomy:
     def __getitem__(self, provider: str) -> ProviderEconomy:
         return self.providers[provider]
 
-    def to_wire(self) -> dict[str, Any]:
+    def to_wire(self) -> CacheEconomyWire:
         return {
             "view": self.view,
             "turns": self.turns,

@@ -64,7 +64,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from hashlib import blake2b as _blake2b
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple, TypedDict, TypeGuard
 
 from contextproto.protocol.adapters import PROVIDER_ANTHROPIC_MESSAGES, PROVIDER_OPENAI_CHAT
 
@@ -127,7 +127,9 @@ class CacheSimError(ValueError):
 # --------------------------------------------------------------------------- linearising
 
 
-class BlockRef(NamedTuple):
+# A dataclass, not a NamedTuple: a tuple's own `index` method would clash with the field.
+@dataclass(frozen=True, slots=True)
+class BlockRef:
     """Where a block sits in the request body.
 
     `index` is the tool's, the system block's or the message's position in its list (the
@@ -190,7 +192,7 @@ class Linearised:
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 
 
-def _is_mapping(value: Any) -> bool:
+def _is_mapping(value: object) -> TypeGuard[Mapping[str, Any]]:
     return type(value) is dict or isinstance(value, Mapping)
 
 
@@ -299,7 +301,7 @@ def _list_of(body: Mapping[str, Any], key: str) -> list[Any]:
     return value
 
 
-def _text_blocks(content: Any, where: str) -> list[Any]:
+def _text_blocks(content: object, where: str) -> list[Any]:
     # A string is the API's shorthand for one text block; both forms render the same prompt.
     if isinstance(content, str):
         return [{"type": "text", "text": content}]
@@ -311,7 +313,7 @@ def _text_blocks(content: Any, where: str) -> list[Any]:
     raise CacheSimError(f"{where} must be a string or a list of blocks.")
 
 
-def _message(message: Any, k: int) -> Mapping[str, Any]:
+def _message(message: object, k: int) -> Mapping[str, Any]:
     if not _is_mapping(message) or not isinstance(message.get("role"), str):
         raise CacheSimError(f"message #{k} must be an object with a string `role`.")
     return message
@@ -371,7 +373,7 @@ class Divergence:
     `changed` (block `position` differs). `shared_tokens` counts the common prefix.
     """
 
-    kind: str
+    kind: Literal["identical", "appended", "truncated", "changed"]
     position: int | None
     previous: BlockRef | None
     current: BlockRef | None
@@ -432,6 +434,16 @@ class Turn:
     min_cacheable_tokens: int | None = None
 
 
+class TurnCacheWire(TypedDict):
+    inputTokens: int
+    cacheReadTokens: int
+    cacheWriteTokens: int
+    cacheWrite1hTokens: int
+    uncachedTokens: int
+    rule: str
+    detail: str
+
+
 @dataclass(frozen=True)
 class TurnCache:
     """What one request would be billed as: every figure an estimate.
@@ -448,7 +460,7 @@ class TurnCache:
     rule: str
     detail: str
 
-    def to_wire(self) -> dict[str, Any]:
+    def to_wire(self) -> TurnCacheWire:
         return {
             "inputTokens": self.input_tokens,
             "cacheReadTokens": self.cache_read_tokens,
@@ -491,7 +503,7 @@ class _Entry:
     ttl: float
 
 
-def _marker_ttl(marker: Any, where: str) -> float:
+def _marker_ttl(marker: object, where: str) -> float:
     if not isinstance(marker, Mapping) or marker.get("type") != "ephemeral":
         raise CacheSimError(f'cache_control on {where} must be {{"type": "ephemeral"}}.')
     ttl = marker.get("ttl", "5m")

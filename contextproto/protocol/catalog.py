@@ -15,7 +15,7 @@ import hashlib
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 from . import prompts
 from .errors import PROTOCOL_UNKNOWN, ProtocolError
@@ -103,6 +103,7 @@ __all__ = [
     "WINDOW_SEARCH",
     "Problem",
     "ProtocolVersion",
+    "ProtocolVersionPublic",
     "all_versions",
     "check_value",
     "find_version",
@@ -111,6 +112,29 @@ __all__ = [
     "get_version",
     "json_type_name",
 ]
+
+
+class ProtocolVersionPublic(TypedDict):
+    """A catalog entry as the API and MCP publish it (SPEC §1)."""
+
+    id: str
+    version: int
+    key: str  # "unified@2"
+    status: str
+    summary: str
+    optionSchema: dict[str, Any]  # a JSON Schema
+    defaults: dict[str, Any]
+    prompt: str
+    tools: list[dict[str, Any]]  # {name, description, inputSchema}
+    mutatingTools: list[str]
+    expectedWindowTools: list[str]
+
+
+class _Definition(ProtocolVersionPublic):
+    """What the catalog fingerprint hashes: the public shape and the engine's flags."""
+
+    windowed: bool
+    stateMessage: bool
 
 
 @dataclass(frozen=True)
@@ -138,7 +162,7 @@ class ProtocolVersion:
     def key(self) -> str:
         return f"{self.protocol_id}@{self.version}"
 
-    def to_public(self) -> dict[str, Any]:
+    def to_public(self) -> ProtocolVersionPublic:
         """Return the camelCase JSON the API and MCP publish (a deep copy)."""
         return {
             "id": self.protocol_id,
@@ -288,7 +312,7 @@ def get_version(protocol_id: str, version: int) -> ProtocolVersion:
     return found
 
 
-def _definition(version: ProtocolVersion) -> dict[str, Any]:
+def _definition(version: ProtocolVersion) -> _Definition:
     return {
         **version.to_public(),
         "windowed": version.windowed,

@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypedDict
+
+
+class ErrorBody(TypedDict):
+    """The `error` object of an API error response (SPEC §9)."""
+
+    code: str
+    message: str
+    details: dict[str, Any]
 
 
 class ProtocolError(Exception):
@@ -14,7 +22,7 @@ class ProtocolError(Exception):
         self.message = message
         self.details = details or {}
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> ErrorBody:
         return {"code": self.code, "message": self.message, "details": self.details}
 
 

@@ -16,7 +16,7 @@ import json
 import math
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 from .catalog import all_versions
 from .jsonschema_check import json_type_name
@@ -90,11 +90,12 @@ def _is_json(value: object) -> bool:
     return True
 
 
-def _is_count(value: object) -> bool:
+# TypeGuard, not TypeIs: a False answer does not mean "not an int" (a bool, a negative).
+def _is_count(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= JSON_INTEGER_MAX
 
 
-def _is_number(value: object) -> bool:
+def _is_number(value: object) -> TypeGuard[int | float]:
     if isinstance(value, bool):
         return False
     if isinstance(value, int):
@@ -139,7 +140,7 @@ def _schema_problem(schema: object, path: str) -> SchemaProblem | None:
     return _consistency_problem(schema, path)
 
 
-def _keyword_problem(keyword: str, value: Any, path: str) -> SchemaProblem | None:
+def _keyword_problem(keyword: str, value: object, path: str) -> SchemaProblem | None:
     if keyword in ("title", "description"):
         if not isinstance(value, str):
             return SchemaProblem(path, f"must be a string (got {json_type_name(value)}).")
@@ -188,7 +189,7 @@ def _keyword_problem(keyword: str, value: Any, path: str) -> SchemaProblem | Non
     return None  # default and const: any JSON value
 
 
-def _type_problem(value: Any, path: str) -> SchemaProblem | None:
+def _type_problem(value: object, path: str) -> SchemaProblem | None:
     allowed = ", ".join(TYPES)
     if isinstance(value, str):
         if value not in TYPES:
@@ -208,7 +209,7 @@ def _type_problem(value: Any, path: str) -> SchemaProblem | None:
     )
 
 
-def _required_problem(value: Any, path: str) -> SchemaProblem | None:
+def _required_problem(value: object, path: str) -> SchemaProblem | None:
     if not isinstance(value, list):
         return SchemaProblem(
             path, f"must be an array of property names (got {json_type_name(value)})."

@@ -39,7 +39,7 @@ import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, TypedDict
 
 from contextproto.protocol import errors
 from contextproto.protocol.errors import ProtocolError
@@ -55,8 +55,34 @@ from contextproto.protocol.messages import (
 IMAGE_TOKEN_ESTIMATE = 256
 CHARS_PER_TOKEN = 4
 
-BLOCKED_UNANSWERED_CALL = "unanswered_call"
-BLOCKED_ORPHAN_RESULT = "orphan_result"
+BlockedKind = Literal["unanswered_call", "orphan_result"]
+BLOCKED_UNANSWERED_CALL: BlockedKind = "unanswered_call"
+BLOCKED_ORPHAN_RESULT: BlockedKind = "orphan_result"
+
+
+class BlockedEntry(TypedDict):
+    """A message that keeps compression from going further (the plan's `blockedBy`)."""
+
+    kind: BlockedKind
+    toolCallId: str | None
+    index: int
+
+
+class MaintenancePlanWire(TypedDict):
+    """The plan fields of the external maintainer's plan response (SPEC §9.1)."""
+
+    frozenRevision: int
+    windowId: str
+    fromIndex: int
+    coveredThrough: int
+    throughIndex: int
+    sourceHash: str
+    pageCount: int
+    messageCount: int
+    previousCheckpoint: str
+    blockedBy: list[BlockedEntry]
+    tailTokensKept: int
+
 
 # Why there is nothing to compress (details["reason"] of maintenance_nothing_to_compress).
 NOTHING_NO_MESSAGES = "no_messages"
@@ -85,10 +111,10 @@ class MaintenancePlan:
     source_hash: str
     page_count: int
     previous_checkpoint: str
-    blocked_by: tuple[dict[str, Any], ...]
+    blocked_by: tuple[BlockedEntry, ...]
     tail_tokens_kept: int
 
-    def to_wire(self) -> dict[str, Any]:
+    def to_wire(self) -> MaintenancePlanWire:
         """Render the plan fields of the external maintainer's plan response (SPEC §9.1)."""
         return {
             "frozenRevision": self.frozen_revision,
@@ -100,7 +126,7 @@ class MaintenancePlan:
             "pageCount": self.page_count,
             "messageCount": len(self.message_ids),
             "previousCheckpoint": self.previous_checkpoint,
-            "blockedBy": [dict(entry) for entry in self.blocked_by],
+            "blockedBy": [entry.copy() for entry in self.blocked_by],
             "tailTokensKept": self.tail_tokens_kept,
         }
 
@@ -108,7 +134,7 @@ class MaintenancePlan:
 # ---------------------------------------------------------------------------- tokens
 
 
-def _canonical_json(value: Any) -> str:
+def _canonical_json(value: object) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
 
 
@@ -150,16 +176,16 @@ class _Analysis:
     candidates: tuple[int, ...]  # ascending: complete-group ends below any open call, no fold cut
     cut_folds: dict[int, str]  # complete-group end -> id of a fold it would cut
     open_group: Group | None
-    unanswered: tuple[dict[str, Any], ...]
-    orphans: tuple[dict[str, Any], ...]
+    unanswered: tuple[BlockedEntry, ...]
+    orphans: tuple[BlockedEntry, ...]
     tokens_above: dict[int, int]  # complete-group end -> estimated tokens of W above it
     total_tokens: int
 
 
-def _pairing_faults(groups: Sequence[Group]) -> tuple[list[dict], list[dict]]:
+def _pairing_faults(groups: Sequence[Group]) -> tuple[list[BlockedEntry], list[BlockedEntry]]:
     """Return (unanswered calls of the open group, orphan results), each in index order."""
-    unanswered: list[dict[str, Any]] = []
-    orphans: list[dict[str, Any]] = []
+    unanswered: list[BlockedEntry] = []
+    orphans: list[BlockedEntry] = []
     for group in groups:
         if group.kind == GROUP_ORPHAN_RESULT:
             message = group.messages[0]
@@ -186,7 +212,7 @@ def _pairing_faults(groups: Sequence[Group]) -> tuple[list[dict], list[dict]]:
     return unanswered, orphans
 
 
-def _orphan_entry(message: RawMessage) -> dict[str, Any]:
+def _orphan_entry(message: RawMessage) -> BlockedEntry:
     return {
         "kind": BLOCKED_ORPHAN_RESULT,
         "index": message.index,
@@ -244,12 +270,14 @@ def _analyse(
     )
 
 
-def _blocked_by(analysis: _Analysis, boundary: int | None) -> tuple[dict[str, Any], ...]:
+def _blocked_by(analysis: _Analysis, boundary: int | None) -> tuple[BlockedEntry, ...]:
     cap = analysis.candidates[-1] if analysis.candidates else None
-    entries = [dict(e) for e in analysis.orphans if boundary is not None and e["index"] <= boundary]
+    entries = [
+        e.copy() for e in analysis.orphans if boundary is not None and e["index"] <= boundary
+    ]
     if analysis.open_group is not None and (cap is None or boundary == cap):
         # The open call is what stops compression here: surface it, never fail silently.
-        entries.extend(dict(e) for e in analysis.unanswered)
+        entries.extend(e.copy() for e in analysis.unanswered)
     return tuple(entries)
 
 
@@ -286,12 +314,12 @@ def _check_requested(analysis: _Analysis, covered_through: int, requested: int) 
         )
     open_group = analysis.open_group
     if open_group is not None and requested >= open_group.first_index:
-        first_call = analysis.unanswered[0] if analysis.unanswered else {}
+        first_call = analysis.unanswered[0] if analysis.unanswered else None
         raise refuse(
             INVALID_UNANSWERED_CALL,
             f"throughIndex {requested} is at or after the unanswered call at "
             f"#{open_group.first_index}; compression must stay below an unanswered call.",
-            toolCallId=first_call.get("toolCallId"),
+            toolCallId=first_call["toolCallId"] if first_call is not None else None,
             callIndex=open_group.first_index,
         )
     if requested not in {m.index for m in analysis.messages}:
@@ -345,7 +373,7 @@ def choose_boundary(
     folds: Sequence[Fold],
     keep_tail_tokens: int,
     requested_through: int | None = None,
-) -> tuple[int | None, tuple[dict[str, Any], ...]]:
+) -> tuple[int | None, tuple[BlockedEntry, ...]]:
     """Choose the new coveredThrough B of W; return (B or None, blocked_by).
 
     `window_messages` are W's messages above `covered_through` (index order), `folds` W's
@@ -365,10 +393,10 @@ def _nothing_message(
             f"window '{window_id}' has no messages above #{covered_through}; nothing to compress."
         )
     if reason == NOTHING_UNANSWERED_CALL:
-        call = analysis.unanswered[0] if analysis.unanswered else {}
+        call = analysis.unanswered[0] if analysis.unanswered else None
         return (
-            f"nothing to compress: the unanswered call {call.get('toolCallId')} at "
-            f"#{call.get('index')} is the first interaction above #{covered_through} and "
+            f"nothing to compress: the unanswered call {call and call['toolCallId']} at "
+            f"#{call and call['index']} is the first interaction above #{covered_through} and "
             "compression cannot pass it; write its tool result (an error result if it will "
             "never finish) to unblock compression."
         )
@@ -531,7 +559,7 @@ def render_page_text(messages: Sequence[RawMessage]) -> str:
             args = _canonical_json(m.arguments if m.arguments is not None else {})
             head += f" {m.tool_name or '?'} [{m.tool_call_id}] {args}"
         elif m.kind == KIND_TOOL_RESULT:
-            name = m.tool_name or call_names.get(m.tool_call_id)
+            name = m.tool_name or (call_names.get(m.tool_call_id) if m.tool_call_id else None)
             head += f" {name}" if name else ""
             head += f" [{m.tool_call_id}]"
             head += " error" if m.is_error else ""

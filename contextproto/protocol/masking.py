@@ -8,16 +8,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any
 
 from contextproto.protocol.messages import KIND_TOOL_CALL, KIND_TOOL_RESULT, RawMessage
 
 
-def _json(value: Any) -> str:
+def _json(value: object) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-def result_size(content: Any) -> tuple[int, int]:
+def result_size(content: object) -> tuple[int, int]:
     """(characters, images) of a tool result's content, as masking measures it.
 
     Characters: a string's length; for a list of parts, the text of each text part plus
@@ -44,7 +43,7 @@ def result_size(content: Any) -> tuple[int, int]:
     return chars, images
 
 
-def masked_stub(index: int, tool_name: str | None, content: Any, *, is_error: bool) -> str:
+def masked_stub(index: int, tool_name: str | None, content: object, *, is_error: bool) -> str:
     """The one line that stands for a masked tool result (SPEC §16)."""
     chars, images = result_size(content)
     size = f"{chars} characters"

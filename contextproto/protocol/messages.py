@@ -7,9 +7,11 @@ are snake_case here; `to_wire()` renders the camelCase shapes of SPEC §9.1.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
+# A message's content: text, or a list of JSON parts (`{"type": "text", "text": ...}`, ...).
 Content = str | list[dict[str, Any]]
 
 ROLE_USER = "user"
@@ -46,7 +48,7 @@ DERIVED_STATE = "context_state"
 DERIVED_MASKED = "masked"
 
 
-def content_text(content: Any, *, text_only: bool = False) -> str:
+def content_text(content: object, *, text_only: bool = False) -> str:
     """Flatten a message content (a string or a list of parts) into text, parts on new lines.
 
     A text part gives its text, an image part `[image <mediaType>]`, any other part (or a
@@ -81,8 +83,61 @@ def content_text(content: Any, *, text_only: bool = False) -> str:
     return "\n".join(pieces)
 
 
-def _compact_json(value: Any) -> str:
+def _compact_json(value: object) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+class RawMessageWire(TypedDict):
+    """A raw message as the API shows it (SPEC §9.1 `messages/`)."""
+
+    id: str
+    index: int
+    windowId: str
+    role: str
+    kind: str
+    content: Content
+    runId: str | None
+    inputRun: str | None
+    toolCallId: str | None
+    toolName: str | None
+    arguments: dict[str, Any] | None
+    isError: bool | None
+    snapshotId: str | None
+    createdAt: str | None
+
+
+class FoldKV(TypedDict):
+    """The value of `fold/<id>` in KV."""
+
+    windowId: str
+    firstIndex: int
+    lastIndex: int
+    messageIds: list[str]
+    summary: str
+    createdAtIndex: int
+
+
+class ModelMessageWire(TypedDict):
+    """A message of a view (SPEC §9.1 `messages[i]`); call fields only where they apply."""
+
+    role: str
+    kind: str
+    content: Content
+    toolCallId: NotRequired[str]
+    toolName: NotRequired[str]
+    arguments: NotRequired[dict[str, Any]]
+
+
+class SourceWire(TypedDict):
+    """Which raw messages one view message stands for (SPEC §9.1 `sources[i]`)."""
+
+    derivedType: str
+    foldId: str | None
+    sessionId: str
+    windowId: str | None
+    firstIndex: int | None
+    lastIndex: int | None
+    messageIds: list[str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,7 +159,7 @@ class RawMessage:
     snapshot_id: str | None = None
     created_at: str | None = None
 
-    def to_wire(self) -> dict[str, Any]:
+    def to_wire(self) -> RawMessageWire:
         return {
             "id": self.id,
             "index": self.index,
@@ -135,7 +190,7 @@ class Fold:
     summary: str
     created_at_index: int
 
-    def to_kv(self) -> dict[str, Any]:
+    def to_kv(self) -> FoldKV:
         return {
             "windowId": self.window_id,
             "firstIndex": self.first_index,
@@ -146,7 +201,8 @@ class Fold:
         }
 
     @classmethod
-    def from_kv(cls, fold_id: str, value: dict[str, Any]) -> Fold:
+    def from_kv(cls, fold_id: str, value: Mapping[str, Any]) -> Fold:
+        """Read a stored `fold/<id>` value (records older than `createdAtIndex` lack it)."""
         return cls(
             id=fold_id,
             window_id=value["windowId"],
@@ -169,8 +225,8 @@ class ModelMessage:
     tool_name: str | None = None
     arguments: dict[str, Any] | None = None
 
-    def to_wire(self) -> dict[str, Any]:
-        wire: dict[str, Any] = {"role": self.role, "kind": self.kind, "content": self.content}
+    def to_wire(self) -> ModelMessageWire:
+        wire: ModelMessageWire = {"role": self.role, "kind": self.kind, "content": self.content}
         if self.tool_call_id is not None:
             wire["toolCallId"] = self.tool_call_id
         if self.tool_name is not None:
@@ -192,7 +248,7 @@ class ProjectionSource:
     last_index: int | None = None
     message_ids: tuple[str, ...] = field(default_factory=tuple)
 
-    def to_wire(self) -> dict[str, Any]:
+    def to_wire(self) -> SourceWire:
         return {
             "derivedType": self.derived_type,
             "foldId": self.fold_id,

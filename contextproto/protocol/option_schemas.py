@@ -56,7 +56,7 @@ def option_schema(
     placement: bool,
     placement_default: str = PLACEMENT_TRAILING_ASSISTANT,
     masking: bool = False,
-) -> dict:
+) -> dict[str, Any]:
     """The JSON Schema of `key`'s options, every property with its default."""
     props: dict[str, Any] = {
         "guiProjection": _bool_option(

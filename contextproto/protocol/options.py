@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 from .catalog import check_value, get_version, json_type_name
 from .errors import (
@@ -23,13 +23,21 @@ _CODE_OF_KIND = {
 }
 
 
+class OptionErrorWire(TypedDict):
+    """One problem of a protocol options object (publish and `validate-options`)."""
+
+    option: str | None  # None: the value as a whole (not an object)
+    code: str
+    message: str
+
+
 @dataclass(frozen=True)
 class OptionValidation:
     """The outcome of validating options: every problem at once, or the normalized options."""
 
     valid: bool
     normalized: dict[str, Any] | None
-    errors: list[dict[str, Any]] = field(default_factory=list)
+    errors: list[OptionErrorWire] = field(default_factory=list)
 
 
 def validate_options(protocol_id: str, version: int, options: object) -> OptionValidation:
@@ -58,7 +66,7 @@ def validate_options(protocol_id: str, version: int, options: object) -> OptionV
         )
 
     properties: dict[str, Any] = entry.option_schema["properties"]
-    errors: list[dict[str, Any]] = []
+    errors: list[OptionErrorWire] = []
     for name, schema in properties.items():
         if name not in options:
             continue

@@ -13,7 +13,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import pairwise
-from typing import Any
+from typing import Any, TypedDict
 
 from contextproto.protocol import errors
 from contextproto.protocol.catalog import find_version
@@ -34,8 +34,10 @@ from contextproto.protocol.messages import (
     ROLE_USER,
     Fold,
     ModelMessage,
+    ModelMessageWire,
     ProjectionSource,
     RawMessage,
+    SourceWire,
 )
 from contextproto.protocol.state import (
     KEY_ACTIVE_WINDOW,
@@ -181,6 +183,43 @@ class ProjectionInput:
     tool_tokens: int = 0  # estimated tokens of the tool schemas sent with the view
 
 
+class ProjectionWire(TypedDict):
+    """A view as the API returns and stores it (SPEC §9.1 projection)."""
+
+    messages: list[ModelMessageWire]
+    sources: list[SourceWire]
+    windowId: str
+    revision: int
+    upperBound: int
+    runId: str | None
+    protocol: str
+    options: dict[str, Any]
+
+
+class ContextPressure(TypedDict):
+    """The unified@4 state message's `contextPressure` (SPEC §16)."""
+
+    viewTokens: int
+    maxInputTokens: int | None
+    triggerTokens: int | None
+    maintenancePending: bool
+
+
+class _StateFields(TypedDict):
+    """The unified@2/@3 state message's fields, in their order (JSON keeps it)."""
+
+    windowId: str
+    # The record's and the window entry's values, as stored.
+    status: object
+    revision: int
+    enteredFrom: object
+    upperBoundBeforeEntry: object
+    handoffInput: object
+    checkpointPosition: int
+    visibleToolResultsSinceEntry: int
+    lastToolName: str | None
+
+
 @dataclass(frozen=True)
 class Projection:
     """The model's view: messages[i] is explained by sources[i]."""
@@ -198,7 +237,7 @@ class Projection:
     # no field for it.
     error_tool_call_ids: frozenset[str] = field(default_factory=frozenset)
 
-    def to_wire(self) -> dict[str, Any]:
+    def to_wire(self) -> ProjectionWire:
         return {
             "messages": [m.to_wire() for m in self.messages],
             "sources": [s.to_wire() for s in self.sources],
@@ -352,7 +391,7 @@ def _check_pairing(items: Sequence[_Item]) -> None:
 # --------------------------------------------------------------------------- rendering
 
 
-def _dumps(value: Any, *, ensure_ascii: bool) -> str:
+def _dumps(value: object, *, ensure_ascii: bool) -> str:
     return json.dumps(value, ensure_ascii=ensure_ascii)
 
 
@@ -378,7 +417,7 @@ def _fold_text(fold: Fold) -> str:
     )
 
 
-def _has_image(content: Any) -> bool:
+def _has_image(content: object) -> bool:
     return isinstance(content, list) and any(
         isinstance(p, dict) and p.get("type") == "image" for p in content
     )
@@ -560,7 +599,7 @@ def _state_fields(
     revision: int,
     covered: int,
     items: Sequence[_Item],
-) -> dict[str, Any]:
+) -> _StateFields:
     """The unified@2/@3 state message's fields, in their order."""
     record = kv.get(window_key(window_id))
     record = record if isinstance(record, Mapping) else {}
@@ -647,7 +686,7 @@ def _header_v4(*, window_id: str, kv: Mapping[str, Any], session_inputs: Any) ->
     return HEADER_LEAD + "\n" + _dumps(body, ensure_ascii=False)
 
 
-def estimated_tokens(value: Any) -> int:
+def estimated_tokens(value: object) -> int:
     """Characters / 4 (rounded up) of `value`'s canonical JSON: the estimator of the
     service's capacity check and the admin's token breakdown."""
     return math.ceil(len(json.dumps(value, sort_keys=True, ensure_ascii=False)) / 4)
@@ -661,7 +700,7 @@ def _state_v4(
     covered: int,
     items: Sequence[_Item],
     masked: int,
-    pressure: dict[str, Any],
+    pressure: ContextPressure,
 ) -> str:
     fields = _state_fields(
         window_id=window_id, kv=kv, revision=revision, covered=covered, items=items

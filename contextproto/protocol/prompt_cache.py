@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 from .errors import (
     PROMPT_CACHE_INVALID_VALUE,
@@ -82,7 +82,7 @@ class PromptCache:
     def enabled(self) -> bool:
         return self.mode == MODE_AUTO
 
-    def to_wire(self) -> dict[str, str]:
+    def to_wire(self) -> PromptCacheWire:
         return {"mode": self.mode, "ttl": self.ttl}
 
     @classmethod
@@ -105,13 +105,25 @@ PROMPT_CACHE_DEFAULTS: dict[str, str] = {
 }
 
 
+class PromptCacheErrorWire(TypedDict):
+    """One problem of a `model.promptCache` value."""
+
+    key: str | None  # None: the value as a whole (not an object)
+    code: str
+    message: str
+
+
+class PromptCacheWire(TypedDict):
+    mode: str
+    ttl: str
+
+
 @dataclass(frozen=True)
 class PromptCacheValidation:
     """Every problem of a `model.promptCache` value at once, or its normalized form."""
 
     normalized: dict[str, str] | None
-    # {key (None for the whole value), code, message}
-    errors: list[dict[str, Any]] = field(default_factory=list)
+    errors: list[PromptCacheErrorWire] = field(default_factory=list)
 
 
 def validate_prompt_cache(value: object) -> PromptCacheValidation:
@@ -129,7 +141,7 @@ def validate_prompt_cache(value: object) -> PromptCacheValidation:
             ],
         )
     properties: dict[str, Any] = PROMPT_CACHE_SCHEMA["properties"]
-    errors: list[dict[str, Any]] = []
+    errors: list[PromptCacheErrorWire] = []
     for name, schema in properties.items():
         if name in value:
             problem = check_value(schema, value[name])

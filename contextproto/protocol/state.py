@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Literal, TypedDict
 
 MAIN_WINDOW = "main"
 WINDOW_ID_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
@@ -16,10 +16,36 @@ CHECKPOINT_PREFIX = "checkpoint/"
 COVERED_PREFIX = "coveredThrough/"
 FOLD_PREFIX = "fold/"
 
-STATUS_ACTIVE = "active"
-STATUS_SUSPENDED = "suspended"
-STATUS_COMPLETED = "completed"
-WINDOW_STATUSES = (STATUS_ACTIVE, STATUS_SUSPENDED, STATUS_COMPLETED)
+WindowStatus = Literal["active", "suspended", "completed"]
+STATUS_ACTIVE: WindowStatus = "active"
+STATUS_SUSPENDED: WindowStatus = "suspended"
+STATUS_COMPLETED: WindowStatus = "completed"
+WINDOW_STATUSES: tuple[WindowStatus, ...] = (STATUS_ACTIVE, STATUS_SUSPENDED, STATUS_COMPLETED)
+
+
+class WindowKV(TypedDict):
+    """The value of `window/<id>` as the engine writes it (SPEC §3.2).
+
+    Records read back from KV are plain JSON: code reading them checks each key.
+    """
+
+    goal: str
+    status: WindowStatus
+    input: str
+    memory: str
+    outcomes: list[str]
+    openedFrom: str | None
+    createdAtIndex: int
+
+
+class WindowEntry(TypedDict):
+    """The value of `currentWindowEntry`: how the agent arrived in its window."""
+
+    windowId: str
+    fromWindowId: str
+    upperBoundBeforeEntry: int
+    input: str
+    enteredAtRevision: int
 
 
 def window_key(window_id: str) -> str:
@@ -40,7 +66,7 @@ def fold_key(fold_id: str) -> str:
 
 def new_window_record(
     *, goal: str, input: str = "", opened_from: str | None = None, created_at_index: int = 0
-) -> dict[str, Any]:
+) -> WindowKV:
     """Return a fresh `window/<id>` value."""
     return {
         "goal": goal,

@@ -37,7 +37,7 @@ def message_from_wire(wire: Mapping[str, Any]) -> ModelMessage:
     return ModelMessage(
         role=wire["role"],
         kind=wire["kind"],
-        content=wire.get("content"),
+        content=wire["content"],
         tool_call_id=wire.get("toolCallId"),
         tool_name=wire.get("toolName"),
         arguments=wire.get("arguments"),

@@ -10,7 +10,6 @@ from __future__ import annotations
 import bisect
 import json
 from collections.abc import Sequence
-from typing import Any
 
 from contextproto.protocol import errors
 from contextproto.protocol.errors import ProtocolError
@@ -26,6 +25,15 @@ from contextproto.protocol.foldtext import (
 from contextproto.protocol.groups import Group, build_groups
 from contextproto.protocol.messages import KIND_TOOL_CALL, KIND_TOOL_RESULT, Fold, RawMessage
 from contextproto.protocol.state import MAIN_WINDOW, covered_key, fold_key, window_key
+from contextproto.protocol.tool_results import (
+    FoldCreateResult,
+    FoldEntry,
+    FoldListResult,
+    FoldReadResult,
+    HistoryGroup,
+    HistoryListResult,
+    HistoryReadResult,
+)
 from contextproto.protocol.tools import (
     PREVIEW_CHARS,
     Invocation,
@@ -100,7 +108,7 @@ def history_list(inv: Invocation) -> ToolOutcome:
 
     remaining = [g for g in groups if g.first_index > after]
     page = remaining[:limit]
-    listed = []
+    listed: list[HistoryGroup] = []
     for group in page:
         fold = _fold_holding(folds, starts, group)
         listed.append(
@@ -117,13 +125,14 @@ def history_list(inv: Invocation) -> ToolOutcome:
         )
     more = len(remaining) > len(page)
     return success(
-        {
-            "windowId": window_id,
-            "coveredThrough": covered,
-            "upperBound": bound,
-            "groups": listed,
-            "nextAfterIndex": page[-1].last_index if more and page else None,
-        }
+        HistoryListResult(
+            success=True,
+            windowId=window_id,
+            coveredThrough=covered,
+            upperBound=bound,
+            groups=listed,
+            nextAfterIndex=page[-1].last_index if more and page else None,
+        )
     )
 
 
@@ -157,18 +166,19 @@ def fold_create(inv: Invocation) -> ToolOutcome:
         created_at_index=inv.call.call_index,
     )
     return success(
-        {
-            "foldId": fold.id,
-            "windowId": window_id,
-            "firstIndex": fold.first_index,
-            "lastIndex": fold.last_index,
-            "messageCount": len(fold.message_ids),
-        },
+        FoldCreateResult(
+            success=True,
+            foldId=fold.id,
+            windowId=window_id,
+            firstIndex=fold.first_index,
+            lastIndex=fold.last_index,
+            messageCount=len(fold.message_ids),
+        ),
         kv_writes={fold_key(fold.id): fold.to_kv()},
     )
 
 
-def _fold_entry(fold: Fold, covered: int) -> dict[str, Any]:
+def _fold_entry(fold: Fold, covered: int) -> FoldEntry:
     return {
         "foldId": fold.id,
         "windowId": fold.window_id,
@@ -193,11 +203,12 @@ def fold_list(inv: Invocation) -> ToolOutcome:
     # One row more than asked tells whether another page exists without a count query.
     folds = inv.reader.folds_of_window(window_id, offset, limit + 1)
     return success(
-        {
-            "windowId": window_id,
-            "folds": [_fold_entry(f, covered) for f in folds[:limit]],
-            "nextOffset": offset + limit if len(folds) > limit else None,
-        }
+        FoldListResult(
+            success=True,
+            windowId=window_id,
+            folds=[_fold_entry(f, covered) for f in folds[:limit]],
+            nextOffset=offset + limit if len(folds) > limit else None,
+        )
     )
 
 
@@ -227,17 +238,18 @@ def fold_read(inv: Invocation) -> ToolOutcome:
         )
     piece = _page(inv, render_fold_text(messages))
     return success(
-        {
-            "foldId": fold.id,
-            "windowId": fold.window_id,
-            "firstIndex": fold.first_index,
-            "lastIndex": fold.last_index,
-            "compressed": fold.last_index <= _covered(inv, fold.window_id),
-            "text": piece.text,
-            "cursor": piece.cursor,
-            "nextCursor": piece.next_cursor,
-            "totalLength": piece.total_length,
-        }
+        FoldReadResult(
+            success=True,
+            foldId=fold.id,
+            windowId=fold.window_id,
+            firstIndex=fold.first_index,
+            lastIndex=fold.last_index,
+            compressed=fold.last_index <= _covered(inv, fold.window_id),
+            text=piece.text,
+            cursor=piece.cursor,
+            nextCursor=piece.next_cursor,
+            totalLength=piece.total_length,
+        )
     )
 
 
@@ -285,12 +297,13 @@ def history_read(inv: Invocation) -> ToolOutcome:
         )
     piece = _page(inv, render_message_text(message))
     return success(
-        {
-            "index": message.index,
-            "windowId": message.window_id,
-            "text": piece.text,
-            "cursor": piece.cursor,
-            "nextCursor": piece.next_cursor,
-            "totalLength": piece.total_length,
-        }
+        HistoryReadResult(
+            success=True,
+            index=message.index,
+            windowId=message.window_id,
+            text=piece.text,
+            cursor=piece.cursor,
+            nextCursor=piece.next_cursor,
+            totalLength=piece.total_length,
+        )
     )

@@ -6,6 +6,7 @@ window read here is the window of the call's frozen view (the revisions match).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from contextproto.protocol import errors
@@ -16,11 +17,20 @@ from contextproto.protocol.state import (
     STATUS_ACTIVE,
     STATUS_COMPLETED,
     STATUS_SUSPENDED,
+    WindowEntry,
     checkpoint_key,
     covered_key,
     is_valid_window_id,
     new_window_record,
     window_key,
+)
+from contextproto.protocol.tool_results import (
+    WindowCompleteResult,
+    WindowListResult,
+    WindowMemorySetResult,
+    WindowOpenResult,
+    WindowReadResult,
+    WindowSummary,
 )
 from contextproto.protocol.tools import (
     Invocation,
@@ -33,7 +43,7 @@ from contextproto.protocol.tools import (
 )
 
 
-def _entry(inv: Invocation, *, target: str, came_from: str, handoff: str) -> dict[str, Any]:
+def _entry(inv: Invocation, *, target: str, came_from: str, handoff: str) -> WindowEntry:
     """Return the `currentWindowEntry` value for a switch committed by this call."""
     return {
         "windowId": target,
@@ -107,7 +117,7 @@ def window_open(inv: Invocation) -> ToolOutcome:
                 {"windowCount": count, "maxWindows": limit},
                 correctable=False,
             )
-        record = new_window_record(
+        record: Mapping[str, Any] = new_window_record(
             goal=goal, input=handoff, opened_from=current, created_at_index=inv.call.call_index
         )
     else:
@@ -122,13 +132,14 @@ def window_open(inv: Invocation) -> ToolOutcome:
             inv, target=target, came_from=current, handoff=handoff
         )
     return success(
-        {
-            "windowId": target,
-            "previousWindowId": current,
-            "created": existing is None,
-            "goal": record.get("goal", ""),
-            "status": STATUS_ACTIVE,
-        },
+        WindowOpenResult(
+            success=True,
+            windowId=target,
+            previousWindowId=current,
+            created=existing is None,
+            goal=record.get("goal", ""),
+            status=STATUS_ACTIVE,
+        ),
         kv_writes=writes,
     )
 
@@ -139,7 +150,7 @@ def window_memory_set(inv: Invocation) -> ToolOutcome:
     record = record_of(window_id, inv.reader.kv_get_many([window_key(window_id)]))
     memory = inv.args["memory"]
     return success(
-        {"windowId": window_id, "memory": memory},
+        WindowMemorySetResult(success=True, windowId=window_id, memory=memory),
         kv_writes={window_key(window_id): {**record, "memory": memory}},
     )
 
@@ -213,12 +224,14 @@ def window_complete(inv: Invocation) -> ToolOutcome:
             inv, target=target, came_from=current, handoff=target_record.get("input", "")
         )
     return success(
-        {"windowId": target, "previousWindowId": current, "outcome": outcome},
+        WindowCompleteResult(
+            success=True, windowId=target, previousWindowId=current, outcome=outcome
+        ),
         kv_writes=writes,
     )
 
 
-def _summary(window_id: str, record: dict[str, Any]) -> dict[str, Any]:
+def _summary(window_id: str, record: dict[str, Any]) -> WindowSummary:
     outcomes = record.get("outcomes") or []
     return {
         "windowId": window_id,
@@ -234,17 +247,22 @@ def window_list(inv: Invocation) -> ToolOutcome:
     # One row more than asked tells whether another page exists without a count query.
     rows = inv.reader.windows(inv.args.get("status"), offset, limit + 1)
     return success(
-        {
-            "windows": [_summary(wid, record) for wid, record in rows[:limit]],
-            "nextOffset": offset + limit if len(rows) > limit else None,
-        }
+        WindowListResult(
+            success=True,
+            windows=[_summary(wid, record) for wid, record in rows[:limit]],
+            nextOffset=offset + limit if len(rows) > limit else None,
+        )
     )
 
 
 def window_search(inv: Invocation) -> ToolOutcome:
     """Find windows by goal, memory, outcomes or checkpoint text; no switch, one page."""
     rows = inv.reader.search_windows(inv.args["query"], inv.args["limit"])
-    return success({"windows": [_summary(wid, record) for wid, record in rows], "nextOffset": None})
+    return success(
+        WindowListResult(
+            success=True, windows=[_summary(wid, record) for wid, record in rows], nextOffset=None
+        )
+    )
 
 
 def window_read(inv: Invocation) -> ToolOutcome:
@@ -256,9 +274,10 @@ def window_read(inv: Invocation) -> ToolOutcome:
     if record is None:
         raise window_not_found(window_id)
     return success(
-        {
-            "window": {"id": window_id, **record},
-            "checkpoint": kv.get(checkpoint_key(window_id)),
-            "coveredThrough": int(kv.get(covered_key(window_id)) or 0),
-        }
+        WindowReadResult(
+            success=True,
+            window={"id": window_id, **record},
+            checkpoint=kv.get(checkpoint_key(window_id)),
+            coveredThrough=int(kv.get(covered_key(window_id)) or 0),
+        )
     )

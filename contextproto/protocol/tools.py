@@ -31,6 +31,13 @@ from contextproto.protocol.state import (
     initial_kv,
     window_key,
 )
+from contextproto.protocol.tool_results import (
+    MaintainerRunResult,
+    TaskMemoryResult,
+    ToolFailure,
+    ToolResult,
+    ToolSuccess,
+)
 
 PREVIEW_CHARS = 120
 EFFECT_QUEUE_MAINTENANCE = "queue_maintenance"
@@ -94,7 +101,9 @@ class SessionReader(Protocol):
         """Return the number of folds of the session, compressed ones included."""
         ...
 
-    def windows(self, status: str | None, offset: int, limit: int) -> list[tuple[str, dict]]:
+    def windows(
+        self, status: str | None, offset: int, limit: int
+    ) -> list[tuple[str, dict[str, Any]]]:
         """Return a page of (id, record), ordered by createdAtIndex then id."""
         ...
 
@@ -102,7 +111,7 @@ class SessionReader(Protocol):
         """Return the number of windows of the session, `main` included."""
         ...
 
-    def search_windows(self, query: str, limit: int) -> list[tuple[str, dict]]:
+    def search_windows(self, query: str, limit: int) -> list[tuple[str, dict[str, Any]]]:
         """Return windows whose goal, memory, outcomes or checkpoint contain `query`.
 
         Case-insensitive substring match, in the order of `windows()`.
@@ -137,7 +146,7 @@ class ToolContext:
 class ToolOutcome:
     """A handler's answer: the JSON result plus what the caller must commit and do."""
 
-    result: dict[str, Any]
+    result: ToolResult
     # key -> new JSON value; committed in ONE transaction with the receipt
     kv_writes: dict[str, Any] = field(default_factory=dict)
     # performed by the caller after the commit, e.g. ("queue_maintenance", {"windowId": W})
@@ -147,6 +156,7 @@ class ToolOutcome:
     def mutated(self) -> bool:
         return bool(self.kv_writes)
 
+    # Read with .get: the Django layer also builds results (its own refusals) as plain dicts.
     @property
     def success(self) -> bool:
         return self.result.get("success") is True
@@ -154,7 +164,8 @@ class ToolOutcome:
     @property
     def error_code(self) -> str | None:
         error = self.result.get("error")
-        return error.get("code") if isinstance(error, dict) else None
+        code = error.get("code") if isinstance(error, dict) else None
+        return code if isinstance(code, str) else None
 
 
 class Refusal(ProtocolError):
@@ -240,20 +251,18 @@ def error_outcome(exc: ProtocolError) -> ToolOutcome:
     else:
         correctable = exc.code not in NOT_CORRECTABLE
     error = {**exc.details, "code": exc.code, "message": exc.message, "correctable": correctable}
-    return ToolOutcome(result={"success": False, "error": error})
+    failure: ToolFailure = {"success": False, "error": error}
+    return ToolOutcome(result=failure)
 
 
 def success(
-    fields: dict[str, Any],
+    result: ToolSuccess,
     *,
     kv_writes: dict[str, Any] | None = None,
     effects: tuple[tuple[str, dict[str, Any]], ...] = (),
 ) -> ToolOutcome:
-    return ToolOutcome(
-        result={"success": True, **fields},
-        kv_writes=kv_writes or {},
-        effects=effects,
-    )
+    """Answer a call with `result` (its `success` is true) and what to commit and do."""
+    return ToolOutcome(result=result, kv_writes=kv_writes or {}, effects=effects)
 
 
 # ---------------------------------------------------------------- checks
@@ -397,13 +406,15 @@ def preview(text: str, limit: int = PREVIEW_CHARS) -> str:
 def task_memory_get(inv: Invocation) -> ToolOutcome:
     """Return the session's task memory ("" when never set)."""
     memory = inv.reader.kv_get_many([KEY_TASK_MEMORY]).get(KEY_TASK_MEMORY)
-    return success({"memory": memory if isinstance(memory, str) else ""})
+    return success(TaskMemoryResult(success=True, memory=memory if isinstance(memory, str) else ""))
 
 
 def task_memory_set(inv: Invocation) -> ToolOutcome:
     """Replace the session's task memory."""
     memory = inv.args["memory"]
-    return success({"memory": memory}, kv_writes={KEY_TASK_MEMORY: memory})
+    return success(
+        TaskMemoryResult(success=True, memory=memory), kv_writes={KEY_TASK_MEMORY: memory}
+    )
 
 
 def maintainer_run(inv: Invocation) -> ToolOutcome:
@@ -419,6 +430,6 @@ def maintainer_run(inv: Invocation) -> ToolOutcome:
         )
     window_id = inv.active_window()
     return success(
-        {"windowId": window_id, "queued": True},
+        MaintainerRunResult(success=True, windowId=window_id, queued=True),
         effects=((EFFECT_QUEUE_MAINTENANCE, {"windowId": window_id}),),
     )

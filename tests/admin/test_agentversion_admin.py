@@ -211,6 +211,18 @@ def test_cross_application_tool_is_refused_by_the_form(operator, agent):
     assert not AgentVersion.objects.filter(agent=agent).exists()
 
 
+def test_agent_and_tool_choices_name_their_application(operator, agent):
+    from agents.models import Tool
+
+    Tool.objects.create(application=agent.application, name="search")
+    html = operator.get(ADD_URL).content.decode()
+    # Names are unique only within an Application, so every choice says whose it is.
+    assert f'<option value="{agent.pk}">Acme / planner</option>' in form_row(html, "agent")
+    tools = form_row(html, "tools")
+    assert ">Acme / search</option>" in tools
+    assert "Host tools of the agent's application (register them under Tools)." in tools
+
+
 def test_the_unified4_form_has_the_masking_options_with_ranges_and_its_placement_default(
     operator, agent
 ):
