@@ -13,11 +13,9 @@ from django.contrib import admin
 from django.core.paginator import Paginator
 from django.db.models import QuerySet
 from django.http import HttpRequest
-from django.urls import reverse_lazy
 
-# "View site" in the admin's header leads to the landing page (contextproto.landing), which
-# says what this service is and links to the admin, the API schema and health.
-admin.site.site_url = reverse_lazy("landing")
+# "View site" in the admin's header leads to "/" (AdminSite.site_url's default), the landing
+# page (contextproto.landing): what this service is, links to the admin, API schema, health.
 
 # A changelist never counts more rows than this; deeper browsing uses keyset pages.
 COUNT_CAP = 10_000
