@@ -603,6 +603,36 @@ class _Rebuilt:
     tools: tuple[dict[str, Any], ...] = ()
 
 
+def _preview_chars(recorded: Mapping[str, Any], notes: list[str]) -> int:
+    """The preview limit the view was built with; today's setting (noted) if not recorded."""
+    preview = recorded.get("toolResultPreviewChars")
+    if isinstance(preview, int):
+        return preview
+    notes.append(
+        f"toolResultPreviewChars assumed {settings.TOOL_RESULT_PREVIEW_CHARS} (the current "
+        "setting; not recorded on this snapshot)"
+    )
+    return settings.TOOL_RESULT_PREVIEW_CHARS
+
+
+def _pending(
+    ctx: _Context,
+    snapshot: ProjectionSnapshot,
+    window_id: str,
+    recorded: Mapping[str, Any],
+    notes: list[str],
+) -> bool:
+    """unified@4's maintenancePending at the turn: recorded, else stated by the recorded view,
+    else estimated from the job table (noted)."""
+    stated = recorded.get("maintenancePending")
+    if not isinstance(stated, bool):
+        stated = _pending_stated(snapshot.messages or [])
+    if isinstance(stated, bool):
+        return stated
+    notes.append(PRESSURE_ESTIMATED)
+    return _pending_by_jobs(ctx.jobs or [], window_id, snapshot.created_at)
+
+
 def _rebuild(ctx: _Context, snapshot: ProjectionSnapshot, number: int) -> _Rebuilt:
     """Rebuild one recorded turn under the context's target (or as recorded)."""
     sent = _json_text(snapshot.request or {})
@@ -647,13 +677,7 @@ def _rebuild(ctx: _Context, snapshot: ProjectionSnapshot, number: int) -> _Rebui
         protocol, options = found, dict(snapshot.options or {})
     notes: list[str] = []
     recorded_inputs = snapshot.build_inputs if isinstance(snapshot.build_inputs, dict) else {}
-    preview = recorded_inputs.get("toolResultPreviewChars")
-    if not isinstance(preview, int):
-        preview = settings.TOOL_RESULT_PREVIEW_CHARS
-        notes.append(
-            f"toolResultPreviewChars assumed {preview} (the current setting; "
-            "not recorded on this snapshot)"
-        )
+    preview = _preview_chars(recorded_inputs, notes)
     window_id = MAIN_WINDOW
     if protocol.windowed:
         window_id = (
@@ -665,17 +689,11 @@ def _rebuild(ctx: _Context, snapshot: ProjectionSnapshot, number: int) -> _Rebui
             f"window {window_id} at revision {snapshot.revision}, the turn recorded "
             f"{snapshot.window_id}"
         )
-    pressure = engine.shows_context_pressure(protocol.protocol_id, protocol.version)
-    pending = False
-    if pressure:
-        stated = recorded_inputs.get("maintenancePending")
-        if not isinstance(stated, bool):
-            stated = _pending_stated(snapshot.messages or [])
-        if isinstance(stated, bool):
-            pending = stated
-        else:
-            pending = _pending_by_jobs(ctx.jobs or [], window_id, snapshot.created_at)
-            notes.append(PRESSURE_ESTIMATED)
+    pending = (
+        _pending(ctx, snapshot, window_id, recorded_inputs, notes)
+        if engine.shows_context_pressure(protocol.protocol_id, protocol.version)
+        else False
+    )
     keys = list(engine.kv_keys_for_view(protocol.protocol_id, window_id))
     if covered_key(window_id) not in keys:
         keys.append(covered_key(window_id))
