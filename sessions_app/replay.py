@@ -463,7 +463,13 @@ class _History:
         for row in rows:  # by key, then revision
             self.revisions[row.key].append(row.revision)
             self.rows[row.key].append(row)
-        self.fold_keys = sorted(k for k in self.rows if k.startswith(FOLD_PREFIX))
+        # A fold record is written once (context_fold_create): its window never changes, so
+        # a turn looks only at its window's folds.
+        self.fold_keys: dict[str, list[str]] = defaultdict(list)
+        for key in sorted(k for k in self.rows if k.startswith(FOLD_PREFIX)):
+            first = self.rows[key][0].value
+            if isinstance(first, dict):
+                self.fold_keys[str(first.get("windowId"))].append(key)
 
     def value(self, key: str, revision: int) -> tuple[bool, Any]:
         at = bisect_right(self.revisions.get(key, []), revision)
@@ -483,7 +489,7 @@ class _History:
     def folds(self, revision: int, window_id: str, after_index: int) -> list[Fold]:
         """The window's folds at R whose first index is above `after_index`."""
         found = []
-        for key in self.fold_keys:
+        for key in self.fold_keys.get(window_id, []):
             present, value = self.value(key, revision)
             if (
                 present
