@@ -164,12 +164,14 @@ def main() -> None:
             text = bench_report.refresh(path.read_text(), results, context)
         else:
             text = bench_report.render(results, verdicts, context)
-            if path.exists():  # `make load` and KV history figures live in the same file
+            if path.exists():  # `make load`, KV history and replay figures live here too
                 import bench_kv_history
+                import bench_replay
                 import load
 
                 text = load.keep_section(path.read_text(), text)
                 text = bench_kv_history.keep_section(path.read_text(), text)
+                text = bench_replay.keep_section(path.read_text(), text)
         path.write_text(text)
         print(f"\nbench: wrote {path}")
     label = "make bench" if make_started else "bench/run.py"

@@ -186,6 +186,14 @@ FORK_PROTOCOL_INCOMPATIBLE = _code(
 FORK_AGENT_MISMATCH = _code(
     "fork_agent_mismatch", 400, "The fork's agentVersionId is a version of another Agent."
 )
+REPLAY_PROTOCOL_INCOMPATIBLE = _code(
+    "replay_protocol_incompatible",
+    400,
+    "A replay target whose protocol keeps state another protocol's way (prefix@2 <-> unified).",
+)
+REPLAY_OPTIONS_INVALID = _code(
+    "replay_options_invalid", 400, "Replay options fail the target schema; details.errors."
+)
 
 # ---------------------------------------------------------------- maintenance and nodes
 MAINTAINER_NOT_BOUND = _code(

@@ -19,6 +19,7 @@ from django.utils.html import format_html
 from contextproto.admin_site import HugeTableAdmin
 from sessions_app import admin_views
 from sessions_app.admin_views import content_text, preview, url
+from sessions_app.admin_views.replay import ReplayPages
 from sessions_app.experiments.admin_pages import ExperimentPages
 from sessions_app.models import (
     ArchiveChunk,
@@ -94,6 +95,7 @@ class SessionAdmin(HugeTableAdmin):
     def get_urls(self) -> list:
         return (
             admin_views.SessionBrowser(self).get_urls()
+            + ReplayPages(self).get_urls()
             + ExperimentPages(self).get_urls()
             + super().get_urls()
         )

@@ -313,6 +313,11 @@ class ProjectionSnapshot(models.Model):
     # {"messages": [...], "sources": [...], "request": {...}}; see `messages` etc. below.
     body = CompressedJSONField(default=dict)
     notes = models.JSONField(default=list)
+    # What the view depended on outside the state at R, the raw log and the published
+    # version: `toolResultPreviewChars` (a host setting that may change) and, where the view
+    # states it (unified@4), `maintenancePending`. Null on snapshots built before it was
+    # recorded; a replay then says what it assumed (docs/decisions.md).
+    build_inputs = models.JSONField(null=True, blank=True)
     # Provider-reported usage of the turn that used this snapshot, as reported.
     usage = models.JSONField(null=True, blank=True)
     # The same by kind (SPEC §15), so totals are one SUM: input counts every input token,

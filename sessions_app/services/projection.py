@@ -167,6 +167,11 @@ def projection_build(
     except ProtocolError as exc:
         raise ApplicationError.from_protocol(exc) from exc
     wire = projection.to_wire()
+    # What the view depended on beyond the state at R, the raw log and the published
+    # (immutable) version, so a replay can rebuild it exactly (sessions_app/replay.py).
+    build_inputs: dict[str, Any] = {"toolResultPreviewChars": settings.TOOL_RESULT_PREVIEW_CHARS}
+    if pressure:
+        build_inputs["maintenancePending"] = pending
     return ProjectionSnapshot.objects.create(
         session=session,
         run_id=run_uuid,
@@ -180,6 +185,7 @@ def projection_build(
         sources=wire["sources"],
         request=adapted.body,
         notes=list(adapted.notes),
+        build_inputs=build_inputs,
     )
 
 

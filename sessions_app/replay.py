@@ -1,0 +1,968 @@
+"""Replay a session's recorded turns under another protocol version (what-if; SPEC §17).
+
+Every recorded turn (a projection snapshot) froze its revision R, upper bound U, run and
+window. A replay rebuilds that turn's view from what the turn itself read: the state at R
+(the KV history, so the folds are those of R, not today's fold table), the raw messages
+through U (archived ones through the merged reader) and the session's published version,
+under a target protocol version and options of the same protocol id (unified@N <-> unified@M;
+prefix@2 only to prefix@2). The view is adapted for the snapshot's wire format exactly as
+`projection_build` adapts it, and every turn is also rebuilt for openai-chat and
+anthropic-messages with prompt caching on and priced by the cache economy report's pure API
+(`contextproto/protocol/cache_report.py`), beside the same report over the recorded views and
+the provider usage the turn reported. No model is called; nothing is written.
+
+Without a target each turn is rebuilt under its own recorded protocol and options, which
+must reproduce the recorded request byte for byte (tests/sessions_app/test_replay.py).
+
+What a view depended on beyond state, log and version (docs/decisions.md "Replay"):
+* `TOOL_RESULT_PREVIEW_CHARS` as it was: `build_inputs.toolResultPreviewChars` of the
+  snapshot; older snapshots get the current setting, and the turn says so.
+* unified@4's `maintenancePending`: `build_inputs.maintenancePending`, or on older unified@4
+  snapshots the flag their state message states; a view that never stated it (unified@1-3,
+  replayed under unified@4) gets it from the job table (a job of the window created before
+  the turn and not finished by then), labelled an estimate.
+* host tools, system prompt, model config, prompt-cache setting, limits: the published
+  version, which never changes; the OpenAI cache key: the session id's.
+
+Reads are bounded whatever the number of turns: the session, its snapshots, the KV history
+through the highest R, the raw log through the highest U (plus the cold chunks it spans), the
+maintenance jobs when a target shows context pressure; the state at each R and each turn's
+rows are then picked in memory.
+"""
+
+from __future__ import annotations
+
+import json
+from bisect import bisect_right
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+from django.conf import settings
+
+from agents.models import AgentVersion
+from agents.selectors import effective_options, protocol_of
+from contextproto import tokens
+from contextproto.errors import (
+    INVALID_REQUEST,
+    PROTOCOL_UNKNOWN,
+    REPLAY_OPTIONS_INVALID,
+    REPLAY_PROTOCOL_INCOMPATIBLE,
+    ApplicationError,
+    NotFound,
+)
+from contextproto.ids import parse_uuid
+from contextproto.protocol import adapters, catalog
+from contextproto.protocol import projection as engine
+from contextproto.protocol.cache_report import (
+    CacheEconomy,
+    ProviderEconomy,
+    ViewTurn,
+    cache_economy,
+    paced,
+)
+from contextproto.protocol.cache_sim import SIMULATED_PROVIDERS
+from contextproto.protocol.errors import ProtocolError
+from contextproto.protocol.messages import (
+    DERIVED_STATE,
+    KIND_INPUT,
+    KIND_TOOL_RESULT,
+    Fold,
+    RawMessage,
+)
+from contextproto.protocol.options import validate_options
+from contextproto.protocol.prompt_cache import PromptCache, session_cache_key
+from contextproto.protocol.state import (
+    FOLD_PREFIX,
+    KEY_ACTIVE_WINDOW,
+    MAIN_WINDOW,
+    covered_key,
+)
+from contextproto.protocol.stored_views import projection_from_wire, tools_from_request
+from sessions_app import selectors
+from sessions_app.cache_economy import DEFAULT_THINK_SECONDS, session_settings
+from sessions_app.history_reads import kv_history_through
+from sessions_app.models import KVHistory, MaintenanceJob, ProjectionSnapshot, Session
+from sessions_app.providers.base import canonical_json, estimate_tokens
+from sessions_app.services.projection import capacity_check, tools_for, trigger_tokens
+
+AS_RECORDED = "as recorded"
+PRESSURE_ESTIMATED = (
+    "maintenancePending estimated from the maintenance jobs' times (this view never stated it)"
+)
+
+
+# --------------------------------------------------------------------------- the target
+
+
+@dataclass(frozen=True)
+class ReplayTarget:
+    """The protocol version and normalized options to rebuild with; None: as recorded."""
+
+    protocol: catalog.ProtocolVersion | None = None
+    options: Mapping[str, Any] | None = None
+
+    @property
+    def label(self) -> str:
+        if self.protocol is None:
+            return AS_RECORDED
+        return self.protocol.key
+
+    def to_wire(self) -> dict[str, Any]:
+        if self.protocol is None:
+            return {"protocol": None, "options": None, "label": AS_RECORDED}
+        return {"protocol": self.protocol.key, "options": dict(self.options or {})}
+
+
+def _parse_protocol(text: str) -> catalog.ProtocolVersion:
+    protocol_id, _, number = text.strip().partition("@")
+    found = (
+        catalog.find_version(protocol_id, int(number))
+        if number.isascii() and number.isdigit()
+        else None
+    )
+    if found is None:
+        known = ", ".join(v.key for v in catalog.all_versions())
+        raise ApplicationError(
+            PROTOCOL_UNKNOWN,
+            f"{text!r} is not a protocol version of the catalog; use id@version, one of {known}.",
+            {"field": "protocol", "protocol": text, "available": known.split(", ")},
+        )
+    return found
+
+
+def replay_target(
+    version: AgentVersion, *, protocol: str | None = None, options: object = None
+) -> ReplayTarget:
+    """The target of a replay of `version`'s sessions, checked like a publish.
+
+    `protocol` (`id@version`) must keep state the way the version's does: the same protocol
+    id (400 `replay_protocol_incompatible`; an unknown one: 400 `protocol_unknown`).
+    `options` are validated against the target's schema like publish options, every problem
+    listed (400 `replay_options_invalid`); None means the version's own options when the
+    target is its protocol, else the target's defaults. Neither given: each turn as recorded.
+    """
+    if protocol is None and options is None:
+        return ReplayTarget()
+    recorded = protocol_of(version)
+    target = _parse_protocol(protocol) if protocol is not None else recorded
+    if target.protocol_id != recorded.protocol_id:
+        raise ApplicationError(
+            REPLAY_PROTOCOL_INCOMPATIBLE,
+            f"{recorded.key} sessions cannot be replayed under {target.key}: "
+            f"{recorded.protocol_id} and {target.protocol_id} keep their state differently. "
+            f"Choose a {recorded.protocol_id}@N version.",
+            {
+                "field": "protocol",
+                "recorded": recorded.key,
+                "target": target.key,
+                "compatible": [
+                    v.key for v in catalog.all_versions() if v.protocol_id == recorded.protocol_id
+                ],
+            },
+        )
+    if options is None:
+        options = effective_options(version, recorded) if target.key == recorded.key else {}
+    checked = validate_options(target.protocol_id, target.version, options)
+    if not checked.valid:
+        errors = [
+            {
+                "field": f"options.{e['option']}" if e.get("option") else "options",
+                "code": e["code"],
+                "message": e["message"],
+            }
+            for e in checked.errors
+        ]
+        raise ApplicationError(
+            REPLAY_OPTIONS_INVALID,
+            f"The options are not valid for {target.key}: {len(errors)} problem(s); "
+            + " ".join(e["message"] for e in errors),
+            {"errors": errors},
+        )
+    return ReplayTarget(protocol=target, options=checked.normalized)
+
+
+# --------------------------------------------------------------------------- results
+
+
+@dataclass(frozen=True)
+class RecordedUsage:
+    """What the provider reported for the turn (SPEC §15), with the cost at the version's
+    prices (None without prices)."""
+
+    input_tokens: int
+    cache_read_tokens: int
+    cache_write_tokens: int
+    output_tokens: int
+    cost: Decimal | None
+
+    def to_wire(self) -> dict[str, Any]:
+        return {
+            "inputTokens": self.input_tokens,
+            "cacheReadInputTokens": self.cache_read_tokens,
+            "cacheWriteInputTokens": self.cache_write_tokens,
+            "outputTokens": self.output_tokens,
+            "cost": None if self.cost is None else float(self.cost),
+        }
+
+
+@dataclass(frozen=True)
+class TurnReplay:
+    """One recorded turn and its rebuild.
+
+    `sent_tokens` / `replayed_tokens`: tokens of the recorded request as sent and of the
+    rebuilt one, in the snapshot's wire format. `request_identical`: the two serialize to
+    the same JSON; `view_identical`: so do the views (messages and sources). `economy_turn`:
+    its position in the economies (None when skipped).
+    """
+
+    turn: int
+    snapshot_id: str
+    revision: int
+    upper_bound: int
+    window_id: str
+    provider: str
+    recorded_protocol: str
+    replayed_protocol: str | None
+    sent_tokens: int
+    replayed_tokens: int | None
+    request_identical: bool | None
+    view_identical: bool | None
+    usage: RecordedUsage | None
+    notes: tuple[str, ...] = ()
+    skipped: str | None = None
+    economy_turn: int | None = None
+    # The rebuilt request in the snapshot's wire format (not in the report's wire shape).
+    request: Mapping[str, Any] | None = field(default=None, repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class SessionReplay:
+    """A session's turns, rebuilt under `target`, with both sides' cache economies.
+
+    The economies cover the replayed turns only (skipped ones are left out of both), so the
+    recorded and replayed totals compare the same turns.
+    """
+
+    session_id: str
+    agent_version_id: str
+    recorded_protocol: str
+    target: ReplayTarget
+    think_seconds: float | None
+    tokenizer: str
+    turns: tuple[TurnReplay, ...]
+    recorded: CacheEconomy
+    replayed: CacheEconomy
+    turns_total: int = 0  # recorded turns of the session (more than `turns` when capped)
+
+    @property
+    def replayed_turns(self) -> list[TurnReplay]:
+        return [t for t in self.turns if t.skipped is None]
+
+    @property
+    def identical(self) -> int:
+        return sum(1 for t in self.turns if t.request_identical)
+
+    def totals(self) -> ReplayTotals:
+        return ReplayTotals.of([self])
+
+    def to_wire(self) -> dict[str, Any]:
+        return {
+            "sessionId": self.session_id,
+            "agentVersionId": self.agent_version_id,
+            "recordedProtocol": self.recorded_protocol,
+            "target": self.target.to_wire(),
+            "thinkSeconds": self.think_seconds,
+            "tokenizer": self.tokenizer,
+            "turnsRecorded": self.turns_total,
+            "turns": [self.turn_wire(t) for t in self.turns],
+            "totals": self.totals().to_wire(),
+        }
+
+    def provider_turn(self, turn: TurnReplay, provider: str, side: str) -> Any:
+        """The cache economy's row of `turn` under `provider` (side: recorded / replayed)."""
+        if turn.economy_turn is None:
+            return None
+        economy = self.recorded if side == "recorded" else self.replayed
+        return economy[provider].turns[turn.economy_turn]
+
+    def turn_wire(self, turn: TurnReplay) -> dict[str, Any]:
+        wire: dict[str, Any] = {
+            "turn": turn.turn,
+            "snapshotId": turn.snapshot_id,
+            "revision": turn.revision,
+            "upperBound": turn.upper_bound,
+            "windowId": turn.window_id,
+            "provider": turn.provider,
+            "recordedProtocol": turn.recorded_protocol,
+            "replayedProtocol": turn.replayed_protocol,
+            "sentTokens": turn.sent_tokens,
+            "replayedTokens": turn.replayed_tokens,
+            "requestIdentical": turn.request_identical,
+            "viewIdentical": turn.view_identical,
+            "usage": turn.usage.to_wire() if turn.usage else None,
+            "notes": list(turn.notes),
+            "skipped": turn.skipped,
+            "providers": {},
+        }
+        for provider in SIMULATED_PROVIDERS:
+            rows = {}
+            for side in ("recorded", "replayed"):
+                row = self.provider_turn(turn, provider, side)
+                if row is not None:
+                    rows[side] = {
+                        "inputTokens": row.cache.input_tokens,
+                        "cacheReadTokens": row.cache.cache_read_tokens,
+                        "cacheWriteTokens": row.cache.cache_write_tokens,
+                        "hitRatio": _ratio(row.cache.cache_read_tokens, row.cache.input_tokens),
+                        "cost": row.cost,
+                        "equivalentTokens": row.cost * 1_000_000,
+                        "cause": row.cause,
+                    }
+            wire["providers"][provider] = rows
+        return wire
+
+
+def _ratio(part: int, whole: int) -> float:
+    return part / whole if whole else 0.0
+
+
+@dataclass(frozen=True)
+class ProviderTotals:
+    """One side's sums under one provider's rules (cost: the report's relative prices, so
+    `equivalent_tokens` is the cost in input tokens at the full price)."""
+
+    input_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    equivalent_tokens: float = 0.0
+
+    @property
+    def hit_ratio(self) -> float:
+        return _ratio(self.cache_read_tokens, self.input_tokens)
+
+    def __add__(self, other: ProviderTotals) -> ProviderTotals:
+        return ProviderTotals(
+            self.input_tokens + other.input_tokens,
+            self.cache_read_tokens + other.cache_read_tokens,
+            self.cache_write_tokens + other.cache_write_tokens,
+            self.equivalent_tokens + other.equivalent_tokens,
+        )
+
+    @classmethod
+    def of(cls, economy: ProviderEconomy) -> ProviderTotals:
+        summed = economy.totals
+        return cls(
+            summed.input_tokens,
+            summed.cache_read_tokens,
+            summed.cache_write_tokens,
+            economy.equivalent_tokens,
+        )
+
+    def to_wire(self) -> dict[str, Any]:
+        return {
+            "inputTokens": self.input_tokens,
+            "cacheReadTokens": self.cache_read_tokens,
+            "cacheWriteTokens": self.cache_write_tokens,
+            "hitRatio": self.hit_ratio,
+            "equivalentTokens": self.equivalent_tokens,
+        }
+
+
+@dataclass(frozen=True)
+class ReplayTotals:
+    """Totals over one or more session replays: recorded vs replayed."""
+
+    sessions: int
+    turns: int
+    skipped: int
+    identical: int
+    sent_tokens: int
+    replayed_tokens: int
+    recorded: Mapping[str, ProviderTotals]
+    replayed: Mapping[str, ProviderTotals]
+    usage_turns: int
+    usage: RecordedUsage | None
+    notes: Mapping[str, int] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, replays: Sequence[SessionReplay]) -> ReplayTotals:
+        done = [t for r in replays for t in r.replayed_turns]
+        recorded = {p: ProviderTotals() for p in SIMULATED_PROVIDERS}
+        replayed = {p: ProviderTotals() for p in SIMULATED_PROVIDERS}
+        for r in replays:
+            for p in SIMULATED_PROVIDERS:
+                if r.recorded.turns:
+                    recorded[p] = recorded[p] + ProviderTotals.of(r.recorded[p])
+                    replayed[p] = replayed[p] + ProviderTotals.of(r.replayed[p])
+        reported = [t.usage for t in done if t.usage is not None]
+        costs = [u.cost for u in reported if u.cost is not None]
+        usage = (
+            RecordedUsage(
+                input_tokens=sum(u.input_tokens for u in reported),
+                cache_read_tokens=sum(u.cache_read_tokens for u in reported),
+                cache_write_tokens=sum(u.cache_write_tokens for u in reported),
+                output_tokens=sum(u.output_tokens for u in reported),
+                cost=sum(costs, Decimal(0)) if costs else None,
+            )
+            if reported
+            else None
+        )
+        notes: dict[str, int] = defaultdict(int)
+        for t in done:
+            for note in t.notes:
+                notes[note] += 1
+        return cls(
+            sessions=len(replays),
+            turns=len(done),
+            skipped=sum(len(r.turns) for r in replays) - len(done),
+            identical=sum(r.identical for r in replays),
+            sent_tokens=sum(t.sent_tokens for t in done),
+            replayed_tokens=sum(t.replayed_tokens or 0 for t in done),
+            recorded=recorded,
+            replayed=replayed,
+            usage_turns=len(reported),
+            usage=usage,
+            notes=dict(notes),
+        )
+
+    def to_wire(self) -> dict[str, Any]:
+        return {
+            "sessions": self.sessions,
+            "turns": self.turns,
+            "skipped": self.skipped,
+            "identicalRequests": self.identical,
+            "sentTokens": self.sent_tokens,
+            "replayedTokens": self.replayed_tokens,
+            "providers": {
+                p: {"recorded": self.recorded[p].to_wire(), "replayed": self.replayed[p].to_wire()}
+                for p in SIMULATED_PROVIDERS
+            },
+            "usageTurns": self.usage_turns,
+            "usage": self.usage.to_wire() if self.usage else None,
+            "notes": dict(self.notes),
+        }
+
+
+# --------------------------------------------------------------------------- loading
+
+
+class _History:
+    """The session's KV history through a revision, answering "the state at R" in memory.
+
+    Per key the newest row with revision <= R, unless it records a removal: the same rule
+    as `history_reads.kv_at`, over rows read once.
+    """
+
+    def __init__(self, rows: Iterable[KVHistory]) -> None:
+        self.revisions: dict[str, list[int]] = defaultdict(list)
+        self.rows: dict[str, list[KVHistory]] = defaultdict(list)
+        for row in rows:  # by key, then revision
+            self.revisions[row.key].append(row.revision)
+            self.rows[row.key].append(row)
+        # A fold record is written once (context_fold_create): its window never changes, so
+        # a turn looks only at its window's folds.
+        self.fold_keys: dict[str, list[str]] = defaultdict(list)
+        for key in sorted(k for k in self.rows if k.startswith(FOLD_PREFIX)):
+            first = self.rows[key][0].value
+            if isinstance(first, dict):
+                self.fold_keys[str(first.get("windowId"))].append(key)
+
+    def value(self, key: str, revision: int) -> tuple[bool, Any]:
+        at = bisect_right(self.revisions.get(key, []), revision)
+        if at == 0:
+            return False, None
+        row = self.rows[key][at - 1]
+        return (False, None) if row.deleted else (True, row.value)
+
+    def at(self, revision: int, keys: Iterable[str]) -> dict[str, Any]:
+        state = {}
+        for key in keys:
+            present, value = self.value(key, revision)
+            if present:
+                state[key] = value
+        return state
+
+    def folds(self, revision: int, window_id: str, after_index: int) -> list[Fold]:
+        """The window's folds at R whose first index is above `after_index`."""
+        found = []
+        for key in self.fold_keys.get(window_id, []):
+            present, value = self.value(key, revision)
+            if (
+                present
+                and isinstance(value, dict)
+                and value.get("windowId") == window_id
+                and int(value.get("firstIndex", 0)) > after_index
+            ):
+                found.append(Fold.from_kv(key.removeprefix(FOLD_PREFIX), value))
+        return sorted(found, key=lambda f: f.first_index)
+
+
+class _Log:
+    """The raw log through the highest bound, by window and by input run, in index order."""
+
+    def __init__(self, messages: Sequence[RawMessage]) -> None:
+        self.windows: dict[str, list[RawMessage]] = defaultdict(list)
+        self.inputs: dict[str, list[RawMessage]] = defaultdict(list)
+        for message in sorted(messages, key=lambda m: m.index):
+            self.windows[message.window_id].append(message)
+            if message.kind == KIND_INPUT and message.input_run:
+                self.inputs[message.input_run].append(message)
+        self.window_index = {w: [m.index for m in ms] for w, ms in self.windows.items()}
+        self.errors = [
+            m.tool_call_id
+            for m in messages
+            if m.kind == KIND_TOOL_RESULT and m.is_error and m.tool_call_id
+        ]
+
+    def window(self, window_id: str, after_index: int, through_index: int) -> list[RawMessage]:
+        indices = self.window_index.get(window_id, [])
+        lo, hi = bisect_right(indices, after_index), bisect_right(indices, through_index)
+        return self.windows[window_id][lo:hi]
+
+    def run_inputs(self, run_id: str | None, through_index: int) -> list[RawMessage]:
+        if run_id is None:
+            return []
+        found = self.inputs.get(run_id, [])
+        return found[: bisect_right([m.index for m in found], through_index)]
+
+
+@dataclass(frozen=True)
+class _Job:
+    window_id: str
+    created_at: datetime
+    finished_at: datetime | None
+
+
+def _pending_by_jobs(jobs: Sequence[_Job], window_id: str, at: datetime) -> bool:
+    return any(
+        j.window_id == window_id
+        and j.created_at <= at
+        and (j.finished_at is None or j.finished_at > at)
+        for j in jobs
+    )
+
+
+def _pending_stated(messages: Sequence[Mapping[str, Any]]) -> bool | None:
+    """`contextPressure.maintenancePending` as a recorded view states it, if it does."""
+    for message in messages:
+        if message.get("kind") != DERIVED_STATE:
+            continue
+        _, _, body = str(message.get("content", "")).partition("\n")
+        try:
+            pressure = json.loads(body).get("contextPressure")
+        except (ValueError, AttributeError):
+            return None
+        value = pressure.get("maintenancePending") if isinstance(pressure, dict) else None
+        return value if isinstance(value, bool) else None
+    return None
+
+
+def _json_text(value: Any) -> str:
+    # One serialization for "byte for byte": the stored body is this JSON (CompressedJSONField).
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _usage_of(snapshot: ProjectionSnapshot) -> RecordedUsage | None:
+    if snapshot.input_tokens is None:
+        return None
+    return RecordedUsage(
+        input_tokens=snapshot.input_tokens,
+        cache_read_tokens=snapshot.cache_read_input_tokens,
+        cache_write_tokens=snapshot.cache_write_input_tokens,
+        output_tokens=snapshot.output_tokens or 0,
+        cost=snapshot.cost,
+    )
+
+
+# --------------------------------------------------------------------------- rebuilding
+
+
+@dataclass
+class _Context:
+    """What every turn of one session's replay shares."""
+
+    session: Session
+    version: AgentVersion
+    target: ReplayTarget
+    history: _History
+    log: _Log
+    jobs: list[_Job] | None
+    prompt_cache: PromptCache
+    assistant_prefill: bool
+    cache_key: str
+    tools: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+
+    def tools_of(self, protocol: catalog.ProtocolVersion) -> list[dict[str, Any]]:
+        if protocol.key not in self.tools:
+            self.tools[protocol.key] = tools_for(self.version, protocol)
+        return self.tools[protocol.key]
+
+
+@dataclass(frozen=True)
+class _Rebuilt:
+    turn: TurnReplay
+    projection: engine.Projection | None = None
+    tools: tuple[dict[str, Any], ...] = ()
+
+
+def _preview_chars(recorded: Mapping[str, Any], notes: list[str]) -> int:
+    """The preview limit the view was built with; today's setting (noted) if not recorded."""
+    preview = recorded.get("toolResultPreviewChars")
+    if isinstance(preview, int):
+        return preview
+    notes.append(
+        f"toolResultPreviewChars assumed {settings.TOOL_RESULT_PREVIEW_CHARS} (the current "
+        "setting; not recorded on this snapshot)"
+    )
+    return settings.TOOL_RESULT_PREVIEW_CHARS
+
+
+def _pending(
+    ctx: _Context,
+    snapshot: ProjectionSnapshot,
+    window_id: str,
+    recorded: Mapping[str, Any],
+    notes: list[str],
+) -> bool:
+    """unified@4's maintenancePending at the turn: recorded, else stated by the recorded view,
+    else estimated from the job table (noted)."""
+    stated = recorded.get("maintenancePending")
+    if not isinstance(stated, bool):
+        stated = _pending_stated(snapshot.messages or [])
+    if isinstance(stated, bool):
+        return stated
+    notes.append(PRESSURE_ESTIMATED)
+    return _pending_by_jobs(ctx.jobs or [], window_id, snapshot.created_at)
+
+
+def _rebuild(ctx: _Context, snapshot: ProjectionSnapshot, number: int) -> _Rebuilt:
+    """Rebuild one recorded turn under the context's target (or as recorded)."""
+    sent = _json_text(snapshot.request or {})
+    base = {
+        "turn": number,
+        "snapshot_id": str(snapshot.pk),
+        "revision": snapshot.revision,
+        "upper_bound": snapshot.upper_bound,
+        "window_id": snapshot.window_id,
+        "provider": snapshot.provider,
+        "recorded_protocol": snapshot.protocol,
+        "sent_tokens": tokens.count_tokens(sent),
+        "usage": _usage_of(snapshot),
+    }
+
+    def skipped(reason: str) -> _Rebuilt:
+        return _Rebuilt(
+            TurnReplay(
+                **base,
+                replayed_protocol=None,
+                replayed_tokens=None,
+                request_identical=None,
+                view_identical=None,
+                skipped=reason,
+            )
+        )
+
+    if snapshot.revision < ctx.session.kv_history_from:
+        return skipped(
+            f"revision_not_recorded: the KV history of this session begins at revision "
+            f"{ctx.session.kv_history_from}, after this turn's revision {snapshot.revision}"
+        )
+    if ctx.target.protocol is not None:
+        protocol, options = ctx.target.protocol, dict(ctx.target.options or {})
+    else:
+        recorded_id, _, number_text = snapshot.protocol.partition("@")
+        found = (
+            catalog.find_version(recorded_id, int(number_text)) if number_text.isdigit() else None
+        )
+        if found is None:
+            return skipped(f"protocol_unknown: {snapshot.protocol} is not in this catalog")
+        protocol, options = found, dict(snapshot.options or {})
+    notes: list[str] = []
+    recorded_inputs = snapshot.build_inputs if isinstance(snapshot.build_inputs, dict) else {}
+    preview = _preview_chars(recorded_inputs, notes)
+    window_id = MAIN_WINDOW
+    if protocol.windowed:
+        window_id = (
+            ctx.history.at(snapshot.revision, [KEY_ACTIVE_WINDOW]).get(KEY_ACTIVE_WINDOW)
+            or MAIN_WINDOW
+        )
+    if window_id != snapshot.window_id:
+        notes.append(
+            f"window {window_id} at revision {snapshot.revision}, the turn recorded "
+            f"{snapshot.window_id}"
+        )
+    pending = (
+        _pending(ctx, snapshot, window_id, recorded_inputs, notes)
+        if engine.shows_context_pressure(protocol.protocol_id, protocol.version)
+        else False
+    )
+    keys = list(engine.kv_keys_for_view(protocol.protocol_id, window_id))
+    if covered_key(window_id) not in keys:
+        keys.append(covered_key(window_id))
+    kv = ctx.history.at(snapshot.revision, keys)
+    covered = int(kv.get(covered_key(window_id), 0) or 0)
+    run_hex = snapshot.run_id.hex if snapshot.run_id else None
+    plan = engine.plan_reads(
+        protocol_id=protocol.protocol_id,
+        active_window=window_id,
+        covered_through=covered,
+        run_id=run_hex,
+        upper_bound=snapshot.upper_bound,
+    )
+    folds = (
+        ctx.history.folds(snapshot.revision, plan.folds_window, plan.folds_after_index)
+        if plan.folds_window
+        else []
+    )
+    run_inputs = ctx.log.run_inputs(plan.run_id, plan.through_index)
+    tools = ctx.tools_of(protocol)
+    try:
+        projection = engine.project(
+            engine.ProjectionInput(
+                protocol_id=protocol.protocol_id,
+                version=protocol.version,
+                options=options,
+                system_prompt=ctx.version.system_prompt,
+                protocol_prompt=protocol.prompt,
+                session_id=str(ctx.session.id),
+                session_inputs=ctx.session.inputs,
+                run_id=run_hex,
+                upper_bound=snapshot.upper_bound,
+                revision=snapshot.revision,
+                kv=kv,
+                window_messages=ctx.log.window(
+                    plan.window_id, plan.after_index, plan.through_index
+                ),
+                run_inputs=run_inputs,
+                folds=folds,
+                tool_result_preview_chars=preview,
+                max_input_tokens=ctx.version.max_input_tokens or None,
+                trigger_tokens=trigger_tokens(ctx.version),
+                maintenance_pending=pending,
+                tool_tokens=estimate_tokens(canonical_json(tools)) if tools else 0,
+            )
+        )
+        adapted = adapters.adapt(
+            projection,
+            snapshot.provider,
+            tools,
+            assistant_prefill=ctx.assistant_prefill,
+            prompt_cache=ctx.prompt_cache,
+            cache_key=ctx.cache_key,
+        )
+    except ProtocolError as exc:
+        return skipped(f"{exc.code}: {exc.message}")
+    try:
+        capacity_check(ctx.version, projection, run_inputs, tools)
+    except ApplicationError as exc:
+        # The runtime would have refused this turn; it is still priced, so both sides
+        # cover the same turns, and the row says so.
+        notes.append(f"would be refused: {exc.code} ({exc.message})")
+    replayed = _json_text(adapted.body)
+    wire = projection.to_wire()
+    view_identical = _json_text([wire["messages"], wire["sources"]]) == _json_text(
+        [snapshot.messages or [], snapshot.sources or []]
+    )
+    return _Rebuilt(
+        TurnReplay(
+            **base,
+            replayed_protocol=projection.protocol,
+            replayed_tokens=tokens.count_tokens(replayed),
+            request_identical=replayed == sent,
+            view_identical=view_identical,
+            notes=tuple(notes),
+            request=adapted.body,
+        ),
+        projection=projection,
+        tools=tuple(tools),
+    )
+
+
+def _recorded_view(snapshot: ProjectionSnapshot, errors: Sequence[str]) -> engine.Projection:
+    """The recorded view as the cache economy report reads it (sessions_app/cache_economy)."""
+    return projection_from_wire(
+        snapshot.messages or [],
+        snapshot.sources or [],
+        window_id=snapshot.window_id,
+        revision=snapshot.revision,
+        upper_bound=snapshot.upper_bound,
+        run_id=snapshot.run_id.hex if snapshot.run_id else None,
+        protocol=snapshot.protocol,
+        options=snapshot.options or {},
+        error_tool_call_ids=errors,
+    )
+
+
+def _send_times(snapshots: Sequence[ProjectionSnapshot], think: float | None) -> list[float]:
+    if think is not None:
+        return paced(len(snapshots), think)
+    start = snapshots[0].created_at if snapshots else None
+    return [(s.created_at - start).total_seconds() for s in snapshots]
+
+
+def session_replay(
+    *,
+    session_id: Any,
+    target: ReplayTarget | None = None,
+    protocol: str | None = None,
+    options: object = None,
+    think_seconds: float | None = DEFAULT_THINK_SECONDS,
+    last_turns: int | None = None,
+) -> SessionReplay:
+    """Rebuild every recorded turn of a session under a target; write nothing.
+
+    Give `target` (from `replay_target`) or `protocol` / `options` to check here; neither:
+    each turn as recorded. `think_seconds`: the time between turns the cache TTLs assume
+    (None: the snapshots' recorded times). `last_turns`: only the newest N turns (the cache
+    starts cold at the first of them). Raises NotFound (404) for an unknown session and the
+    refusals of `replay_target`; `invalid_request` for a negative think time or turn count.
+    A turn that cannot be rebuilt (its revision is older than the KV history, the engine
+    refuses it) is listed with the reason and left out of both sides' totals.
+    """
+    if think_seconds is not None and not think_seconds >= 0:
+        raise ApplicationError(
+            INVALID_REQUEST,
+            f"thinkSeconds must be a number of seconds >= 0, got {think_seconds}.",
+            {"field": "thinkSeconds"},
+        )
+    if last_turns is not None and last_turns < 1:
+        raise ApplicationError(
+            INVALID_REQUEST,
+            f"The number of turns must be at least 1, got {last_turns}.",
+            {"field": "lastTurns"},
+        )
+    session = (
+        Session.objects.select_related("agent_version")
+        .prefetch_related("agent_version__tools")
+        .filter(pk=parse_uuid(session_id, "Session"))
+        .first()
+    )
+    if session is None:
+        raise NotFound("Session", {"sessionId": str(session_id)})
+    version = session.agent_version
+    if target is None:
+        target = replay_target(version, protocol=protocol, options=options)
+    rows = ProjectionSnapshot.objects.filter(session=session).order_by("-created_at", "-pk")
+    total = rows.count() if last_turns is not None else None
+    snapshots = list(rows[:last_turns] if last_turns is not None else rows)[::-1]
+    top_revision = max((s.revision for s in snapshots), default=0)
+    top_bound = max((s.upper_bound for s in snapshots), default=0)
+    history = _History(kv_history_through(session.id, top_revision) if snapshots else [])
+    log = _Log(
+        selectors.log_page(session.id, window_id=None, after_index=0, limit=top_bound)
+        if top_bound
+        else []
+    )
+    shown = target.protocol or protocol_of(version)
+    pressure_target = engine.shows_context_pressure(shown.protocol_id, shown.version)
+    jobs = (
+        [
+            _Job(*row)
+            for row in MaintenanceJob.objects.filter(session=session).values_list(
+                "window_id", "created_at", "finished_at"
+            )
+        ]
+        if pressure_target and snapshots
+        else None
+    )
+    economy = session_settings(session)
+    ctx = _Context(
+        session=session,
+        version=version,
+        target=target,
+        history=history,
+        log=log,
+        jobs=jobs,
+        prompt_cache=PromptCache.from_config(version.prompt_cache),
+        assistant_prefill=economy.assistant_prefill,
+        cache_key=session_cache_key(str(session.id)),
+    )
+    rebuilt = [_rebuild(ctx, s, n) for n, s in enumerate(snapshots, start=1)]
+    done = [(s, r) for s, r in zip(snapshots, rebuilt, strict=True) if r.projection is not None]
+    times = _send_times([s for s, _ in done], think_seconds)
+    recorded_turns, replayed_turns = [], []
+    for (snapshot, r), sent_at in zip(done, times, strict=True):
+        label = str(snapshot.pk)
+        recorded_turns.append(
+            ViewTurn(
+                _recorded_view(snapshot, log.errors),
+                tools=tools_from_request(snapshot.provider, snapshot.request or {}),
+                sent_at=sent_at,
+                label=label,
+            )
+        )
+        assert r.projection is not None
+        replayed_turns.append(ViewTurn(r.projection, tools=r.tools, sent_at=sent_at, label=label))
+    label = tokens.tokenizer_label()
+    turns = []
+    position = 0
+    for r in rebuilt:
+        if r.projection is not None:
+            turns.append(replace(r.turn, economy_turn=position))
+            position += 1
+        else:
+            turns.append(r.turn)
+    return SessionReplay(
+        session_id=str(session.id),
+        agent_version_id=str(version.id),
+        recorded_protocol=version.protocol_key,
+        target=target,
+        think_seconds=think_seconds,
+        tokenizer=label,
+        turns=tuple(turns),
+        recorded=cache_economy(
+            recorded_turns,
+            tokens.count_tokens,
+            view=f"{version.protocol_key} (recorded)",
+            tokenizer=label,
+            settings=economy,
+        ),
+        replayed=cache_economy(
+            replayed_turns,
+            tokens.count_tokens,
+            view=f"{target.label} (replayed)",
+            tokenizer=label,
+            settings=economy,
+        ),
+        turns_total=total if total is not None else len(snapshots),
+    )
+
+
+def agent_version_sessions(
+    *, agent_version_id: Any, last: int
+) -> tuple[AgentVersion, list[Session]]:
+    """An AgentVersion and its newest `last` sessions, newest first.
+
+    Raises NotFound (404) for an unknown version, `invalid_request` for `last` below 1.
+    """
+    if last < 1:
+        raise ApplicationError(
+            INVALID_REQUEST,
+            f"The number of sessions must be at least 1, got {last}.",
+            {"field": "last"},
+        )
+    version = (
+        AgentVersion.objects.select_related("agent")
+        .filter(pk=parse_uuid(agent_version_id, "AgentVersion"))
+        .first()
+    )
+    if version is None:
+        raise NotFound("AgentVersion", {"agentVersionId": str(agent_version_id)})
+    sessions = Session.objects.filter(agent_version=version).order_by("-created_at", "-pk")
+    return version, list(sessions[:last])
+
+
+__all__ = [
+    "AS_RECORDED",
+    "ReplayTarget",
+    "ReplayTotals",
+    "SessionReplay",
+    "TurnReplay",
+    "agent_version_sessions",
+    "replay_target",
+    "session_replay",
+]
