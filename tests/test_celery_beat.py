@@ -24,8 +24,16 @@ def test_the_schedule_file_is_configured_under_var_dir() -> None:
 
 
 def test_make_worker_runs_beat_with_the_configured_schedule() -> None:
+    # Under a parent make (CI runs this suite from `make test`) MAKEFLAGS carries -w, and the
+    # recipe would end with "Leaving directory"; read the recipe as a fresh make prints it.
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
     recipe = subprocess.run(
-        ["make", "-n", "worker"], cwd=ROOT, capture_output=True, text=True, check=True
+        ["make", "--no-print-directory", "-n", "worker"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout
     command = recipe.strip().splitlines()[-1]
     assert "celery -A contextproto worker -B" in command
