@@ -35,8 +35,11 @@ lint: $(STAMP)
 	$(VENV)/bin/mypy --strict --no-warn-unused-configs --cache-dir var/mypy_cache_strict \
 	  contextproto/protocol
 
+# The suite on TEST_WORKERS processes (pytest-xdist; each has its own test database and Redis
+# database, see tests/worker_redis.py). TEST_WORKERS=0 runs it in this process.
+TEST_WORKERS ?= 2
 test: $(STAMP) lint
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal $(PYTEST_ARGS)
 
 demo: $(STAMP)
 	$(PY) manage.py migrate --noinput
