@@ -51,6 +51,7 @@ from contextproto.errors import (
 from contextproto.middleware import error_body
 from contextproto.parsers import check_storable
 from contextproto.protocol import catalog
+from contextproto.protocol.tool_results import tool_failure
 
 SCHEME = "contextproto://"
 CATALOG_URI = f"{SCHEME}catalog"
@@ -202,8 +203,9 @@ def _refusal(exc: ApplicationError, call_id: str | None) -> dict[str, Any]:
     # The caller can fix what a 4xx refuses (arguments, ids, the revision); not a 404 of its
     # own session or a refused credential.
     correctable = 400 <= exc.status < 500 and exc.status not in (401, 403, 404)
-    error = {**exc.details, "code": exc.code, "message": exc.message, "correctable": correctable}
-    result: dict[str, Any] = {"success": False, "error": error}
+    result: dict[str, Any] = {
+        **tool_failure(exc.code, exc.message, correctable=correctable, details=exc.details)
+    }
     if call_id is not None:
         result["toolCallId"] = call_id
     if "currentRevision" in exc.details:
@@ -225,10 +227,7 @@ def _failure(exc: Exception, call_id: str | None, name: str) -> dict[str, Any]:
         f"{why} Call again later with the same _meta.toolCallId: a call that was recorded "
         "replays its result, one that was not runs then."
     )
-    result: dict[str, Any] = {
-        "success": False,
-        "error": {"code": code, "message": message, "correctable": False},
-    }
+    result: dict[str, Any] = {**tool_failure(code, message, correctable=False)}
     if call_id is not None:
         result["toolCallId"] = call_id
     return result

@@ -34,9 +34,9 @@ from contextproto.protocol.state import (
 from contextproto.protocol.tool_results import (
     MaintainerRunResult,
     TaskMemoryResult,
-    ToolFailure,
     ToolResult,
     ToolSuccess,
+    tool_failure,
 )
 
 PREVIEW_CHARS = 120
@@ -250,9 +250,9 @@ def error_outcome(exc: ProtocolError) -> ToolOutcome:
         correctable = exc.correctable
     else:
         correctable = exc.code not in NOT_CORRECTABLE
-    error = {**exc.details, "code": exc.code, "message": exc.message, "correctable": correctable}
-    failure: ToolFailure = {"success": False, "error": error}
-    return ToolOutcome(result=failure)
+    return ToolOutcome(
+        result=tool_failure(exc.code, exc.message, correctable=correctable, details=exc.details)
+    )
 
 
 def success(

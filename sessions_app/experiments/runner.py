@@ -30,7 +30,7 @@ from agents.services import (
     agent_version_publish,
     application_create,
 )
-from contextproto.errors import ApplicationError
+from contextproto.errors import EXPERIMENT_BUDGET_EXHAUSTED, ApplicationError
 from contextproto.protocol import catalog
 from sessions_app import selectors
 from sessions_app.experiments import checks
@@ -47,7 +47,6 @@ from sessions_app.services.runs import run_start
 from sessions_app.services.runtime import TurnReport, run_advance
 from sessions_app.services.sessions import session_create
 
-BUDGET_EXHAUSTED = "experiment_budget_exhausted"
 STOP_BUDGET = "budget_exhausted"
 STOP_GROUP_FAILED = "group_failed_stage"
 # SPEC §4.5 wire format -> the AgentVersion's model.provider.
@@ -111,7 +110,7 @@ class BudgetExhausted(ApplicationError):
 
     def __init__(self, spent: int, budget: int) -> None:
         super().__init__(
-            BUDGET_EXHAUSTED,
+            EXPERIMENT_BUDGET_EXHAUSTED,
             f"the experiment's token budget is spent ({spent} of {budget}); the run stops here.",
             {"spentTokens": spent, "budgetTokens": budget},
         )
@@ -478,7 +477,7 @@ class ExperimentRunner:
             for c in spec.get("expect", [])
         ]
         group.state_checks += [c.to_dict() for c in found if c.name == "stateMessage"]
-        stopped = (run.error or {}).get("code") == BUDGET_EXHAUSTED
+        stopped = (run.error or {}).get("code") == EXPERIMENT_BUDGET_EXHAUSTED
         if stopped and self.stop is None:
             self.stop = {
                 "reason": STOP_BUDGET,

@@ -21,16 +21,20 @@ from contextproto import metrics
 from contextproto.errors import (
     KV_KEY_LIMIT_REACHED,
     NOT_A_PROTOCOL_TOOL,
+    SINGLE_TOOL_CALL_PER_TURN,
+    SNAPSHOT_MISSING,
     STATE_REVISION_INVALID,
     STATE_STALE,
     TOOL_CALL_ALREADY_ANSWERED,
     TOOL_CALL_ID_REUSED,
+    TOOL_INTERNAL_ERROR,
     ApplicationError,
     NotFound,
 )
 from contextproto.protocol import catalog, tools
 from contextproto.protocol.messages import RawMessage
 from contextproto.protocol.state import KEY_ACTIVE_WINDOW, covered_key, window_key
+from contextproto.protocol.tool_results import tool_failure
 from sessions_app import hot_reads
 from sessions_app.models import ProjectionSnapshot, Session, ToolReceipt
 from sessions_app.selectors import call_and_answer, log_at, to_raw
@@ -40,8 +44,6 @@ from sessions_app.services.projection import projection_build
 from sessions_app.services.reader import DbSessionReader
 from sessions_app.services.state import kv_apply_locked, session_lock
 
-SINGLE_TOOL_CALL_PER_TURN = "single_tool_call_per_turn"
-TOOL_INTERNAL_ERROR = "tool_internal_error"
 # How many of a session's newest views an MCP call looks through for its frame: bounded, so
 # a call's cost does not grow with the number of views the session has stored.
 FRAME_LOOKBACK = 64
@@ -68,13 +70,6 @@ class Receipt:
             "result": self.result,
             "resultMessage": self.result_message.to_wire(),
         }
-
-
-def _error_result(code: str, message: str, **context: Any) -> dict[str, Any]:
-    return {
-        "success": False,
-        "error": {"code": code, "message": message, "correctable": True, **context},
-    }
 
 
 def tool_dispatch(*, session_id: UUID | str, tool_call_id: str) -> Receipt:
@@ -182,8 +177,12 @@ def _execute_and_apply(session: Session, call: RawMessage) -> tuple[tools.ToolOu
     except ApplicationError as exc:
         # A KV limit (value size, key count) refused the handler's writes.
         session.refresh_from_db(fields=["state_revision", "active_window"])
-        result = _error_result(exc.code, exc.message, **exc.details)
-        result["error"]["correctable"] = exc.code not in UNCORRECTABLE_WRITE_REFUSALS
+        result = tool_failure(
+            exc.code,
+            exc.message,
+            correctable=exc.code not in UNCORRECTABLE_WRITE_REFUSALS,
+            details=exc.details,
+        )
     except Exception as exc:
         logger.exception(
             "tool handler failed: session=%s toolCallId=%s tool=%s",
@@ -192,14 +191,14 @@ def _execute_and_apply(session: Session, call: RawMessage) -> tuple[tools.ToolOu
             call.tool_name,
         )
         session.refresh_from_db(fields=["state_revision", "active_window"])
-        result = _error_result(
+        result = tool_failure(
             TOOL_INTERNAL_ERROR,
             f"{call.tool_name} failed inside the service ({exc.__class__.__name__}); nothing "
             "was changed. Go on without this result; the operator can find the failure in "
             "the service log by this toolCallId.",
-            toolCallId=call.tool_call_id,
+            correctable=False,
+            details={"toolCallId": call.tool_call_id},
         )
-        result["error"]["correctable"] = False
     return tools.ToolOutcome(result=result), session.state_revision
 
 
@@ -214,8 +213,8 @@ def _execute(session: Session, call: RawMessage) -> tools.ToolOutcome:
     )
     if frame is None or frame.snapshot is None:
         return tools.ToolOutcome(
-            result=_error_result(
-                "snapshot_missing",
+            result=tool_failure(
+                SNAPSHOT_MISSING,
                 "This call has no projection snapshot, so its frozen state is unknown.",
             ),
         )
@@ -225,11 +224,11 @@ def _execute(session: Session, call: RawMessage) -> tools.ToolOutcome:
     earlier = _earlier_call_of_same_answer(session, call, frame)
     if earlier is not None:
         return tools.ToolOutcome(
-            result=_error_result(
+            result=tool_failure(
                 SINGLE_TOOL_CALL_PER_TURN,
                 "Only one tool call per turn is executed; this answer's first call was "
                 f"{earlier}. Call this tool again in a later turn if it is still needed.",
-                executedToolCallId=earlier,
+                details={"executedToolCallId": earlier},
             ),
         )
     tool_call = tools.ToolCall(

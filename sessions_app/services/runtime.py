@@ -19,15 +19,23 @@ from django.db.models import Q, Sum
 from django.utils import timezone
 
 from contextproto import nodes
-from contextproto.errors import MODEL_EMPTY_ANSWER, ApplicationError
+from contextproto.errors import (
+    MAX_TURNS_REACHED,
+    MODEL_EMPTY_ANSWER,
+    PROVIDER_INVALID,
+    SINGLE_TOOL_CALL_PER_TURN,
+    TOOL_NOT_AVAILABLE,
+    ApplicationError,
+)
 from contextproto.protocol import catalog
 from contextproto.protocol.errors import INVALID_ARGUMENTS
 from contextproto.protocol.host_tools import arguments_problem
+from contextproto.protocol.tool_results import tool_failure
 from sessions_app import providers, selectors
 from sessions_app.models import ProjectionSnapshot, Run, Session
 from sessions_app.providers.base import storable_reply
 from sessions_app.services import hooks
-from sessions_app.services.dispatch import SINGLE_TOOL_CALL_PER_TURN, tool_dispatch
+from sessions_app.services.dispatch import tool_dispatch
 from sessions_app.services.messages import message_write
 from sessions_app.services.projection import projection_build
 from sessions_app.services.runs import run_enqueue
@@ -93,7 +101,7 @@ def run_advance(*, run_id: UUID | str, on_turn: Any = None) -> str:
         _finish(
             run,
             Run.Status.FAILED,
-            {"code": getattr(exc, "code", "provider_invalid"), "message": str(exc)},
+            {"code": getattr(exc, "code", PROVIDER_INVALID), "message": str(exc)},
         )
         return run.status
     while True:
@@ -101,7 +109,7 @@ def run_advance(*, run_id: UUID | str, on_turn: Any = None) -> str:
             _finish(
                 run,
                 Run.Status.MAX_TURNS,
-                {"code": "max_turns_reached", "message": f"stopped after {run.turns} turns"},
+                {"code": MAX_TURNS_REACHED, "message": f"stopped after {run.turns} turns"},
             )
             return run.status
         try:
@@ -236,7 +244,7 @@ def _handle_tool_calls(session: Session, version, snapshot: ProjectionSnapshot, 
             )
         elif call.name not in host_tools:
             _host_error(
-                session, call.id, "tool_not_available", f"{call.name} is not a tool of this agent."
+                session, call.id, TOOL_NOT_AVAILABLE, f"{call.name} is not a tool of this agent."
             )
         elif problem := arguments_problem(host_tools[call.name].input_schema, call.arguments):
             # The host only ever receives arguments its tool's schema allows (SPEC §18).
@@ -256,8 +264,7 @@ def _handle_tool_calls(session: Session, version, snapshot: ProjectionSnapshot, 
 def _host_error(
     session: Session, tool_call_id: str, code: str, message: str, **context: Any
 ) -> None:
-    error = {"code": code, "message": message, "correctable": True, **context}
-    body = {"success": False, "error": error}
+    body = tool_failure(code, message, details=context)
     message_write(
         session_id=session.id,
         role="tool",
