@@ -32,9 +32,10 @@ from contextproto.errors import (
     REQUEST_TOO_LARGE,
     ApplicationError,
     NotFound,
+    error_body,
     status_of,
 )
-from contextproto.middleware import error_body, internal_error_body, request_id_of
+from contextproto.middleware import internal_error_body, request_id_of
 from contextproto.protocol.errors import ProtocolError
 
 __all__ = ["ApplicationError", "NotFound", "api_exception_handler", "error_response"]

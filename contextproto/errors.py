@@ -14,10 +14,10 @@ import it without cycles.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 from contextproto.protocol import errors as engine
-from contextproto.protocol.errors import ProtocolError
+from contextproto.protocol.errors import ErrorBody, ProtocolError
 
 
 @dataclass(frozen=True)
@@ -314,3 +314,24 @@ class ApplicationError(Exception):
 class NotFound(ApplicationError):
     def __init__(self, what: str, details: dict[str, Any] | None = None) -> None:
         super().__init__(NOT_FOUND, f"{what} not found.", details)
+
+
+class ErrorResponseBody(TypedDict):
+    """Every API error's JSON: `error` (SPEC §9) and the RFC 9457 problem fields."""
+
+    error: ErrorBody
+    type: str
+    title: str
+    status: int
+
+
+def error_body(
+    code: str, message: str, status: int, details: dict[str, Any] | None = None
+) -> ErrorResponseBody:
+    """The one error shape (SPEC §9), with the RFC 9457 fields."""
+    return {
+        "error": {"code": code, "message": message, "details": details or {}},
+        "type": f"about:blank#{code}",
+        "title": code.replace("_", " "),
+        "status": status,
+    }

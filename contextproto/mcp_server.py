@@ -47,8 +47,8 @@ from contextproto.errors import (
     STATE_REVISION_INVALID,
     TOOL_CALL_ID_INVALID,
     ApplicationError,
+    error_body,
 )
-from contextproto.middleware import error_body
 from contextproto.parsers import check_storable
 from contextproto.protocol import catalog
 from contextproto.protocol.tool_results import tool_failure

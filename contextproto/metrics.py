@@ -30,7 +30,7 @@ from prometheus_client import (
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import REGISTRY, Collector
 
-from contextproto.middleware import error_body
+from contextproto.errors import error_body
 from contextproto.usage import TokenUsage
 
 logger = logging.getLogger(__name__)

@@ -31,8 +31,8 @@ from typing import Any
 import h11
 from uvicorn.protocols.http import h11_impl
 
-from contextproto.errors import REQUEST_TIMEOUT, REQUEST_TOO_LARGE
-from contextproto.middleware import API_PREFIX, ErrorResponseBody, error_body
+from contextproto.errors import REQUEST_TIMEOUT, REQUEST_TOO_LARGE, ErrorResponseBody, error_body
+from contextproto.middleware import API_PREFIX
 
 logger = logging.getLogger("contextproto.serving")
 

@@ -209,7 +209,9 @@ class SessionMessagesApi(APIView):
 class ProjectionApi(APIView):
     class Input(StrictSerializer):
         runId = serializers.CharField(max_length=64, required=False, allow_null=True)
-        provider = serializers.ChoiceField(choices=adapters.PROVIDERS, default="neutral")
+        provider = serializers.ChoiceField(
+            choices=adapters.PROVIDERS, default=adapters.WireFormat.NEUTRAL.value
+        )
 
     @extend_schema(request=Input, responses={201: shapes.Snapshot})
     def post(self, request: Request, session_id: str) -> Response:

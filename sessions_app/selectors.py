@@ -27,7 +27,7 @@ from contextproto.pagination import (
     keyset_page,
     split_page,
 )
-from contextproto.protocol.messages import Fold, RawMessage
+from contextproto.protocol.messages import KIND_TOOL_CALL, KIND_TOOL_RESULT, Fold, RawMessage
 from contextproto.protocol.state import checkpoint_key, covered_key, fold_key, window_key
 from sessions_app.models import (
     ArchiveChunk,
@@ -125,20 +125,20 @@ def call_and_answer(
         for values in Message.objects.filter(
             session_id=session_id,
             tool_call_id=tool_call_id,
-            kind__in=("tool_call", "tool_result"),
+            kind__in=(KIND_TOOL_CALL, KIND_TOOL_RESULT),
         )
         .order_by("index")
         .values_list(*RAW_FIELDS)
     ]
-    call = next((m for m in rows if m.kind == "tool_call"), None)
+    call = next((m for m in rows if m.kind == KIND_TOOL_CALL), None)
     if call is None:
-        call = cold.archived_message_by_tool_call(session_id, tool_call_id, "tool_call")
+        call = cold.archived_message_by_tool_call(session_id, tool_call_id, KIND_TOOL_CALL)
     after = call.index if call is not None else 0
-    answer = next((m for m in rows if m.kind == "tool_result" and m.index > after), None)
+    answer = next((m for m in rows if m.kind == KIND_TOOL_RESULT and m.index > after), None)
     if answer is None and (call is None or not rows):
         # A result comes after its call, so it can be archived only if the call is.
         answer = cold.archived_message_by_tool_call(
-            session_id, tool_call_id, "tool_result", after_index=after
+            session_id, tool_call_id, KIND_TOOL_RESULT, after_index=after
         )
     return call, answer
 

@@ -32,7 +32,7 @@ from contextproto.errors import (
     NotFound,
 )
 from contextproto.protocol import catalog, tools
-from contextproto.protocol.messages import RawMessage
+from contextproto.protocol.messages import KIND_TOOL_CALL, KIND_TOOL_RESULT, RawMessage
 from contextproto.protocol.state import KEY_ACTIVE_WINDOW, covered_key, window_key
 from contextproto.protocol.tool_results import tool_failure
 from sessions_app import hot_reads
@@ -117,7 +117,7 @@ def tool_dispatch(*, session_id: UUID | str, tool_call_id: str) -> Receipt:
         result_row = message_append_locked(
             session,
             role="tool",
-            kind="tool_result",
+            kind=KIND_TOOL_RESULT,
             content=json.dumps(outcome.result, ensure_ascii=False, sort_keys=True),
             window_id=call.window_id,
             run_id=call.run_id,
@@ -269,7 +269,7 @@ def _earlier_call_of_same_answer(
     previous = frame.previous if frame.previous_known else _outline_at(session.id, index)
     while index > 0 and previous is not None:
         kind, tool_call_id, snapshot_id = previous
-        if kind != "tool_call" or snapshot_id != call.snapshot_id:
+        if kind != KIND_TOOL_CALL or snapshot_id != call.snapshot_id:
             break
         first = tool_call_id
         index -= 1
@@ -330,7 +330,7 @@ def tool_call_record_and_dispatch(
             message_write(
                 session_id=session.id,
                 role="assistant",
-                kind="tool_call",
+                kind=KIND_TOOL_CALL,
                 content="",
                 tool_call_id=tool_call_id,
                 tool_name=tool_name,

@@ -46,6 +46,7 @@ from contextproto.errors import (
 from contextproto.ids import parse_uuid
 from contextproto.protocol import errors as planning_codes
 from contextproto.protocol import maintenance as planning
+from contextproto.protocol.adapters import WireFormat
 from contextproto.protocol.errors import ProtocolError
 from contextproto.protocol.messages import RawMessage
 from contextproto.protocol.state import checkpoint_key, covered_key
@@ -750,7 +751,7 @@ def _maintainer_version(session: Session) -> AgentVersion:
 
 
 def _summary_request(wire_format: str, prompt: list[dict[str, str]]) -> dict[str, Any]:
-    if wire_format == "anthropic-messages":
+    if wire_format == WireFormat.ANTHROPIC_MESSAGES:
         system = "\n\n".join(m["content"] for m in prompt if m["role"] == "system")
         rest = [m for m in prompt if m["role"] != "system"]
         return {"system": system, "messages": rest}

@@ -26,6 +26,7 @@ from contextproto.errors import (
 from contextproto.ids import canonical_uuid
 from contextproto.protocol import adapters, catalog
 from contextproto.protocol import projection as engine
+from contextproto.protocol.adapters import WireFormat
 from contextproto.protocol.errors import ProtocolError
 from contextproto.protocol.messages import (
     DERIVED_HEADER,
@@ -63,7 +64,7 @@ def tools_for(version: AgentVersion, protocol: catalog.ProtocolVersion) -> list[
 def projection_build(
     *,
     session_id: UUID | str,
-    provider: str = "neutral",
+    provider: str = WireFormat.NEUTRAL,
     run_id: str | None = None,
     use_cache: bool = True,
 ) -> ProjectionSnapshot:

@@ -30,6 +30,7 @@ from contextproto.errors import (
 from contextproto.protocol import catalog
 from contextproto.protocol.errors import INVALID_ARGUMENTS
 from contextproto.protocol.host_tools import arguments_problem
+from contextproto.protocol.messages import KIND_TOOL_CALL, KIND_TOOL_RESULT
 from contextproto.protocol.tool_results import tool_failure
 from sessions_app import providers, selectors
 from sessions_app.models import ProjectionSnapshot, Run, Session
@@ -224,7 +225,7 @@ def _handle_tool_calls(session: Session, version, snapshot: ProjectionSnapshot, 
         message_write(
             session_id=session.id,
             role="assistant",
-            kind="tool_call",
+            kind=KIND_TOOL_CALL,
             content="",
             tool_call_id=call.id,
             tool_name=call.name,
@@ -268,7 +269,7 @@ def _host_error(
     message_write(
         session_id=session.id,
         role="tool",
-        kind="tool_result",
+        kind=KIND_TOOL_RESULT,
         content=json.dumps(body),
         tool_call_id=tool_call_id,
         is_error=True,
@@ -290,8 +291,10 @@ def run_resume_if_ready(*, session_id: UUID | str) -> bool:
     messages = selectors.log_page(
         session.id, window_id=None, after_index=first - 1, limit=session.last_index - first + 1
     )
-    calls = {m.tool_call_id for m in messages if m.kind == "tool_call" and m.run_id == run.id.hex}
-    answered = {m.tool_call_id for m in messages if m.kind == "tool_result"}
+    calls = {
+        m.tool_call_id for m in messages if m.kind == KIND_TOOL_CALL and m.run_id == run.id.hex
+    }
+    answered = {m.tool_call_id for m in messages if m.kind == KIND_TOOL_RESULT}
     if calls - answered:
         return False
     run.status = Run.Status.QUEUED
