@@ -60,7 +60,8 @@ def window_read(built: bench_data.Built) -> list[tuple[str, float]]:
 
     from contextproto.protocol.messages import RawMessage
     from sessions_app import hot_reads, selectors
-    from sessions_app.services.cold_store import archived_through
+    from sessions_app.store.codec import sql_columns
+    from sessions_app.store.cold_store import archived_through
 
     sid, window, covered, bound = (
         built.session_id,
@@ -68,9 +69,8 @@ def window_read(built: bench_data.Built) -> list[tuple[str, float]]:
         built.covered_through,
         built.upper_bound,
     )
-    columns = [c for c in bench_data.COLUMNS if c != "session_id"]
     sql = (
-        f"SELECT {', '.join(f'"{c}"' for c in columns)} FROM sessions_app_message "
+        f"SELECT {sql_columns()} FROM sessions_app_message "
         "WHERE session_id = %s AND window_id = %s AND index > %s AND index <= %s ORDER BY index"
     )
 
@@ -201,7 +201,7 @@ def kv_writes() -> list[tuple[str, float]]:
     from contextproto.protocol.state import new_window_record
     from sessions_app.models import KVEntry, Session, WindowRecord
     from sessions_app.services.sessions import session_create
-    from sessions_app.services.state import kv_apply_locked, session_lock
+    from sessions_app.store.state import kv_apply_locked, session_lock
 
     version = bench_data.bench_version("bench-dispatch", "dispatch")
 

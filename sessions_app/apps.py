@@ -15,13 +15,14 @@ class SessionsAppConfig(AppConfig):
 
 
 def install_service_hooks() -> None:
-    """Give the lower service layers their calls into the layers above (services/hooks.py).
+    """Give the lower service layers their calls into the layers above (store/hooks.py).
 
     The one place that knows both ends: the services import only downwards, and the tasks
     and orchestrators are wired in here once the models are loaded.
     """
     from sessions_app import tasks
-    from sessions_app.services import hooks, maintenance, runtime
+    from sessions_app.services import maintenance, runtime
+    from sessions_app.store import hooks
 
     hooks.run_advance_enqueue.install(tasks.run_advance_enqueue)
     hooks.maintenance_job_enqueue.install(tasks.maintenance_job_enqueue)

@@ -30,19 +30,16 @@ from uuid import UUID
 from django.db import connection, models
 
 from contextproto.protocol.messages import Fold, RawMessage
-from sessions_app.selectors import raw_from_values
+from sessions_app.store.codec import RAW_COLUMNS, raw_from_values, sql_columns
 
 _UUID = models.UUIDField()
 
-# The columns of RawMessage, in selectors.RAW_FIELDS order.
-_COLUMNS = (
-    'id, "index", window_id, role, kind, content, run_id, input_run, tool_call_id, '
-    "tool_name, arguments, is_error, snapshot_id, created_at"
-)
-# The same without the bodies (content as the JSON text of "", no arguments): what the group
-# structure needs, as selectors.OUTLINE_FIELDS.
-_OUTLINE_COLUMNS = _COLUMNS.replace(" content,", " '\"\"',").replace(" arguments,", " NULL,")
-_NULLS = ", ".join(["NULL"] * 12)  # the columns after "index" in part 2
+# The columns of RawMessage (the codec's RAW_COLUMNS), and the same without the bodies
+# (content as the JSON text of "", no arguments): what the group structure needs, as
+# selectors.OUTLINE_FIELDS.
+_COLUMNS = sql_columns()
+_OUTLINE_COLUMNS = sql_columns(outline=True)
+_NULLS = ", ".join(["NULL"] * (len(RAW_COLUMNS) - 2))  # the columns after "index" in part 2
 _BOUNDARY_ROW = f"""SELECT 2, NULL, COALESCE(
     (SELECT MAX(last_index) FROM sessions_app_archivechunk WHERE session_id = %s), 0
 ), {_NULLS}"""
@@ -133,7 +130,7 @@ def _same(value: Any) -> Any:
     return value
 
 
-# What the ORM's field converters do to each column of selectors.RAW_FIELDS, on both
+# What the ORM's field converters do to each column of codec.RAW_COLUMNS, on both
 # backends; raw_from_values then builds the RawMessage exactly as for an ORM row.
 _CONVERTERS = (_uuid, _same, _same, _same, _same, _json, _uuid, _same, _same, _same, _json)
 _CONVERTERS += (_bool, _uuid, _datetime)

@@ -1,7 +1,7 @@
 """Reads of the raw log and state, each bounded and index-backed.
 
 Every reader of raw messages goes through `log_*` functions here, which merge the cold archive
-(sessions_app.services.cold_store) with the hot table by MessageIndex (SPEC §7).
+(sessions_app.store.cold_store) with the hot table by MessageIndex (SPEC §7).
 """
 
 from __future__ import annotations
@@ -40,74 +40,20 @@ from sessions_app.models import (
     Session,
     WindowRecord,
 )
-from sessions_app.services import cold_store as cold
-from sessions_app.services.state import session_lock
-
-RAW_FIELDS = (
-    "id",
-    "index",
-    "window_id",
-    "role",
-    "kind",
-    "content",
-    "run_id",
-    "input_run",
-    "tool_call_id",
-    "tool_name",
-    "arguments",
-    "is_error",
-    "snapshot_id",
-    "created_at",
+from sessions_app.store import cold_store as cold
+from sessions_app.store.codec import (
+    RAW_COLUMNS,
+    MessageRecord,
+    raw_from_record,
+    raw_from_row,
+    raw_from_values,
+    record_of_row,
 )
-
-
-def to_raw(row: Message) -> RawMessage:
-    """The engine shape of a hot row; one mapping serves hot rows and archived records."""
-    return cold.record_to_raw(cold.message_record(row))
+from sessions_app.store.state import session_lock
 
 
 def _raw(rows: Iterable[Message]) -> list[RawMessage]:
-    return [to_raw(row) for row in rows]
-
-
-def raw_from_values(values: Sequence[Any]) -> RawMessage:
-    """RawMessage from a `values_list(*RAW_FIELDS)` row: equal to `to_raw` of the model row.
-
-    The hot path reads rows as tuples: building ~200 Message instances (and their foreign
-    key descriptors) per turn cost more than the query (BENCHMARKS.md).
-    """
-    (
-        message_id,
-        index,
-        window_id,
-        role,
-        kind,
-        content,
-        run_id,
-        input_run,
-        tool_call_id,
-        tool_name,
-        arguments,
-        is_error,
-        snapshot_id,
-        created_at,
-    ) = values[: len(RAW_FIELDS)]
-    return RawMessage(
-        id=str(message_id),
-        index=index,
-        window_id=window_id,
-        role=role,
-        kind=kind,
-        content=content,
-        run_id=run_id.hex if run_id else None,
-        input_run=input_run,
-        tool_call_id=tool_call_id,
-        tool_name=tool_name,
-        arguments=arguments,
-        is_error=is_error,
-        snapshot_id=str(snapshot_id) if snapshot_id else None,
-        created_at=created_at.isoformat(),
-    )
+    return [raw_from_row(row) for row in rows]
 
 
 def call_and_answer(
@@ -128,7 +74,7 @@ def call_and_answer(
             kind__in=(KIND_TOOL_CALL, KIND_TOOL_RESULT),
         )
         .order_by("index")
-        .values_list(*RAW_FIELDS)
+        .values_list(*RAW_COLUMNS)
     ]
     call = next((m for m in rows if m.kind == KIND_TOOL_CALL), None)
     if call is None:
@@ -144,7 +90,7 @@ def call_and_answer(
 
 
 # Cold and hot are merged by MessageIndex (SPEC §7). The cold part is #1..B (see
-# sessions_app.services.cold_store). A reader takes the hot rows and B in one statement, then
+# sessions_app.store.cold_store). A reader takes the hot rows and B in one statement, then
 # decompresses only the chunks overlapping its range, each chunk query reporting B again: if
 # the two disagree, an archive or restore committed in between and the read starts over;
 # after a few tries it reads once under the session row lock, which every move takes. So no
@@ -183,7 +129,7 @@ OUTLINE_FIELDS = tuple(
     Value("" if name == "content" else None, output_field=CharField())
     if name in ("content", "arguments")
     else name
-    for name in RAW_FIELDS
+    for name in RAW_COLUMNS
 )
 
 
@@ -191,7 +137,7 @@ def _hot_and_boundary(
     session_id: Any,
     rows: QuerySet[Message],
     limit: int | None,
-    fields: Sequence[Any] = RAW_FIELDS,
+    fields: Sequence[Any] = RAW_COLUMNS,
 ) -> tuple[list[RawMessage], int] | None:
     """Hot rows of `rows` (ordered, limited) and B from the same statement; None: retry.
 
@@ -240,7 +186,7 @@ def _merged_range(
     rows = hot_rows.order_by("index")
 
     def attempt() -> list[RawMessage] | None:
-        hot = _hot_and_boundary(session_id, rows, limit, OUTLINE_FIELDS if outline else RAW_FIELDS)
+        hot = _hot_and_boundary(session_id, rows, limit, OUTLINE_FIELDS if outline else RAW_COLUMNS)
         if hot is None:
             return None
         hot_messages, boundary = hot
@@ -363,7 +309,7 @@ def _cold_run_inputs(
             return None
         records = cold.chunk_records(chunk)
         found.extend(
-            cold.record_to_raw(r)
+            raw_from_record(r)
             for r in records
             if r["kind"] == "input" and r["input_run"] == run_id and r["index"] <= through_index
         )
@@ -467,19 +413,19 @@ def log_at(session_id: Any, index: int) -> RawMessage | None:
     """The message #index, hot or cold, or None."""
     row = Message.objects.filter(session_id=session_id, index=index).first()
     if row is not None:
-        return to_raw(row)
+        return raw_from_row(row)
     for chunk in _chunks_holding(session_id, {index}):
         for message in cold.chunk_messages(chunk):
             if message.index == index:
                 return message
     row = Message.objects.filter(session_id=session_id, index=index).first()
-    return to_raw(row) if row is not None else None
+    return raw_from_row(row) if row is not None else None
 
 
-def log_records(session_id: Any, *, after_index: int, through_index: int) -> list[dict[str, Any]]:
+def log_records(session_id: Any, *, after_index: int, through_index: int) -> list[MessageRecord]:
     """Every column of the messages with after < index <= through, hot and cold merged.
 
-    In the archive's record format (cold_store.message_record), index order: what a copy of
+    In the archive's record format (cold_store.record_of_row), index order: what a copy of
     the log needs beyond the engine's RawMessage (the revision each message was written at).
     """
     after_index = max(after_index, 0)
@@ -505,7 +451,7 @@ def log_records(session_id: Any, *, after_index: int, through_index: int) -> lis
             boundary, hot_now = state
             if hot_now:
                 return None
-        hot = {row.index: cold.message_record(row) for row in found}
+        hot = {row.index: record_of_row(row) for row in found}
         if boundary <= after_index:
             return list(hot.values())
         merged: dict[int, dict[str, Any]] = {}

@@ -3,7 +3,7 @@
 The layer checks read the modules' source (no import), so a cycle shows even where Python
 would tolerate it. A module of `sessions_app/services` or a `sessions_app/tasks*.py` that is
 not in the table fails too: a new module gets its layer when it is written. The upward calls
-that remain go through `services/hooks.py`, and every hook is installed at start-up.
+that remain go through `store/hooks.py`, and every hook is installed at start-up.
 """
 
 from __future__ import annotations
@@ -16,14 +16,15 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 # Lowest first. A module may import modules of its own layer and of the layers below; a
-# lower layer reaches a higher one only through `services/hooks.py`, installed at start-up.
+# lower layer reaches a higher one only through `store/hooks.py`, installed at start-up.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     (
         "store: the session row lock, KV, the cold store (chunk format and reads), hook slots",
         (
-            "sessions_app.services.hooks",
-            "sessions_app.services.state",
-            "sessions_app.services.cold_store",
+            "sessions_app.store.hooks",
+            "sessions_app.store.codec",
+            "sessions_app.store.state",
+            "sessions_app.store.cold_store",
         ),
     ),
     (
@@ -129,7 +130,7 @@ def test_a_module_imports_no_higher_layer(module):
     ]
     assert not upward, (
         f"{module} ({LAYERS[LAYER_OF[module]][0].split(':')[0]}) imports upward: {upward}; "
-        "return an effect or call a hook of sessions_app/services/hooks.py instead"
+        "return an effect or call a hook of sessions_app/store/hooks.py instead"
     )
 
 
@@ -172,7 +173,7 @@ def test_the_walk_finds_upward_function_level_and_relative_imports():
 
 
 def test_every_hook_is_installed_once_the_apps_are_ready():
-    from sessions_app.services import hooks
+    from sessions_app.store import hooks
 
     declared = {value for value in vars(hooks).values() if isinstance(value, hooks.Hook)}
     assert declared == set(hooks.ALL)

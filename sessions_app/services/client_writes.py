@@ -20,7 +20,8 @@ from contextproto.errors import CLIENT_MESSAGE_ID_REUSED, ApplicationError
 from contextproto.protocol.messages import RawMessage
 from sessions_app import selectors
 from sessions_app.models import ClientWrite, Message
-from sessions_app.services.state import session_lock
+from sessions_app.store.codec import raw_from_row
+from sessions_app.store.state import session_lock
 
 
 def write_once(
@@ -38,7 +39,7 @@ def write_once(
     waits, then finds the first one's record. Without an id, `write` simply runs.
     """
     if client_message_id is None:
-        return selectors.to_raw(write()), False
+        return raw_from_row(write()), False
     digest = hashlib.sha256(
         json.dumps(request, sort_keys=True, ensure_ascii=False, separators=(",", ":")).encode()
     ).hexdigest()
@@ -66,4 +67,4 @@ def write_once(
             request_hash=digest,
             message_index=written.index,
         )
-        return selectors.to_raw(written), False
+        return raw_from_row(written), False

@@ -37,12 +37,13 @@ from contextproto.protocol.state import KEY_ACTIVE_WINDOW, covered_key, window_k
 from contextproto.protocol.tool_results import tool_failure
 from sessions_app import hot_reads
 from sessions_app.models import ProjectionSnapshot, Session, ToolReceipt
-from sessions_app.selectors import call_and_answer, log_at, to_raw
-from sessions_app.services import hooks
+from sessions_app.selectors import call_and_answer, log_at
 from sessions_app.services.messages import message_append_locked, message_write
 from sessions_app.services.projection import projection_build
 from sessions_app.services.reader import DbSessionReader
-from sessions_app.services.state import kv_apply_locked, session_lock
+from sessions_app.store import hooks
+from sessions_app.store.codec import raw_from_row
+from sessions_app.store.state import kv_apply_locked, session_lock
 
 # How many of a session's newest views an MCP call looks through for its frame: bounded, so
 # a call's cost does not grow with the number of views the session has stored.
@@ -150,7 +151,7 @@ def tool_dispatch(*, session_id: UUID | str, tool_call_id: str) -> Receipt:
             replayed=False,
             state_revision=revision,
             result=outcome.result,
-            result_message=to_raw(result_row),
+            result_message=raw_from_row(result_row),
             effects=effects,
         )
 

@@ -52,9 +52,9 @@ from sessions_app.models import (
     WindowRecord,
 )
 from sessions_app.selectors import log_records
-from sessions_app.services.cold_store import record_to_raw
 from sessions_app.services.sessions import agent_version_startable_check, session_key_new
-from sessions_app.services.state import kv_install_locked
+from sessions_app.store.codec import raw_from_record
+from sessions_app.store.state import kv_install_locked
 
 # Messages read and written per statement while copying the log.
 COPY_BATCH = 500
@@ -180,7 +180,7 @@ def _outline(session_id: UUID, through_index: int) -> list[RawMessage]:
         records = log_records(
             session_id, after_index=after, through_index=min(after + COPY_BATCH, through_index)
         )
-        outline.extend(replace(record_to_raw(r), content="", arguments=None) for r in records)
+        outline.extend(replace(raw_from_record(r), content="", arguments=None) for r in records)
     return outline
 
 

@@ -52,8 +52,8 @@ from contextproto.protocol.messages import RawMessage
 from contextproto.protocol.state import checkpoint_key, covered_key
 from sessions_app import providers, selectors
 from sessions_app.models import MaintenanceJob, Session
-from sessions_app.services import hooks
-from sessions_app.services.state import kv_apply_locked, session_lock
+from sessions_app.store import hooks
+from sessions_app.store.state import kv_apply_locked, session_lock
 
 ACTIVE = MaintenanceJob.ACTIVE_STATUSES
 

@@ -37,8 +37,8 @@ from contextproto.protocol.messages import (
 )
 from sessions_app.models import Message, ProjectionSnapshot, Run, Session, WindowRecord
 from sessions_app.selectors import call_and_answer
-from sessions_app.services import hooks
-from sessions_app.services.state import session_lock
+from sessions_app.store import hooks
+from sessions_app.store.state import session_lock
 
 
 def message_append_locked(

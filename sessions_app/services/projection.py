@@ -40,7 +40,7 @@ from contextproto.protocol.state import MAIN_WINDOW, covered_key
 from sessions_app import hot_reads, selectors
 from sessions_app.models import MaintenanceJob, ProjectionSnapshot, Run, Session
 from sessions_app.providers.base import canonical_json, estimate_tokens
-from sessions_app.services.state import session_lock
+from sessions_app.store.state import session_lock
 
 # The estimator of estimated usage (providers.base): characters / 4 of the canonical JSON.
 CAPACITY_ESTIMATOR = "chars/4"

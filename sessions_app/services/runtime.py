@@ -35,12 +35,12 @@ from contextproto.protocol.tool_results import tool_failure
 from sessions_app import providers, selectors
 from sessions_app.models import ProjectionSnapshot, Run, Session
 from sessions_app.providers.base import storable_reply
-from sessions_app.services import hooks
 from sessions_app.services.dispatch import tool_dispatch
 from sessions_app.services.messages import message_write
 from sessions_app.services.projection import projection_build
 from sessions_app.services.runs import run_enqueue
 from sessions_app.services.usage import turn_usage_record
+from sessions_app.store import hooks
 
 
 @dataclass(frozen=True)

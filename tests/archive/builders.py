@@ -7,6 +7,7 @@ from typing import Any
 from sessions_app import selectors
 from sessions_app.models import Message, Run, Session
 from sessions_app.services.projection import projection_build, snapshot_to_wire
+from sessions_app.store.codec import raw_from_row
 
 PROVIDERS = ("neutral", "openai-chat", "anthropic-messages")
 
@@ -65,7 +66,7 @@ def rich_session(api_session) -> Any:
 def hot_dump(session_id: Any) -> list[dict]:
     """Every hot row as the wire shape, index order."""
     rows = Message.objects.filter(session_id=session_id).order_by("index")
-    return [selectors.to_raw(r).to_wire() for r in rows]
+    return [raw_from_row(r).to_wire() for r in rows]
 
 
 def reader_dump(session_id: Any) -> dict[str, Any]:

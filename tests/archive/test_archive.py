@@ -14,9 +14,10 @@ from django.test.utils import override_settings
 
 from sessions_app import selectors
 from sessions_app.models import ArchiveChunk, Message, Session
-from sessions_app.services import archive, cold_store
+from sessions_app.services import archive
 from sessions_app.services.messages import message_append
 from sessions_app.services.runs import run_start
+from sessions_app.store import codec, cold_store
 from tests.archive.builders import hot_dump, projections, reader_dump, rich_session
 from tests.sessions_app.bulk import bulk_history
 
@@ -107,7 +108,7 @@ def test_chunks_hold_every_column_as_zlib_json(session):
     # revision and fork link a restore must put back).
     columns = {f.attname for f in Message._meta.concrete_fields} - {"session_id"}
     assert set(records[0]) == columns
-    assert set(selectors.RAW_FIELDS) < columns
+    assert set(codec.RAW_COLUMNS) < columns
     assert records[0]["written_at_revision"] == first.written_at_revision == 1
     assert records[0]["id"] == str(first.id)
     assert records[0]["run_id"] == str(first.run_id)

@@ -6,7 +6,7 @@ import pytest
 
 from sessions_app.models import KVEntry, MaintenanceJob
 from sessions_app.services import maintenance
-from sessions_app.services.state import kv_commit
+from sessions_app.store.state import kv_commit
 
 
 def kv(session_id) -> dict:

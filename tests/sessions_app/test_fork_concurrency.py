@@ -18,7 +18,7 @@ from sessions_app.services.archive import archive_session
 from sessions_app.services.fork import session_fork
 from sessions_app.services.messages import message_write
 from sessions_app.services.projection import projection_build
-from sessions_app.services.state import kv_commit
+from sessions_app.store.state import kv_commit
 from tests.sessions_app.test_fork import assert_copy, fork_kv, log, state_at
 
 pytestmark = [pytest.mark.postgres]

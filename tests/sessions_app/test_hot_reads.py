@@ -5,7 +5,7 @@ from __future__ import annotations
 from sessions_app import hot_reads, selectors
 from sessions_app.models import Session
 from sessions_app.services.archive import archive_session, restore_session
-from sessions_app.services.state import kv_commit
+from sessions_app.store.state import kv_commit
 
 PARTS = [
     {"type": "text", "text": "parts ü"},
