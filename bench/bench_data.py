@@ -496,9 +496,9 @@ def analyze_tables() -> None:
 def describe(session: Any) -> Built:
     """The Built record of an existing benchmark session (read from its state)."""
     from contextproto.protocol.state import covered_key
-    from sessions_app import selectors
+    from sessions_app.reads import raw_log
 
-    kv = selectors.kv_values(session.id, ["activeWindow", covered_key(ACTIVE)])
+    kv = raw_log.kv_values(session.id, ["activeWindow", covered_key(ACTIVE)])
     return Built(
         session_id=session.id,
         total=session.last_index,

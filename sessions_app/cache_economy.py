@@ -38,8 +38,8 @@ from contextproto.protocol.stored_views import (
     projection_from_wire,
     tools_from_request,
 )
-from sessions_app import selectors
 from sessions_app.models import ProjectionSnapshot, Session
+from sessions_app.reads import raw_log
 
 # Seconds between two turns of a scripted session: a model answer plus the host's work.
 # Well inside the 5-minute TTL, so only a window left for 15 turns or more loses its entries.
@@ -106,7 +106,7 @@ def session_turns(
     )
     last = max((s.upper_bound for s in snapshots), default=0)
     log: list[RawMessage] = (
-        selectors.log_page(session.id, window_id=None, after_index=0, limit=last) if last else []
+        raw_log.log_page(session.id, window_id=None, after_index=0, limit=last) if last else []
     )
     errors = [
         m.tool_call_id for m in log if m.kind == KIND_TOOL_RESULT and m.is_error and m.tool_call_id

@@ -82,11 +82,11 @@ from contextproto.protocol.state import (
     covered_key,
 )
 from contextproto.protocol.stored_views import projection_from_wire, tools_from_request
-from sessions_app import selectors
 from sessions_app.cache_economy import DEFAULT_THINK_SECONDS, session_settings
-from sessions_app.history_reads import kv_history_through
 from sessions_app.models import KVHistory, MaintenanceJob, ProjectionSnapshot, Session
 from sessions_app.providers.base import canonical_json, estimate_tokens
+from sessions_app.reads import raw_log
+from sessions_app.reads.history import kv_history_through
 from sessions_app.services.projection import capacity_check, tools_for, trigger_tokens
 
 AS_RECORDED = "as recorded"
@@ -853,7 +853,7 @@ def session_replay(
     top_bound = max((s.upper_bound for s in snapshots), default=0)
     history = _History(kv_history_through(session.id, top_revision) if snapshots else [])
     log = _Log(
-        selectors.log_page(session.id, window_id=None, after_index=0, limit=top_bound)
+        raw_log.log_page(session.id, window_id=None, after_index=0, limit=top_bound)
         if top_bound
         else []
     )

@@ -246,7 +246,7 @@ def maintainer_script(turns: int = 20) -> dict[str, Any]:
 def answer_pending_host_calls(session_id: Any) -> int:
     """Play the host: write results for the unanswered host tool calls (hot or archived)."""
     from sessions_app.models import Session
-    from sessions_app.selectors import log_page, log_run_inputs
+    from sessions_app.reads.raw_log import log_page, log_run_inputs
     from sessions_app.services.messages import message_write
 
     session = Session.objects.select_related("current_run").get(pk=session_id)

@@ -20,7 +20,6 @@ from contextproto.protocol.foldtext import render_fold_text
 from contextproto.protocol.messages import RawMessage, content_text
 from contextproto.protocol.projection import HEADER_LEAD, STATE_LEAD
 from contextproto.protocol.state import KEY_TASK_MEMORY, covered_key, fold_key
-from sessions_app import selectors
 from sessions_app.models import (
     FoldRecord,
     KVEntry,
@@ -30,6 +29,7 @@ from sessions_app.models import (
     Session,
     ToolReceipt,
 )
+from sessions_app.reads import raw_log
 
 PASS, FAIL, NA, INFO = "pass", "fail", "n/a", "info"
 WINDOW_GUARD_CODES = ("context_window_mismatch", "context_window_expectation_required")
@@ -105,7 +105,7 @@ def run_facts(session: Session, run: Run) -> RunFacts:
     """Load one run's messages (hot and cold merged), snapshots and receipts."""
     run.refresh_from_db()
     session.refresh_from_db()
-    log = selectors.log_page(session.id, window_id=None, after_index=0, limit=session.last_index)
+    log = raw_log.log_page(session.id, window_id=None, after_index=0, limit=session.last_index)
     messages = [m for m in log if m.run_id == run.id.hex]
     snapshots = list(
         ProjectionSnapshot.objects.filter(session=session, run=run).order_by("created_at", "id")
@@ -270,7 +270,7 @@ def check_read_back(facts: RunFacts) -> Check:
     """Folds (compressed ones too) and compressed history read back as raw text."""
     session = facts.session
     folds = list(FoldRecord.objects.filter(session=session).order_by("first_index"))
-    kv = selectors.kv_values(session.id, [fold_key(f.fold_id) for f in folds])
+    kv = raw_log.kv_values(session.id, [fold_key(f.fold_id) for f in folds])
     covered_rows = dict(
         KVEntry.objects.filter(session=session, key__startswith="coveredThrough/").values_list(
             "key", "value"
@@ -280,7 +280,7 @@ def check_read_back(facts: RunFacts) -> Check:
     fold_rows = []
     for fold in folds:
         ids = list((kv.get(fold_key(fold.fold_id)) or {}).get("messageIds") or [])
-        found = selectors.log_by_ids(session.id, ids)
+        found = raw_log.log_by_ids(session.id, ids)
         text = render_fold_text(found) if found else ""
         covered = int(covered_rows.get(covered_key(fold.window_id)) or 0)
         compressed = fold.last_index <= covered
@@ -304,7 +304,7 @@ def check_read_back(facts: RunFacts) -> Check:
         if covered <= 0:
             continue
         window_id = key.split("/", 1)[1]
-        readable = selectors.log_window(session.id, window_id, 0, covered)
+        readable = raw_log.log_window(session.id, window_id, 0, covered)
         windows[window_id] = {"coveredThrough": covered, "readableRawMessages": len(readable)}
         if not readable:
             problems.append(f"window {window_id}: nothing readable at or below #{covered}")
@@ -454,7 +454,7 @@ def plan_check(
         return Check(name, PASS if ok else FAIL, detail, required=required)
     if kind == "kvEquals":
         path = spec.get("path", "$")
-        stored = selectors.kv_values(facts.session.id, [spec["key"]])
+        stored = raw_log.kv_values(facts.session.id, [spec["key"]])
         value = json_path(stored[spec["key"]], path) if spec["key"] in stored else _MISSING
         seen = "absent" if value is _MISSING else json.dumps(value, ensure_ascii=False)
         ok = value is not _MISSING and value == spec["equals"]

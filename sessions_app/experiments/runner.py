@@ -32,7 +32,6 @@ from agents.services import (
 )
 from contextproto.errors import EXPERIMENT_BUDGET_EXHAUSTED, ApplicationError
 from contextproto.protocol import catalog
-from sessions_app import selectors
 from sessions_app.experiments import checks
 from sessions_app.experiments.plan import (
     PROVIDER_ANTHROPIC,
@@ -40,8 +39,9 @@ from sessions_app.experiments.plan import (
     PROVIDER_SCRIPTED,
     LoadedPlan,
 )
+from sessions_app.maintenance import maintenance_execute
 from sessions_app.models import MaintenanceJob, ProjectionSnapshot, Run, Session
-from sessions_app.services.maintenance import maintenance_execute
+from sessions_app.reads import raw_log
 from sessions_app.services.messages import message_write
 from sessions_app.services.runs import run_start
 from sessions_app.services.runtime import TurnReport, run_advance
@@ -524,9 +524,7 @@ class ExperimentRunner:
     def _answer_host_calls(self, session: Session) -> None:
         """Play the host: answer every unanswered host tool call with the plan's result."""
         session.refresh_from_db()
-        log = selectors.log_page(
-            session.id, window_id=None, after_index=0, limit=session.last_index
-        )
+        log = raw_log.log_page(session.id, window_id=None, after_index=0, limit=session.last_index)
         answered = {m.tool_call_id for m in log if m.kind == "tool_result"}
         for call in log:
             if (

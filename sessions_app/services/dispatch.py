@@ -35,12 +35,12 @@ from contextproto.protocol import catalog, tools
 from contextproto.protocol.messages import KIND_TOOL_CALL, KIND_TOOL_RESULT, RawMessage
 from contextproto.protocol.state import KEY_ACTIVE_WINDOW, covered_key, window_key
 from contextproto.protocol.tool_results import tool_failure
-from sessions_app import hot_reads
 from sessions_app.models import ProjectionSnapshot, Session, ToolReceipt
-from sessions_app.selectors import call_and_answer, log_at
+from sessions_app.reads import hot_sql
+from sessions_app.reads.raw_log import call_and_answer, log_at
+from sessions_app.reads.reader import DbSessionReader
 from sessions_app.services.messages import message_append_locked, message_write
 from sessions_app.services.projection import projection_build
-from sessions_app.services.reader import DbSessionReader
 from sessions_app.store import hooks
 from sessions_app.store.codec import raw_from_row
 from sessions_app.store.state import kv_apply_locked, session_lock
@@ -208,7 +208,7 @@ def _execute(session: Session, call: RawMessage) -> tools.ToolOutcome:
     version = session.agent_version
     protocol = protocol_of(version)
     frame = (
-        hot_reads.dispatch_frame(session.id, call.snapshot_id, call.index)
+        hot_sql.dispatch_frame(session.id, call.snapshot_id, call.index)
         if call.snapshot_id
         else None
     )
@@ -256,7 +256,7 @@ def _execute(session: Session, call: RawMessage) -> tools.ToolOutcome:
 
 
 def _earlier_call_of_same_answer(
-    session: Session, call: RawMessage, frame: hot_reads.DispatchFrame
+    session: Session, call: RawMessage, frame: hot_sql.DispatchFrame
 ) -> str | None:
     """The first call of the answer `call` belongs to, when `call` is not that first call.
 

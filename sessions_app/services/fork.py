@@ -42,7 +42,6 @@ from contextproto.ids import parse_uuid
 from contextproto.protocol.forks import fork_bound
 from contextproto.protocol.messages import KIND_INPUT, KIND_TEXT, KIND_TOOL_CALL, RawMessage
 from contextproto.protocol.state import FOLD_PREFIX, KEY_ACTIVE_WINDOW, MAIN_WINDOW
-from sessions_app.history_reads import kv_history_through, revision_check
 from sessions_app.models import (
     KVHistory,
     Message,
@@ -51,7 +50,8 @@ from sessions_app.models import (
     Session,
     WindowRecord,
 )
-from sessions_app.selectors import log_records
+from sessions_app.reads.history import kv_history_through, revision_check
+from sessions_app.reads.raw_log import log_records
 from sessions_app.services.sessions import agent_version_startable_check, session_key_new
 from sessions_app.store.codec import raw_from_record
 from sessions_app.store.state import kv_install_locked

@@ -36,7 +36,7 @@ from contextproto.protocol.messages import (
     ROLE_OF_KIND,
 )
 from sessions_app.models import Message, ProjectionSnapshot, Run, Session, WindowRecord
-from sessions_app.selectors import call_and_answer
+from sessions_app.reads.raw_log import call_and_answer
 from sessions_app.store import hooks
 from sessions_app.store.state import session_lock
 

@@ -37,9 +37,9 @@ from contextproto.protocol.messages import (
 )
 from contextproto.protocol.prompt_cache import PromptCache, session_cache_key
 from contextproto.protocol.state import MAIN_WINDOW, covered_key
-from sessions_app import hot_reads, selectors
 from sessions_app.models import MaintenanceJob, ProjectionSnapshot, Run, Session
 from sessions_app.providers.base import canonical_json, estimate_tokens
+from sessions_app.reads import hot_sql, raw_log
 from sessions_app.store.state import session_lock
 
 # The estimator of estimated usage (providers.base): characters / 4 of the canonical JSON.
@@ -115,7 +115,7 @@ def projection_build(
         keys = list(engine.kv_keys_for_view(protocol.protocol_id, window_id))
         if covered_key(window_id) not in keys:
             keys.append(covered_key(window_id))
-        kv = hot_reads.kv_values(session.id, keys)
+        kv = hot_sql.kv_values(session.id, keys)
         covered = int(kv.get(covered_key(window_id), 0) or 0)
         plan = engine.plan_reads(
             protocol_id=protocol.protocol_id,
@@ -125,7 +125,7 @@ def projection_build(
             upper_bound=upper_bound,
         )
         folds = (
-            hot_reads.folds_of_window_above(session.id, plan.folds_window, plan.folds_after_index)
+            hot_sql.folds_of_window_above(session.id, plan.folds_window, plan.folds_after_index)
             if plan.folds_window
             else []
         )
@@ -288,14 +288,14 @@ def _view_rows(
 ) -> tuple[list[RawMessage], list[RawMessage]]:
     """The window's rows and the run's inputs: one statement while nothing in range is
     archived, else the readers that merge the cold archive."""
-    hot = hot_reads.view_rows(
+    hot = hot_sql.view_rows(
         session_id, plan.window_id, plan.after_index, plan.through_index, plan.run_id
     )
     if hot is not None:
         return hot.window, hot.run_inputs
-    window = selectors.log_window(session_id, plan.window_id, plan.after_index, plan.through_index)
+    window = raw_log.log_window(session_id, plan.window_id, plan.after_index, plan.through_index)
     run_inputs = (
-        selectors.log_run_inputs(session_id, plan.run_id, plan.through_index) if plan.run_id else []
+        raw_log.log_run_inputs(session_id, plan.run_id, plan.through_index) if plan.run_id else []
     )
     return window, run_inputs
 

@@ -18,7 +18,6 @@ from django.db import transaction
 from django.db.models import Q, Sum
 from django.utils import timezone
 
-from contextproto import nodes
 from contextproto.errors import (
     MAX_TURNS_REACHED,
     MODEL_EMPTY_ANSWER,
@@ -32,9 +31,10 @@ from contextproto.protocol.errors import INVALID_ARGUMENTS
 from contextproto.protocol.host_tools import arguments_problem
 from contextproto.protocol.messages import KIND_TOOL_CALL, KIND_TOOL_RESULT
 from contextproto.protocol.tool_results import tool_failure
-from sessions_app import providers, selectors
+from sessions_app import nodes, providers
 from sessions_app.models import ProjectionSnapshot, Run, Session
 from sessions_app.providers.base import storable_reply
+from sessions_app.reads import raw_log
 from sessions_app.services.dispatch import tool_dispatch
 from sessions_app.services.messages import message_write
 from sessions_app.services.projection import projection_build
@@ -286,9 +286,9 @@ def run_resume_if_ready(*, session_id: UUID | str) -> bool:
     if run is None or run.status != Run.Status.WAITING_FOR_HOST_TOOL:
         return False
     # The run's messages, hot or archived (a pending call may have gone cold meanwhile).
-    inputs = selectors.log_run_inputs(session.id, run.id.hex, session.last_index)
+    inputs = raw_log.log_run_inputs(session.id, run.id.hex, session.last_index)
     first = inputs[0].index if inputs else session.last_index
-    messages = selectors.log_page(
+    messages = raw_log.log_page(
         session.id, window_id=None, after_index=first - 1, limit=session.last_index - first + 1
     )
     calls = {

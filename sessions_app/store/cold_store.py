@@ -2,7 +2,7 @@
 
 Layout. The cold part of a session is a prefix of its log, #1..B: chunks of `chunk_size`
 consecutive MessageIndexes, never overlapping; everything above B is hot. Readers
-(`sessions_app.selectors.log_*`) merge both by MessageIndex. The moves between hot and cold
+(`sessions_app.reads.raw_log.log_*`) merge both by MessageIndex. The moves between hot and cold
 are in `sessions_app.services.archive`.
 
 Chunk format (`ArchiveChunk.data`): zlib of the UTF-8 JSON

@@ -12,8 +12,8 @@ import threading
 import pytest
 from django.db import connection
 
-from sessions_app.history_reads import kv_at
 from sessions_app.models import KVEntry, Session
+from sessions_app.reads.history import kv_at
 from sessions_app.services.archive import archive_session
 from sessions_app.services.fork import session_fork
 from sessions_app.services.messages import message_write

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from sessions_app.models import Message
-from sessions_app.selectors import log_window
+from sessions_app.reads.raw_log import log_window
 from sessions_app.store.codec import RAW_COLUMNS, raw_from_row, raw_from_values
 
 

@@ -38,7 +38,7 @@ from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from agents.selectors import protocol_of
-from contextproto.api import Credential, credential_for_key
+from contextproto.api import Credential
 from contextproto.errors import (
     DEPENDENCY_UNAVAILABLE,
     INTERNAL_ERROR,
@@ -52,6 +52,9 @@ from contextproto.errors import (
 from contextproto.parsers import check_storable
 from contextproto.protocol import catalog
 from contextproto.protocol.tool_results import tool_failure
+from sessions_app.auth import credential_for_key
+from sessions_app.reads.lists import session_get
+from sessions_app.services.dispatch import tool_call_record_and_dispatch
 
 SCHEME = "contextproto://"
 CATALOG_URI = f"{SCHEME}catalog"
@@ -132,8 +135,6 @@ def _prompt_of(name: str) -> catalog.ProtocolVersion:
 
 
 def _session_tools(session_id: uuid.UUID) -> list[dict[str, Any]]:
-    from sessions_app.selectors import session_get
-
     version = session_get(session_id=session_id).agent_version
     protocol = protocol_of(version)
     # The protocol tools exactly as GET sessions/{id}/tools/ lists them (host tools are the
@@ -148,8 +149,6 @@ def _call(
     arguments: Any,
     state_revision: int | None,
 ) -> dict[str, Any]:
-    from sessions_app.services.dispatch import tool_call_record_and_dispatch
-
     receipt = tool_call_record_and_dispatch(
         session_id=session_id,
         tool_call_id=call_id,

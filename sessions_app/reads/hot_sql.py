@@ -7,7 +7,7 @@ they need are written here by hand, one statement each:
 * `view_rows`: the active window's messages in (C, U], the current run's inputs and the
   archive boundary B, from one snapshot of the table. When B says part of the range is in
   the cold archive, it answers None and the caller takes the merging readers of
-  `sessions_app.selectors`, which handle cold chunks and concurrent moves.
+  `sessions_app.reads.raw_log`, which handle cold chunks and concurrent moves.
 * `window_outline`: the same window range without the bodies, for the group scan of
   `context_fold_create`.
 * `dispatch_frame`: a call's snapshot (R, U) and the message before the call.
