@@ -12,7 +12,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from decimal import Decimal
 from functools import wraps
 from typing import Any, TypeVar
@@ -84,7 +84,7 @@ def timed(histogram: Histogram) -> Callable[[F], F]:
     return decorate
 
 
-def dispatch_outcome(tool: str, result: dict[str, Any]) -> None:
+def dispatch_outcome(tool: str, result: Mapping[str, Any]) -> None:
     error = result.get("error")
     code = error.get("code") if isinstance(error, dict) else None
     DISPATCHES.labels(tool=tool, outcome="ok" if result.get("success") else str(code)).inc()

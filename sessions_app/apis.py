@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from django.conf import settings
@@ -15,6 +16,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agents import selectors as agent_selectors
+from contextproto import pagination
 from contextproto.api import (
     AnyJSONField,
     IdField,
@@ -114,7 +116,7 @@ REPLAYED = OpenApiParameter(
 )
 
 
-def _written(body: dict[str, Any], replayed: bool) -> Response:
+def _written(body: Mapping[str, Any], replayed: bool) -> Response:
     """201 for a new message; 200 and the replay header for a replayed one."""
     if replayed:
         return Response(body, status=status.HTTP_200_OK, headers={REPLAYED_HEADER: "true"})
@@ -346,6 +348,7 @@ class KvApi(APIView):
         cursor, limit = _page_query(request)
         prefix = request.query_params.get("prefix")
         revision = query_revision(request.query_params.get("revision"))
+        page: pagination.Page[Any]
         if revision is None:
             page = lists.kv_page(session, prefix=prefix, cursor=cursor, limit=limit)
         else:

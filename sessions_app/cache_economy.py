@@ -85,7 +85,9 @@ def session_settings(session: Session) -> EconomySettings:
 def _send_times(snapshots: list[ProjectionSnapshot], think_seconds: float | None) -> list[float]:
     if think_seconds is not None:
         return paced(len(snapshots), think_seconds)
-    start = snapshots[0].created_at if snapshots else None
+    if not snapshots:
+        return []
+    start = snapshots[0].created_at
     return [(s.created_at - start).total_seconds() for s in snapshots]
 
 

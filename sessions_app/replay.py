@@ -391,8 +391,8 @@ class ReplayTotals:
     @classmethod
     def of(cls, replays: Sequence[SessionReplay]) -> ReplayTotals:
         done = [t for r in replays for t in r.replayed_turns]
-        recorded = {p: ProviderTotals() for p in SIMULATED_PROVIDERS}
-        replayed = {p: ProviderTotals() for p in SIMULATED_PROVIDERS}
+        recorded: dict[str, ProviderTotals] = {p: ProviderTotals() for p in SIMULATED_PROVIDERS}
+        replayed: dict[str, ProviderTotals] = {p: ProviderTotals() for p in SIMULATED_PROVIDERS}
         for r in replays:
             for p in SIMULATED_PROVIDERS:
                 if r.recorded.turns:
@@ -642,7 +642,8 @@ def _pending(
 def _rebuild(ctx: _Context, snapshot: ProjectionSnapshot, number: int) -> _Rebuilt:
     """Rebuild one recorded turn under the context's target (or as recorded)."""
     sent = _json_text(snapshot.request or {})
-    base = {
+    # TurnReplay's fields every outcome shares (Any: one keyword set for several shapes).
+    base: dict[str, Any] = {
         "turn": number,
         "snapshot_id": str(snapshot.pk),
         "revision": snapshot.revision,
@@ -800,7 +801,9 @@ def _recorded_view(snapshot: ProjectionSnapshot, errors: Sequence[str]) -> engin
 def _send_times(snapshots: Sequence[ProjectionSnapshot], think: float | None) -> list[float]:
     if think is not None:
         return paced(len(snapshots), think)
-    start = snapshots[0].created_at if snapshots else None
+    if not snapshots:
+        return []
+    start = snapshots[0].created_at
     return [(s.created_at - start).total_seconds() for s in snapshots]
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
@@ -110,8 +110,8 @@ def save_fenced(job: MaintenanceJob, fields: Iterable[str], *, held: Any = _HELD
 # ---------------------------------------------------------------- external jobs expire
 
 
-def _external_ttl() -> timezone.timedelta:
-    return timezone.timedelta(seconds=settings.MAINTENANCE_EXTERNAL_JOB_TTL_SECONDS)
+def _external_ttl() -> timedelta:
+    return timedelta(seconds=settings.MAINTENANCE_EXTERNAL_JOB_TTL_SECONDS)
 
 
 def _is_stale(job: MaintenanceJob, now: datetime) -> bool:
@@ -335,8 +335,15 @@ def _reject(
     return ApplicationError(MAINTENANCE_STATE_CHANGED, reason, details)
 
 
+def _planned_through(job: MaintenanceJob) -> int:
+    """B of a planned job (a plan sets it with the frozen revision)."""
+    if job.through_index is None:
+        raise ApplicationError(MAINTENANCE_NOT_PLANNED, "Plan the job first.")
+    return job.through_index
+
+
 def _covered_messages(job: MaintenanceJob, covered: int) -> list[RawMessage]:
-    return raw_log.log_window(job.session_id, job.window_id, covered, job.through_index)
+    return raw_log.log_window(job.session_id, job.window_id, covered, _planned_through(job))
 
 
 def _source_now(job: MaintenanceJob) -> tuple[str, list[RawMessage]]:
@@ -413,7 +420,7 @@ def maintenance_commit(*, job: MaintenanceJob, checkpoint: object) -> tuple[int,
             covered = int(kv.get(covered_key(job.window_id), 0) or 0)
             messages = _covered_messages(job, covered)
             digest = planning.source_hash(str(kv.get(checkpoint_key(job.window_id), "")), messages)
-            if digest != job.source_hash or job.through_index <= covered:
+            if digest != job.source_hash or _planned_through(job) <= covered:
                 current = session.state_revision
         if current is None:
             revision = kv_apply_locked(
@@ -446,7 +453,7 @@ def maintenance_commit(*, job: MaintenanceJob, checkpoint: object) -> tuple[int,
                 ],
                 held=held,
             )
-            return revision, job.through_index
+            return revision, _planned_through(job)
     raise _reject(job, "commit", current, source_hash=digest)
 
 

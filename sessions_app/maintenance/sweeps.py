@@ -4,6 +4,8 @@ abandoned external plans) and the trigger after a turn whose input tokens reach 
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from django.conf import settings
 from django.db.models import Q
 from django.utils import timezone
@@ -20,7 +22,7 @@ def maintenance_sweep() -> list[str]:
     """
     expire_external(MaintenanceJob.objects.all())
     now = timezone.now()
-    stale_queued = now - timezone.timedelta(seconds=settings.MAINTENANCE_SWEEP_SECONDS)
+    stale_queued = now - timedelta(seconds=settings.MAINTENANCE_SWEEP_SECONDS)
     jobs = MaintenanceJob.objects.filter(external=False).filter(
         Q(status=MaintenanceJob.Status.QUEUED, updated_at__lt=stale_queued)
         | Q(status=MaintenanceJob.Status.QUEUED, not_before__lte=now)

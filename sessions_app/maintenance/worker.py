@@ -11,6 +11,7 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass
+from datetime import timedelta
 from uuid import UUID
 
 from django.conf import settings
@@ -51,8 +52,8 @@ def _worker_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-def _lease_delta() -> timezone.timedelta:
-    return timezone.timedelta(seconds=settings.MAINTENANCE_LEASE_SECONDS)
+def _lease_delta() -> timedelta:
+    return timedelta(seconds=settings.MAINTENANCE_LEASE_SECONDS)
 
 
 def _claim(job_id: UUID | str) -> MaintenanceJob | None:
@@ -123,6 +124,8 @@ class _Heartbeat:
     """
 
     def __init__(self, job: MaintenanceJob) -> None:
+        # Started right after a claim, which sets the token.
+        assert job.lease_token is not None
         self.job_id = job.pk
         self.token = job.lease_token
         self.every = max(settings.MAINTENANCE_LEASE_SECONDS / 3, 0.1)
@@ -157,7 +160,7 @@ def _requeue(job: MaintenanceJob, reason: str) -> ExecuteOutcome:
     job.status = MaintenanceJob.Status.QUEUED
     job.lease_until = None
     job.lease_token = None
-    job.not_before = timezone.now() + timezone.timedelta(seconds=delay)
+    job.not_before = timezone.now() + timedelta(seconds=delay)
     job.reason = reason
     end_attempt(job, "requeued", reason)
     record_event(job, "requeued", reason=reason, retryIn=delay)

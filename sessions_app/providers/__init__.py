@@ -9,7 +9,7 @@ never needs when no version of it names that vendor.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from contextproto.errors import PROVIDER_NOT_RUNNABLE, PROVIDER_UNKNOWN
@@ -31,6 +31,10 @@ def _openai(config: dict[str, Any]) -> ModelProvider:
     return OpenAIChatProvider(config)
 
 
+def _scripted(config: dict[str, Any]) -> ModelProvider:
+    return ScriptedProvider(config)
+
+
 def _anthropic(config: dict[str, Any]) -> ModelProvider:
     from sessions_app.providers.anthropic_messages import (  # lazy SDK import
         AnthropicMessagesProvider,
@@ -39,7 +43,11 @@ def _anthropic(config: dict[str, Any]) -> ModelProvider:
     return AnthropicMessagesProvider(config)
 
 
-_FACTORIES = {"scripted": ScriptedProvider, "openai": _openai, "anthropic": _anthropic}
+_FACTORIES: dict[str, Callable[[dict[str, Any]], ModelProvider]] = {
+    "scripted": _scripted,
+    "openai": _openai,
+    "anthropic": _anthropic,
+}
 
 
 def provider_for(provider: str, config: Mapping[str, Any] | None) -> ModelProvider:

@@ -169,7 +169,7 @@ class ScriptedProvider:
         validate_script(script)
         self.script = script
         self.steps: list[dict[str, Any]] = script["steps"]
-        self.wire_format: str = script.get("wireFormat", WireFormat.NEUTRAL)
+        self.wire_format = WireFormat(script.get("wireFormat", WireFormat.NEUTRAL))
         self.tokens: dict[str, Any] = script.get("tokens", {"mode": "estimate"})
 
     def complete(
@@ -304,19 +304,19 @@ class ScriptedProvider:
         for key, field in (("lastRole", "role"), ("lastMessageKind", "kind")):
             if key not in expect:
                 continue
-            seen = last.get(field) if isinstance(last, dict) else None
-            if seen != expect[key]:
+            last_value = last.get(field) if isinstance(last, dict) else None
+            if last_value != expect[key]:
                 hint = (
                     f" (the {self.wire_format} wire format has no message kinds; use lastRole)"
-                    if field == "kind" and seen is None and last is not None
+                    if field == "kind" and last_value is None and last is not None
                     else ""
                 )
                 raise fail(
                     key,
                     expect[key],
-                    seen,
+                    last_value,
                     f"expected the last message's {field} to be {expect[key]!r}, saw "
-                    f"{seen!r}{hint}; last message: {last_preview}",
+                    f"{last_value!r}{hint}; last message: {last_preview}",
                 )
         if "messageCount" in expect:
             bounds = expect["messageCount"]

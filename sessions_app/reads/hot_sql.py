@@ -21,7 +21,7 @@ tests/sessions_app/test_hot_reads.py compare them on SQLite and PostgreSQL).
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -132,8 +132,10 @@ def _same(value: Any) -> Any:
 
 # What the ORM's field converters do to each column of codec.RAW_COLUMNS, on both
 # backends; raw_from_values then builds the RawMessage exactly as for an ORM row.
-_CONVERTERS = (_uuid, _same, _same, _same, _same, _json, _uuid, _same, _same, _same, _json)
-_CONVERTERS += (_bool, _uuid, _datetime)
+_CONVERTERS: tuple[Callable[[Any], Any], ...] = (
+    *(_uuid, _same, _same, _same, _same, _json, _uuid),
+    *(_same, _same, _same, _json, _bool, _uuid, _datetime),
+)
 
 
 def _raw(row: Sequence[Any]) -> RawMessage:

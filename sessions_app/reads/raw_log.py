@@ -188,7 +188,7 @@ def _merged_range(
         )
         batch = cold.CHUNK_BATCH if limit is not None else None
         for chunk in cold.iter_chunks(session_id, after_index, through_index, batch=batch):
-            seen.add(chunk.archived_through)
+            seen.add(cold.boundary_of(chunk))
             reached = chunk.last_index
             found.extend(
                 replace(m, content="", arguments=None) if outline else m
@@ -291,7 +291,7 @@ def _cold_run_inputs(
             return []
     found: list[RawMessage] = []
     for chunk in cold.iter_chunks_newest_first(session_id, through_index):
-        if chunk.archived_through != boundary:
+        if cold.boundary_of(chunk) != boundary:
             return None
         records = cold.chunk_records(chunk)
         found.extend(
@@ -421,7 +421,7 @@ def log_records(session_id: Any, *, after_index: int, through_index: int) -> lis
         session_id=session_id, index__gt=after_index, index__lte=through_index
     ).order_by("index")
 
-    def attempt() -> list[dict[str, Any]] | None:
+    def attempt() -> list[MessageRecord] | None:
         found = list(rows.annotate(archived_through=cold.archived_through_expr(session_id)))
         if found:
             boundary = found[0].archived_through
@@ -440,11 +440,11 @@ def log_records(session_id: Any, *, after_index: int, through_index: int) -> lis
         hot = {row.index: record_of_row(row) for row in found}
         if boundary <= after_index:
             return list(hot.values())
-        merged: dict[int, dict[str, Any]] = {}
+        merged: dict[int, MessageRecord] = {}
         seen: set[int] = set()
         reached, end = after_index, min(through_index, boundary)
         for chunk in cold.iter_chunks(session_id, after_index, through_index, batch=None):
-            seen.add(chunk.archived_through)
+            seen.add(cold.boundary_of(chunk))
             reached = chunk.last_index
             merged.update(
                 (r["index"], r)

@@ -40,7 +40,8 @@ logger = logging.getLogger(__name__)
 # --- moving hot rows to cold ---------------------------------------------------------------
 
 
-def _quoted(name: str) -> str:
+def _quoted(name: str | None) -> str:
+    assert name is not None  # a concrete model's table and columns are always named
     return connection.ops.quote_name(name)
 
 

@@ -34,7 +34,7 @@ from contextproto.errors import (
 from contextproto.protocol import catalog, tools
 from contextproto.protocol.messages import KIND_TOOL_CALL, KIND_TOOL_RESULT, RawMessage
 from contextproto.protocol.state import KEY_ACTIVE_WINDOW, covered_key, window_key
-from contextproto.protocol.tool_results import tool_failure
+from contextproto.protocol.tool_results import ToolResult, tool_failure
 from sessions_app.models import ProjectionSnapshot, Session, ToolReceipt
 from sessions_app.reads import hot_sql
 from sessions_app.reads.raw_log import call_and_answer, log_at
@@ -59,7 +59,7 @@ class Receipt:
     tool_call_id: str
     replayed: bool
     state_revision: int
-    result: dict[str, Any]
+    result: ToolResult | dict[str, Any]
     result_message: RawMessage
     effects: tuple[tuple[str, dict], ...] = ()
 
@@ -232,6 +232,8 @@ def _execute(session: Session, call: RawMessage) -> tools.ToolOutcome:
                 details={"executedToolCallId": earlier},
             ),
         )
+    # A tool_call row always carries its id and name (message_write refuses one without).
+    assert call.tool_call_id is not None and call.tool_name is not None
     tool_call = tools.ToolCall(
         tool_call_id=call.tool_call_id,
         tool_name=call.tool_name,

@@ -216,7 +216,7 @@ def _copy(
         session_key_hash=key_hash,
         state_revision=revision,
         next_message_index=bound + 1,
-        active_window=active.value if active and not active.deleted else MAIN_WINDOW,
+        active_window=str(active.value) if active and not active.deleted else MAIN_WINDOW,
         kv_history_from=original.kv_history_from,
         forked_from=original,
         forked_through_index=bound,
@@ -301,10 +301,12 @@ def _copy_runs(
     Run.objects.bulk_create(copies)
     # created_at is set on insert; the copies keep their originals' (the cold readers bound
     # a run's input search by it).
+    # Every copy names its original (set just above).
+    source_of = {copy.id: uuid.UUID(str(copy.forked_from_run_id)) for copy in copies}
     for copy in copies:
-        copy.created_at = originals[copy.forked_from_run_id.hex].created_at
+        copy.created_at = originals[source_of[copy.id].hex].created_at
     Run.objects.bulk_update(copies, ["created_at"])
-    return {copy.forked_from_run_id.hex: copy.id for copy in copies}
+    return {source_of[copy.id].hex: copy.id for copy in copies}
 
 
 def _copy_messages(

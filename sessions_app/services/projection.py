@@ -13,6 +13,7 @@ from uuid import UUID
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Q
 
 from agents.models import AgentVersion
 from agents.selectors import effective_options, protocol_of
@@ -97,10 +98,11 @@ def projection_build(
         pending = _maintenance_pending(session, window_id) if pressure else False
         if use_cache:
             candidates = ProjectionSnapshot.objects.filter(
+                # the same run, or none (run_id=None is IS NULL, spelled so for the stubs)
+                Q(run_id=run_uuid) if run_uuid is not None else Q(run_id__isnull=True),
                 session=session,
                 revision=session.state_revision,
                 upper_bound=upper_bound,
-                run_id=run_uuid,
                 provider=provider,
                 protocol=protocol.key,
             )
@@ -182,9 +184,7 @@ def projection_build(
         protocol=protocol.key,
         options=projection.options,
         provider=provider,
-        messages=wire["messages"],
-        sources=wire["sources"],
-        request=adapted.body,
+        body={"messages": wire["messages"], "sources": wire["sources"], "request": adapted.body},
         notes=list(adapted.notes),
         build_inputs=build_inputs,
     )

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 from uuid import UUID
 
@@ -68,7 +69,7 @@ def _claim(run_id: UUID | str) -> Run | None:
         if run.status not in (Run.Status.QUEUED, Run.Status.RUNNING):
             return None
         run.status = Run.Status.RUNNING
-        run.lease_until = now + timezone.timedelta(seconds=lease_seconds())
+        run.lease_until = now + timedelta(seconds=lease_seconds())
         run.save(update_fields=["status", "lease_until"])
         return run
 
@@ -129,7 +130,7 @@ def run_advance(*, run_id: UUID | str, on_turn: Any = None) -> str:
             _finish(run, outcome)
             return run.status
         Run.objects.filter(pk=run.pk).update(
-            lease_until=timezone.now() + timezone.timedelta(seconds=lease_seconds())
+            lease_until=timezone.now() + timedelta(seconds=lease_seconds())
         )
 
 
@@ -145,7 +146,7 @@ def run_sweep() -> list[str]:
     was down). A duplicate delivery is harmless: `_claim` lets one worker in.
     """
     now = timezone.now()
-    lost_enqueue = now - timezone.timedelta(seconds=lease_seconds())
+    lost_enqueue = now - timedelta(seconds=lease_seconds())
     runs = Run.objects.filter(
         Q(status=Run.Status.RUNNING, lease_until__lt=now)
         | Q(status=Run.Status.QUEUED, error__isnull=True, created_at__lt=lost_enqueue)
@@ -156,7 +157,7 @@ def run_sweep() -> list[str]:
     return ids
 
 
-def _retry_later(run: Run, exc: Exception) -> bool:
+def _retry_later(run: Run, exc: providers.ProviderError) -> bool:
     """Re-queue a run after a transient provider error, a bounded number of times.
 
     The failed turn wrote nothing, so the retry replays it. Returns False once the

@@ -101,6 +101,12 @@ def archived_through(session_id: Any) -> int:
     return last or 0
 
 
+def boundary_of(chunk: ArchiveChunk) -> int:
+    """B as the query that read `chunk` saw it (the `archived_through` annotation)."""
+    # An annotation of chunks_overlapping/iter_chunks, which the model class does not declare.
+    return int(chunk.archived_through)  # type: ignore[attr-defined]
+
+
 def chunks_overlapping(session_id: Any, after_index: int, through_index: int | None):
     """Chunks holding some index in (after, through], by first index ((session, last_index)).
 
@@ -198,16 +204,17 @@ def _archived_tool_record(
                 records = chunk_records(chunk)
                 span = (chunk.first_index, chunk.last_index)
                 decoded[span] = records
-                maps[span] = _tool_map(records)
-                _remember_tool_map((session_key, *span), maps[span])
+                tool_map = maps[span] = _tool_map(records)
+                _remember_tool_map((session_key, *span), tool_map)
         for span in batch:
             index = (maps.get(span) or {}).get((tool_call_id, kind))
             if index is None:
                 continue
-            records = decoded.get(span)
-            if records is None:
+            found = decoded.get(span)
+            if found is None:
                 chunk = ArchiveChunk.objects.get(session_id=session_id, first_index=span[0])
-                records = chunk_records(chunk)
+                found = chunk_records(chunk)
+            records = found
             return next(r for r in records if r["index"] == index)
     return None
 
