@@ -454,7 +454,7 @@ class _History:
     """The session's KV history through a revision, answering "the state at R" in memory.
 
     Per key the newest row with revision <= R, unless it records a removal: the same rule
-    as `history_reads.kv_at`, over rows read once.
+    as `reads.history.kv_at`, over rows read once.
     """
 
     def __init__(self, rows: Iterable[KVHistory]) -> None:

@@ -14,7 +14,7 @@ they need are written here by hand, one statement each:
 * `kv_values` and `folds_of_window_above`: the view's KV values, and the folds of W above C
   (FoldRecord joined to their KV records).
 
-Each returns exactly what the ORM readers in `selectors` return for the same rows (tests in
+Each returns exactly what the ORM readers in `raw_log` return for the same rows (tests in
 tests/sessions_app/test_hot_reads.py compare them on SQLite and PostgreSQL).
 """
 
@@ -36,7 +36,7 @@ _UUID = models.UUIDField()
 
 # The columns of RawMessage (the codec's RAW_COLUMNS), and the same without the bodies
 # (content as the JSON text of "", no arguments): what the group structure needs, as
-# selectors.OUTLINE_FIELDS.
+# raw_log.OUTLINE_FIELDS.
 _COLUMNS = sql_columns()
 _OUTLINE_COLUMNS = sql_columns(outline=True)
 _NULLS = ", ".join(["NULL"] * (len(RAW_COLUMNS) - 2))  # the columns after "index" in part 2
@@ -151,8 +151,8 @@ def view_rows(
     run_id: str | None,
 ) -> ViewRows | None:
     """W's messages in (after, through] and run `run_id`'s inputs up to `through`, or None
-    when some of them may be archived (then read with `selectors.log_window` /
-    `selectors.log_run_inputs`)."""
+    when some of them may be archived (then read with `raw_log.log_window` /
+    `raw_log.log_run_inputs`)."""
     session = _db_uuid(session_id)
     after_index = max(after_index, 0)
     with connection.cursor() as cursor:
@@ -184,7 +184,7 @@ def window_outline(
     session_id: Any, window_id: str, after_index: int, through_index: int
 ) -> list[RawMessage] | None:
     """W's messages in (after, through] without content and arguments, or None when some of
-    them may be archived (then `selectors.log_window(..., outline=True)`)."""
+    them may be archived (then `raw_log.log_window(..., outline=True)`)."""
     session = _db_uuid(session_id)
     after_index = max(after_index, 0)
     with connection.cursor() as cursor:
@@ -199,7 +199,7 @@ def window_outline(
 class DispatchFrame:
     """The snapshot's frozen (revision, upper bound), None if the snapshot is unknown; the
     message before the call as (kind, tool_call_id, snapshot_id) and whether it was read
-    (False: archived, read it with `selectors.log_at`)."""
+    (False: archived, read it with `raw_log.log_at`)."""
 
     snapshot: tuple[int, int] | None
     previous: tuple[str, str | None, str | None] | None
@@ -226,7 +226,7 @@ def dispatch_frame(session_id: Any, snapshot_id: Any, call_index: int) -> Dispat
 
 
 def kv_values(session_id: Any, keys: Sequence[str]) -> dict[str, Any]:
-    """The values of those of `keys` that are set (as `selectors.kv_values`)."""
+    """The values of those of `keys` that are set (as `raw_log.kv_values`)."""
     if not keys:
         return {}
     sql = _KV_SQL.format(keys=", ".join(["%s"] * len(keys)))
@@ -237,7 +237,7 @@ def kv_values(session_id: Any, keys: Sequence[str]) -> dict[str, Any]:
 
 def folds_of_window_above(session_id: Any, window_id: str, after_index: int) -> list[Fold]:
     """W's folds starting above `after_index`, first index order, resolved to their KV
-    records (as `selectors.folds_of_window_above`)."""
+    records (as `raw_log.folds_of_window_above`)."""
     with connection.cursor() as cursor:
         cursor.execute(_FOLDS_SQL, [_db_uuid(session_id), window_id, after_index])
         return [Fold.from_kv(fold_id, _json(value)) for fold_id, value in cursor.fetchall()]
