@@ -17,7 +17,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from contextproto.protocol.foldtext import render_fold_text
-from contextproto.protocol.messages import RawMessage, content_text
+from contextproto.protocol.messages import (
+    KIND_TOOL_CALL,
+    KIND_TOOL_RESULT,
+    RawMessage,
+    content_text,
+)
 from contextproto.protocol.projection import HEADER_LEAD, STATE_LEAD
 from contextproto.protocol.state import KEY_TASK_MEMORY, covered_key, fold_key
 from sessions_app.models import (
@@ -98,7 +103,7 @@ class RunFacts:
 
     @property
     def calls(self) -> list[RawMessage]:
-        return [m for m in self.messages if m.kind == "tool_call"]
+        return [m for m in self.messages if m.kind == KIND_TOOL_CALL]
 
 
 def run_facts(session: Session, run: Run) -> RunFacts:
@@ -110,7 +115,7 @@ def run_facts(session: Session, run: Run) -> RunFacts:
     snapshots = list(
         ProjectionSnapshot.objects.filter(session=session, run=run).order_by("created_at", "id")
     )
-    call_ids = [m.tool_call_id for m in messages if m.kind == "tool_call" and m.tool_call_id]
+    call_ids = [m.tool_call_id for m in messages if m.kind == KIND_TOOL_CALL and m.tool_call_id]
     receipts = {
         r.tool_call_id: r
         for r in ToolReceipt.objects.filter(session=session, tool_call_id__in=call_ids)
@@ -236,7 +241,7 @@ def check_wrong_window_writes(facts: RunFacts) -> Check:
                 (
                     m.index
                     for m in facts.messages
-                    if m.kind == "tool_result" and m.tool_call_id == call.tool_call_id
+                    if m.kind == KIND_TOOL_RESULT and m.tool_call_id == call.tool_call_id
                 ),
                 call.index,
             )
@@ -497,7 +502,7 @@ def plan_check(
         results = [
             m
             for m in facts.messages
-            if m.kind == "tool_result"
+            if m.kind == KIND_TOOL_RESULT
             and m.tool_call_id in calls
             and answer is not None
             and m.index < answer.index

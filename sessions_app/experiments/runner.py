@@ -32,6 +32,8 @@ from agents.services import (
 )
 from contextproto.errors import EXPERIMENT_BUDGET_EXHAUSTED, ApplicationError
 from contextproto.protocol import catalog
+from contextproto.protocol.adapters import WireFormat
+from contextproto.protocol.messages import KIND_TOOL_CALL, KIND_TOOL_RESULT
 from sessions_app.experiments import checks
 from sessions_app.experiments.plan import (
     PROVIDER_ANTHROPIC,
@@ -525,17 +527,17 @@ class ExperimentRunner:
         """Play the host: answer every unanswered host tool call with the plan's result."""
         session.refresh_from_db()
         log = raw_log.log_page(session.id, window_id=None, after_index=0, limit=session.last_index)
-        answered = {m.tool_call_id for m in log if m.kind == "tool_result"}
+        answered = {m.tool_call_id for m in log if m.kind == KIND_TOOL_RESULT}
         for call in log:
             if (
-                call.kind == "tool_call"
+                call.kind == KIND_TOOL_CALL
                 and call.tool_call_id not in answered
                 and call.tool_name in self.host_results
             ):
                 message_write(
                     session_id=session.id,
                     role="tool",
-                    kind="tool_result",
+                    kind=KIND_TOOL_RESULT,
                     content=self.host_results[call.tool_name],
                     tool_call_id=call.tool_call_id,
                 )
@@ -544,7 +546,7 @@ class ExperimentRunner:
 
     def _wire_format(self) -> str:
         if self.scripted:
-            return (self.plan.get("scripted") or {}).get("wireFormat") or "neutral"
+            return (self.plan.get("scripted") or {}).get("wireFormat") or WireFormat.NEUTRAL
         return self.setup.provider
 
     def _comparability(self, group: GroupState) -> dict[str, Any]:
