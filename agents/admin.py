@@ -52,7 +52,7 @@ from contextproto.admin_site import ApplicationScopedAdmin, ReadOnlyAdmin, scope
 from contextproto.errors import ApplicationError
 from contextproto.protocol import catalog
 from contextproto.protocol.prompt_cache import PROMPT_CACHE_SCHEMA, effective_prompt_cache
-from sessions_app.usage_reads import agent_version_usage
+from sessions_app.reads.usage import agent_version_usage
 
 PUBLISH_PROBLEMS_SESSION_KEY = "agentversion-publish-problems"
 

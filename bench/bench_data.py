@@ -43,23 +43,13 @@ WORDS = (
     "warehouse supplier discount contract review schedule tuesday approval total margin "
     "catalogue item tax euro batch carrier route confirm check note result"
 ).split()
-COLUMNS = (
-    "id",
-    "session_id",
-    "index",
-    "window_id",
-    "role",
-    "kind",
-    "content",
-    "run_id",
-    "input_run",
-    "tool_call_id",
-    "tool_name",
-    "arguments",
-    "is_error",
-    "snapshot_id",
-    "created_at",
-)
+
+
+def copy_columns() -> tuple[str, ...]:
+    """The columns of a COPY row: the codec's RAW_COLUMNS with session_id after the id."""
+    from sessions_app.store.codec import RAW_COLUMNS
+
+    return ("id", "session_id", *RAW_COLUMNS[1:])
 
 
 @dataclass
@@ -105,10 +95,10 @@ def _copy_text(value: Any) -> str:
 
 
 def copy_messages(rows: Iterable[tuple]) -> int:
-    """COPY message rows (tuples in COLUMNS order) into the log, in batches of COPY_BATCH."""
+    """COPY message rows (tuples in copy_columns() order) into the log, in batches of COPY_BATCH."""
     from django.db import connection
 
-    columns = ", ".join(f'"{c}"' for c in COLUMNS)
+    columns = ", ".join(f'"{c}"' for c in copy_columns())
     sql = f"COPY sessions_app_message ({columns}) FROM STDIN"
     count = 0
     buffer: list[str] = []
@@ -420,7 +410,7 @@ def build_session(
     from sessions_app.models import Run, Session
     from sessions_app.services.runs import run_start
     from sessions_app.services.sessions import session_create
-    from sessions_app.services.state import kv_commit
+    from sessions_app.store.state import kv_commit
 
     started = time.perf_counter()
     rng = random.Random(f"{seed}:{LAYOUT}:{total}")
@@ -506,9 +496,9 @@ def analyze_tables() -> None:
 def describe(session: Any) -> Built:
     """The Built record of an existing benchmark session (read from its state)."""
     from contextproto.protocol.state import covered_key
-    from sessions_app import selectors
+    from sessions_app.reads import raw_log
 
-    kv = selectors.kv_values(session.id, ["activeWindow", covered_key(ACTIVE)])
+    kv = raw_log.kv_values(session.id, ["activeWindow", covered_key(ACTIVE)])
     return Built(
         session_id=session.id,
         total=session.last_index,

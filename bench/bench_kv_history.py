@@ -49,7 +49,7 @@ def _sizes() -> tuple[int, int, int]:
 def _transactions(session_id: Any) -> list[dict[str, Any]]:
     """The session's KV transactions after its initial state, in revision order."""
     from sessions_app.models import KVHistory
-    from sessions_app.services.state import KV_DELETE
+    from sessions_app.store.state import KV_DELETE
 
     found: dict[int, dict[str, Any]] = {}
     rows = KVHistory.objects.filter(session_id=session_id, revision__gt=1).order_by("revision")
@@ -79,7 +79,7 @@ def run(copies: int) -> dict[str, Any]:
     from django.test.utils import override_settings
 
     from sessions_app.services.sessions import session_create
-    from sessions_app.services.state import kv_commit
+    from sessions_app.store.state import kv_commit
 
     benchlib.banner(f"KV history: bytes per KV write ({copies} copies of the 300-turn session)")
     started = time.perf_counter()

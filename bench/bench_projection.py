@@ -32,12 +32,13 @@ FROM sessions_app_foldrecord f
 JOIN sessions_app_kventry k ON k.session_id = f.session_id AND k.key = 'fold/' || f.fold_id
 WHERE f.session_id = %s AND f.window_id = %s AND f.first_index > %s
 """
-_COLUMNS = ", ".join(f'"{c}"' for c in bench_data.COLUMNS if c != "session_id")
-VIEW_ROWS_SQL = f"""
-SELECT {_COLUMNS} FROM sessions_app_message
+# {columns}: the codec's SELECT list (sessions_app.store.codec.sql_columns), filled in once
+# Django is set up.
+VIEW_ROWS_SQL = """
+SELECT {columns} FROM sessions_app_message
 WHERE session_id = %s AND window_id = %s AND index > %s AND index <= %s
 UNION ALL
-SELECT {_COLUMNS} FROM sessions_app_message
+SELECT {columns} FROM sessions_app_message
 WHERE session_id = %s AND kind = 'input' AND input_run = %s AND index <= %s
   AND NOT (window_id = %s AND index > %s)
 ORDER BY 2
@@ -130,13 +131,15 @@ def prepare(sizes: tuple[int, ...]) -> list[bench_data.Built]:
 def _bare(built: bench_data.Built, keys: list[str]) -> tuple[int, int]:
     from django.db import connection, transaction
 
+    from sessions_app.store.codec import sql_columns
+
     sid, window, covered = built.session_id, built.window_id, built.covered_through
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(VIEW_KEYS_SQL, [sid, keys, sid, window, covered])
         # Django reads jsonb as text and decodes it itself: decode too, as the ORM does.
         kv = [(key, json.loads(value)) for key, value in cursor.fetchall()]
         cursor.execute(
-            VIEW_ROWS_SQL,
+            VIEW_ROWS_SQL.format(columns=sql_columns()),
             [
                 sid,
                 window,

@@ -59,8 +59,9 @@ def window_read(built: bench_data.Built) -> list[tuple[str, float]]:
     from django.db import connection
 
     from contextproto.protocol.messages import RawMessage
-    from sessions_app import hot_reads, selectors
-    from sessions_app.services.cold_store import archived_through
+    from sessions_app.reads import hot_sql, raw_log
+    from sessions_app.store.codec import sql_columns
+    from sessions_app.store.cold_store import archived_through
 
     sid, window, covered, bound = (
         built.session_id,
@@ -68,9 +69,8 @@ def window_read(built: bench_data.Built) -> list[tuple[str, float]]:
         built.covered_through,
         built.upper_bound,
     )
-    columns = [c for c in bench_data.COLUMNS if c != "session_id"]
     sql = (
-        f"SELECT {', '.join(f'"{c}"' for c in columns)} FROM sessions_app_message "
+        f"SELECT {sql_columns()} FROM sessions_app_message "
         "WHERE session_id = %s AND window_id = %s AND index > %s AND index <= %s ORDER BY index"
     )
 
@@ -104,22 +104,22 @@ def window_read(built: bench_data.Built) -> list[tuple[str, float]]:
             cursor.execute(NARROW_SQL, [sid, window, covered, bound])
             return cursor.fetchall()
 
-    current = selectors.log_window(sid, window, covered, bound)
+    current = raw_log.log_window(sid, window, covered, bound)
     assert [m.to_wire() for m in raw()] == [m.to_wire() for m in current], "raw read differs"
     return [
         (
-            "selectors.log_window (ORM rows -> RawMessage, archive merge; before #13)",
-            _time(lambda: selectors.log_window(sid, window, covered, bound)),
+            "raw_log.log_window (ORM rows -> RawMessage, archive merge; before #13)",
+            _time(lambda: raw_log.log_window(sid, window, covered, bound)),
         ),
         ("raw cursor rows -> RawMessage (same rows, same values)", _time(raw)),
         (
-            "hot_reads.view_rows (applied: window + run inputs + B, one statement)",
-            _time(lambda: hot_reads.view_rows(sid, window, covered, bound, built.run_hex)),
+            "hot_sql.view_rows (applied: window + run inputs + B, one statement)",
+            _time(lambda: hot_sql.view_rows(sid, window, covered, bound, built.run_hex)),
         ),
         ("narrow rows (no content/arguments): enough for group boundaries", _time(narrow)),
         (
-            "hot_reads.window_outline (applied: fold_create's group scan)",
-            _time(lambda: hot_reads.window_outline(sid, window, covered, bound)),
+            "hot_sql.window_outline (applied: fold_create's group scan)",
+            _time(lambda: hot_sql.window_outline(sid, window, covered, bound)),
         ),
     ]
 
@@ -201,7 +201,7 @@ def kv_writes() -> list[tuple[str, float]]:
     from contextproto.protocol.state import new_window_record
     from sessions_app.models import KVEntry, Session, WindowRecord
     from sessions_app.services.sessions import session_create
-    from sessions_app.services.state import kv_apply_locked, session_lock
+    from sessions_app.store.state import kv_apply_locked, session_lock
 
     version = bench_data.bench_version("bench-dispatch", "dispatch")
 

@@ -156,7 +156,7 @@ def _vs_bare_note(results: dict[str, Any]) -> str:
         f"take {ms(engine):.1f} ms; the rest, {ms(glue):.1f} ms, is Python around them (the "
         "session lock and the host tools through the ORM, ~200 RawMessage objects built from "
         "the rows, the transaction). Issue #13 applied: the window, the run's inputs and the "
-        "archive boundary in one plain SQL statement (`sessions_app/hot_reads.py`), KV and "
+        "archive boundary in one plain SQL statement (`sessions_app/reads/hot_sql.py`), KV and "
         "folds in one each, no Run row read, and the snapshot as one compressed body instead "
         "of three jsonb documents (9 -> 6 statements). The bare read does none of the "
         "engine's work and writes nothing: the engine alone is "

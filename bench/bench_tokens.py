@@ -317,11 +317,11 @@ def _turns(session: Any) -> list[Any]:
 
 def _full_history_tokens(session: Any, snapshots: list[Any]) -> list[int]:
     """The demo's full-history estimate per turn, computed incrementally (same numbers)."""
-    from sessions_app import selectors
     from sessions_app.providers.base import canonical_json, estimate_tokens
+    from sessions_app.reads import raw_log
 
     last = snapshots[-1].upper_bound
-    history = selectors.log_page(session.id, window_id=None, after_index=0, limit=last)
+    history = raw_log.log_page(session.id, window_id=None, after_index=0, limit=last)
     keep = ("role", "content", "toolName", "toolCallId", "arguments")
     sizes = [
         len(canonical_json({k: v for k, v in m.to_wire().items() if k in keep})) for m in history

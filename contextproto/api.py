@@ -1,4 +1,5 @@
-"""Shared API plumbing: bearer-key authentication, strict input serializers, query parameters.
+"""Shared API plumbing: the credential a request carries, strict input serializers, query
+parameters. The bearer-key lookup itself is the sessions app's (sessions_app.auth).
 
 List cursors and keyset paging live in contextproto.pagination.
 
@@ -10,17 +11,18 @@ credential's reach answers 404, as if it did not exist.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from rest_framework import serializers
-from rest_framework.authentication import BaseAuthentication
 from rest_framework.request import Request
 
-from agents.models import ApiKey, Application, hash_key
 from contextproto.errors import INVALID_REQUEST, NOT_AUTHENTICATED, ApplicationError, NotFound
 from contextproto.ids import canonical_uuid
 from contextproto.protocol.catalog import JSON_INTEGER_MAX
+
+if TYPE_CHECKING:  # a type only: the project package imports no app at run time
+    from agents.models import Application
 
 PAGE_LIMIT_DEFAULT = 50
 PAGE_LIMIT_MAX = 200
@@ -34,55 +36,6 @@ class Credential:
     @property
     def is_session_key(self) -> bool:
         return self.session_id is not None
-
-
-class BearerKeyAuthentication(BaseAuthentication):
-    """`Authorization: Bearer <key>` with an application key or a session key."""
-
-    def authenticate(self, request: Request) -> tuple[None, Credential] | None:
-        header = request.META.get("HTTP_AUTHORIZATION", "")
-        if not header:
-            return None
-        scheme, _, raw = header.partition(" ")
-        raw = raw.strip()
-        if scheme.lower() != "bearer" or not raw:
-            raise ApplicationError(NOT_AUTHENTICATED, "Use 'Authorization: Bearer <key>'.")
-        credential = credential_for_key(raw)
-        if credential is None:
-            raise ApplicationError(NOT_AUTHENTICATED, "Unknown or revoked key.")
-        # For the request log line (contextproto.middleware), which sees the Django request;
-        # our own attribute, which the stubs do not know.
-        request._request.credential = credential  # type: ignore[attr-defined]
-        return None, credential
-
-    def authenticate_header(self, request: Request) -> str:
-        return 'Bearer realm="api"'
-
-
-def credential_for_key(raw: str) -> Credential | None:
-    """The credential a raw application or session key stands for; None if unknown or revoked.
-
-    The one lookup behind the API's bearer authentication and the MCP server's.
-    """
-    digest = hash_key(raw)
-    key = (
-        ApiKey.objects.select_related("application")
-        .filter(key_hash=digest, revoked_at__isnull=True)
-        .first()
-    )
-    if key is not None:
-        return Credential(application=key.application)
-    from sessions_app.models import Session
-
-    session = (
-        Session.objects.select_related("application")
-        .filter(session_key_hash=digest)
-        .only("id", "application")
-        .first()
-    )
-    if session is not None:
-        return Credential(application=session.application, session_id=session.id)
-    return None
 
 
 def credential_of(request: Request) -> Credential:

@@ -32,8 +32,10 @@ from contextproto.errors import (
     REQUEST_TOO_LARGE,
     ApplicationError,
     NotFound,
+    error_body,
+    status_of,
 )
-from contextproto.middleware import error_body, internal_error_body, request_id_of
+from contextproto.middleware import internal_error_body, request_id_of
 from contextproto.protocol.errors import ProtocolError
 
 __all__ = ["ApplicationError", "NotFound", "api_exception_handler", "error_response"]
@@ -80,7 +82,8 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response |
     if isinstance(exc, ApplicationError):
         return error_response(exc.code, exc.message, exc.status, exc.details)
     if isinstance(exc, ProtocolError):
-        return error_response(exc.code, exc.message, 400, exc.details)
+        # The engine's codes are registered too, most with 400; the registry's status wins.
+        return error_response(exc.code, exc.message, status_of(exc.code), exc.details)
     if isinstance(exc, RequestDataTooBig):
         return error_response(
             REQUEST_TOO_LARGE,

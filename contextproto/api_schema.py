@@ -22,7 +22,7 @@ from contextproto.errors import ERRORS
 class BearerKeyScheme(OpenApiAuthenticationExtension):
     """`Authorization: Bearer <key>`: an application key or a session key (SPEC §9)."""
 
-    target_class = "contextproto.api.BearerKeyAuthentication"
+    target_class = "sessions_app.auth.BearerKeyAuthentication"
     name = "bearerAuth"
 
     def get_security_definition(self, auto_schema: Any) -> dict[str, Any]:

@@ -16,8 +16,8 @@ django_application = get_asgi_application()
 from django.conf import settings  # noqa: E402 (needs the settings module set above)
 
 from contextproto.checks import refuse_dev_key_when_serving  # noqa: E402
-from contextproto.mcp_server import mcp_http_app  # noqa: E402
 from contextproto.serving import ASGIApp, RequestLimits, with_node_registry  # noqa: E402
+from sessions_app.mcp_server import mcp_http_app  # noqa: E402
 
 refuse_dev_key_when_serving()
 mcp_application = mcp_http_app(settings.ALLOWED_HOSTS, settings.DATA_UPLOAD_MAX_MEMORY_SIZE)

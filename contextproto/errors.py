@@ -14,10 +14,10 @@ import it without cycles.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 from contextproto.protocol import errors as engine
-from contextproto.protocol.errors import ProtocolError
+from contextproto.protocol.errors import ErrorBody, ProtocolError
 
 
 @dataclass(frozen=True)
@@ -214,6 +214,54 @@ PROTOCOL_UNKNOWN_ON_WORKER = _code(
     "protocol_unknown_on_worker", 409, "This node's catalog lacks the protocol version."
 )
 
+# ---------------------------------------------------------------- results and run failures
+# Codes a client sees inside a tool result (`result.error.code`) or a run's / maintenance
+# job's `error.code`, never as an HTTP error of their own. The status is the one they would
+# answer with were they raised: 400 for what the caller or the model can fix, 502 for a
+# model provider that failed upstream, 500 for a defect of ours.
+SNAPSHOT_MISSING = _code(
+    "snapshot_missing", 400, "Tool result: the call names no projection snapshot."
+)
+SINGLE_TOOL_CALL_PER_TURN = _code(
+    "single_tool_call_per_turn", 400, "Tool result: a later call of one model answer."
+)
+TOOL_INTERNAL_ERROR = _code(
+    "tool_internal_error", 500, "Tool result: the handler failed inside the service."
+)
+TOOL_NOT_AVAILABLE = _code(
+    "tool_not_available", 400, "Tool result: the model called a tool the agent does not bind."
+)
+MAX_TURNS_REACHED = _code("max_turns_reached", 400, "Run stop: the run used its maxTurnsPerRun.")
+PROVIDER_INVALID = _code(
+    "provider_invalid", 400, "Run failure: the version's model could not be set up."
+)
+PROVIDER_NOT_RUNNABLE = _code(
+    "provider_not_runnable", 400, "Run failure: provider 'external' is driven by a host."
+)
+PROVIDER_NOT_CONFIGURED = _code(
+    "provider_not_configured", 400, "Run failure: the provider lacks its key or base URL."
+)
+PROVIDER_UNAVAILABLE = _code(
+    "provider_unavailable", 502, "Run failure: the model endpoint failed (retried first)."
+)
+PROVIDER_RATE_LIMITED = _code(
+    "provider_rate_limited", 502, "Run failure: the model endpoint kept answering 429."
+)
+PROVIDER_REQUEST_REJECTED = _code(
+    "provider_request_rejected", 502, "Run failure: the model endpoint refused the request."
+)
+PROVIDER_RESPONSE_INVALID = _code(
+    "provider_response_invalid", 502, "Run failure: an answer of the model that is unreadable."
+)
+SCRIPT_INVALID = _code("script_invalid", 400, "Run failure: a malformed scripted-model script.")
+SCRIPT_STEP_REQUIRED = _code(
+    "script_step_required", 400, "Run failure: the scripted model was called without a step."
+)
+SCRIPT_EXHAUSTED = _code("script_exhausted", 400, "Run failure: the script has no step left.")
+SCRIPT_EXPECTATION_FAILED = _code(
+    "script_expectation_failed", 400, "Run failure: a script step's expectation on the view failed."
+)
+
 # ---------------------------------------------------------------- the engine's codes
 # Refusals of the engine reach the API through ApplicationError.from_protocol or as a
 # ProtocolError (both 400); the ones given another status above keep it.
@@ -266,3 +314,24 @@ class ApplicationError(Exception):
 class NotFound(ApplicationError):
     def __init__(self, what: str, details: dict[str, Any] | None = None) -> None:
         super().__init__(NOT_FOUND, f"{what} not found.", details)
+
+
+class ErrorResponseBody(TypedDict):
+    """Every API error's JSON: `error` (SPEC §9) and the RFC 9457 problem fields."""
+
+    error: ErrorBody
+    type: str
+    title: str
+    status: int
+
+
+def error_body(
+    code: str, message: str, status: int, details: dict[str, Any] | None = None
+) -> ErrorResponseBody:
+    """The one error shape (SPEC §9), with the RFC 9457 fields."""
+    return {
+        "error": {"code": code, "message": message, "details": details or {}},
+        "type": f"about:blank#{code}",
+        "title": code.replace("_", " "),
+        "status": status,
+    }

@@ -6,7 +6,7 @@ from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.views.decorators.http import require_safe
 
-from contextproto import nodes
+from sessions_app import nodes
 
 
 @require_safe

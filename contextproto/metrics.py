@@ -12,7 +12,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Mapping
 from decimal import Decimal
 from functools import wraps
 from typing import Any, TypeVar
@@ -27,10 +27,9 @@ from prometheus_client import (
     generate_latest,
     multiprocess,
 )
-from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import REGISTRY, Collector
 
-from contextproto.middleware import error_body
+from contextproto.errors import error_body
 from contextproto.usage import TokenUsage
 
 logger = logging.getLogger(__name__)
@@ -85,7 +84,7 @@ def timed(histogram: Histogram) -> Callable[[F], F]:
     return decorate
 
 
-def dispatch_outcome(tool: str, result: dict[str, Any]) -> None:
+def dispatch_outcome(tool: str, result: Mapping[str, Any]) -> None:
     error = result.get("error")
     code = error.get("code") if isinstance(error, dict) else None
     DISPATCHES.labels(tool=tool, outcome="ok" if result.get("success") else str(code)).inc()
@@ -120,41 +119,15 @@ def usage_recorded(version_id: str, tokens: TokenUsage, cost: Decimal | None) ->
         COST.labels(agent_version=label).inc(float(cost))
 
 
-class StateCollector(Collector):
-    """Gauges read at scrape time: maintenance jobs by state, the Celery queue's depth."""
-
-    def collect(self) -> Iterator[GaugeMetricFamily]:
-        from django.db.models import Count
-
-        from sessions_app.models import MaintenanceJob
-
-        jobs = GaugeMetricFamily(
-            "contextproto_maintenance_jobs", "Maintenance jobs by status.", labels=["status"]
-        )
-        counts = dict(
-            MaintenanceJob.objects.values_list("status").annotate(n=Count("id")).order_by()
-        )
-        for status in MaintenanceJob.Status.values:
-            jobs.add_metric([status], counts.get(status, 0))
-        yield jobs
-        depth = _queue_depth()
-        if depth is not None:
-            yield GaugeMetricFamily(
-                "contextproto_queue_depth", "Tasks waiting in the Celery queue.", value=depth
-            )
+# Collectors read at scrape time, added by the apps that own their data (sessions_app's
+# AppConfig.ready adds the maintenance and queue gauges): the project package reads no app.
+SCRAPE_COLLECTORS: list[Callable[[], Collector]] = []
 
 
-def _queue_depth() -> int | None:
-    if not settings.REDIS_URL:
-        return None
-    try:
-        import redis
-
-        client = redis.Redis.from_url(settings.REDIS_URL, socket_timeout=1)
-        return int(client.llen(settings.CELERY_TASK_DEFAULT_QUEUE))
-    except Exception as exc:  # a scrape reports what it can
-        logger.warning("queue depth unavailable: %s", exc)
-        return None
+def register_scrape_collector(factory: Callable[[], Collector]) -> None:
+    """Add a collector built afresh for every scrape (idempotent per factory)."""
+    if factory not in SCRAPE_COLLECTORS:
+        SCRAPE_COLLECTORS.append(factory)
 
 
 def metrics_view(request: HttpRequest) -> HttpResponse:
@@ -175,6 +148,7 @@ def metrics_view(request: HttpRequest) -> HttpResponse:
     else:
         registry = REGISTRY
     scrape = CollectorRegistry()
-    scrape.register(StateCollector())
+    for factory in SCRAPE_COLLECTORS:
+        scrape.register(factory())
     body = generate_latest(registry) + generate_latest(scrape)
     return HttpResponse(body, content_type=CONTENT_TYPE_LATEST)

@@ -14,12 +14,13 @@ import re
 import time
 import uuid
 from collections.abc import Callable
-from typing import Any, TypedDict
 
 from django.core.exceptions import DisallowedHost, RequestDataTooBig
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.urls import is_valid_path
 
+# metrics imports nothing of this module: middleware -> metrics -> errors, one-way.
+from contextproto import metrics
 from contextproto.errors import (
     HOST_NOT_ALLOWED,
     INTERNAL_ERROR,
@@ -27,8 +28,9 @@ from contextproto.errors import (
     NOT_FOUND,
     REQUEST_TOO_LARGE,
     UNSUPPORTED_CHARACTER,
+    ErrorResponseBody,
+    error_body,
 )
-from contextproto.protocol.errors import ErrorBody
 
 logger = logging.getLogger("contextproto.requests")
 
@@ -36,27 +38,6 @@ API_PREFIX = "/api/"
 REQUEST_ID_HEADER = "X-Request-Id"
 # A caller's own id is kept when it looks like one (so logs join across services).
 _CALLER_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{8,128}$")
-
-
-class ErrorResponseBody(TypedDict):
-    """Every API error's JSON: `error` (SPEC §9) and the RFC 9457 problem fields."""
-
-    error: ErrorBody
-    type: str
-    title: str
-    status: int
-
-
-def error_body(
-    code: str, message: str, status: int, details: dict[str, Any] | None = None
-) -> ErrorResponseBody:
-    """The one error shape (SPEC §9), with the RFC 9457 fields."""
-    return {
-        "error": {"code": code, "message": message, "details": details or {}},
-        "type": f"about:blank#{code}",
-        "title": code.replace("_", " "),
-        "status": status,
-    }
 
 
 def request_id_of(request: HttpRequest) -> str:
@@ -108,8 +89,6 @@ class RequestIdMiddleware:
 
 def _log_request(request: HttpRequest, response: HttpResponse, seconds: float) -> None:
     """One structured line per API request (JSON in `extra`, key=value in the message)."""
-    from contextproto import metrics
-
     credential = getattr(request, "credential", None)
     match = getattr(request, "resolver_match", None)
     data = getattr(response, "data", None)

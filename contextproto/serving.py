@@ -29,10 +29,12 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 import h11
+from django.conf import settings
 from uvicorn.protocols.http import h11_impl
 
-from contextproto.errors import REQUEST_TIMEOUT, REQUEST_TOO_LARGE
-from contextproto.middleware import API_PREFIX, ErrorResponseBody, error_body
+from contextproto.errors import REQUEST_TIMEOUT, REQUEST_TOO_LARGE, ErrorResponseBody, error_body
+from contextproto.middleware import API_PREFIX
+from sessions_app import nodes
 
 logger = logging.getLogger("contextproto.serving")
 
@@ -87,8 +89,6 @@ class H11Protocol(h11_impl.H11Protocol):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)  # loads the app, and with it the settings
-        from django.conf import settings
-
         self.header_timeout = float(settings.HEADER_READ_TIMEOUT_SECONDS)
         self.header_deadline: asyncio.TimerHandle | None = None
 
@@ -209,9 +209,6 @@ def with_node_registry(app: ASGIApp) -> ASGIApp:
     The node is registered once the app reports its startup complete and removed before its
     shutdown is reported complete, so the registry never lists a process that cannot serve.
     """
-    from django.conf import settings
-
-    from contextproto import nodes
 
     async def wrapped(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "lifespan":

@@ -178,7 +178,7 @@ HEADER_READ_TIMEOUT_SECONDS = env_int("HEADER_READ_TIMEOUT_SECONDS", 10)
 BODY_READ_TIMEOUT_SECONDS = env_int("BODY_READ_TIMEOUT_SECONDS", 30)
 
 REST_FRAMEWORK = {
-    "DEFAULT_AUTHENTICATION_CLASSES": ["contextproto.api.BearerKeyAuthentication"],
+    "DEFAULT_AUTHENTICATION_CLASSES": ["sessions_app.auth.BearerKeyAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": [],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_PARSER_CLASSES": ["contextproto.parsers.StoredJSONParser"],
@@ -270,7 +270,7 @@ CELERY_BEAT_SCHEDULE = {
 }
 
 NODE_ROLE = env_str("NODE_ROLE", "api")
-# Several nodes (SPEC §12, contextproto.nodes): each process registers in Redis for
+# Several nodes (SPEC §12, sessions_app.nodes): each process registers in Redis for
 # NODE_TTL_SECONDS, refreshed every NODE_REFRESH_SECONDS. NODE_CODE_VERSION names the build
 # (unset: `git describe`, else the package version).
 NODE_TTL_SECONDS = env_int("NODE_TTL_SECONDS", 30)

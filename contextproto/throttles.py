@@ -16,6 +16,8 @@ from typing import Any
 from django.conf import settings
 from rest_framework.throttling import SimpleRateThrottle
 
+from contextproto.api import Credential
+
 logger = logging.getLogger(__name__)
 
 
@@ -29,8 +31,6 @@ class CredentialRateThrottle(SimpleRateThrottle):
         raise NotImplementedError
 
     def get_cache_key(self, request: Any, view: Any) -> str | None:
-        from contextproto.api import Credential
-
         credential = request.auth
         if not isinstance(credential, Credential):
             return None  # anonymous requests are refused by the views themselves

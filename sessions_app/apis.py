@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from django.conf import settings
@@ -15,6 +16,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agents import selectors as agent_selectors
+from contextproto import pagination
 from contextproto.api import (
     AnyJSONField,
     IdField,
@@ -31,13 +33,14 @@ from contextproto.errors import NotFound
 from contextproto.ids import parse_uuid
 from contextproto.protocol import adapters, catalog
 from sessions_app import apis_shapes as shapes
-from sessions_app import history_reads, selectors, usage_reads
+from sessions_app import maintenance, nodes
 from sessions_app.models import Session
+from sessions_app.reads import history, lists
+from sessions_app.reads import usage as usage_reads
 from sessions_app.services import (
     client_writes,
     dispatch,
     fork,
-    maintenance,
     messages,
     projection,
     runs,
@@ -51,7 +54,7 @@ def session_for(request: Request, session_id: str) -> Session:
     wanted = parse_uuid(session_id, "Session")
     if credential.is_session_key and credential.session_id != wanted:
         raise NotFound("Session")
-    return selectors.session_get(session_id=wanted, application_id=credential.application.id)
+    return lists.session_get(session_id=wanted, application_id=credential.application.id)
 
 
 def session_to_wire(session: Session) -> dict[str, Any]:
@@ -113,7 +116,7 @@ REPLAYED = OpenApiParameter(
 )
 
 
-def _written(body: dict[str, Any], replayed: bool) -> Response:
+def _written(body: Mapping[str, Any], replayed: bool) -> Response:
     """201 for a new message; 200 and the replay header for a replayed one."""
     if replayed:
         return Response(body, status=status.HTTP_200_OK, headers={REPLAYED_HEADER: "true"})
@@ -197,7 +200,7 @@ class SessionMessagesApi(APIView):
             minimum=-1,
             maximum=catalog.JSON_INTEGER_MAX,
         )
-        found, next_after = selectors.message_page(
+        found, next_after = lists.message_page(
             session.id,
             window_id=request.query_params.get("window") or None,
             after_index=max(after, 0),
@@ -209,7 +212,9 @@ class SessionMessagesApi(APIView):
 class ProjectionApi(APIView):
     class Input(StrictSerializer):
         runId = serializers.CharField(max_length=64, required=False, allow_null=True)
-        provider = serializers.ChoiceField(choices=adapters.PROVIDERS, default="neutral")
+        provider = serializers.ChoiceField(
+            choices=adapters.PROVIDERS, default=adapters.WireFormat.NEUTRAL.value
+        )
 
     @extend_schema(request=Input, responses={201: shapes.Snapshot})
     def post(self, request: Request, session_id: str) -> Response:
@@ -258,7 +263,7 @@ def _page_query(request: Request) -> tuple[str | None, int]:
     return request.query_params.get("cursor"), page_limit(request.query_params.get("limit"))
 
 
-def window_to_wire(window: selectors.WindowView) -> dict[str, Any]:
+def window_to_wire(window: lists.WindowView) -> dict[str, Any]:
     return {
         "windowId": window.window_id,
         "active": window.active,
@@ -268,7 +273,7 @@ def window_to_wire(window: selectors.WindowView) -> dict[str, Any]:
     }
 
 
-def fold_to_wire(view: selectors.FoldView) -> dict[str, Any]:
+def fold_to_wire(view: lists.FoldView) -> dict[str, Any]:
     fold = view.fold
     return {
         "foldId": fold.id,
@@ -290,7 +295,7 @@ class WindowsApi(APIView):
     def get(self, request: Request, session_id: str) -> Response:
         session = session_for(request, session_id)
         cursor, limit = _page_query(request)
-        page = selectors.window_page(session, cursor=cursor, limit=limit)
+        page = lists.window_page(session, cursor=cursor, limit=limit)
         return Response(
             {"windows": [window_to_wire(w) for w in page.items], "nextCursor": page.next_cursor}
         )
@@ -305,7 +310,7 @@ class FoldsApi(APIView):
     def get(self, request: Request, session_id: str) -> Response:
         session = session_for(request, session_id)
         cursor, limit = _page_query(request)
-        page = selectors.fold_page(session, cursor=cursor, limit=limit)
+        page = lists.fold_page(session, cursor=cursor, limit=limit)
         return Response(
             {"folds": [fold_to_wire(f) for f in page.items], "nextCursor": page.next_cursor}
         )
@@ -320,7 +325,7 @@ class SnapshotsApi(APIView):
     def get(self, request: Request, session_id: str) -> Response:
         session = session_for(request, session_id)
         cursor, limit = _page_query(request)
-        page = selectors.snapshot_page(session, cursor=cursor, limit=limit)
+        page = lists.snapshot_page(session, cursor=cursor, limit=limit)
         return Response(
             {
                 "snapshots": [projection.snapshot_to_wire(s) for s in page.items],
@@ -343,13 +348,12 @@ class KvApi(APIView):
         cursor, limit = _page_query(request)
         prefix = request.query_params.get("prefix")
         revision = query_revision(request.query_params.get("revision"))
+        page: pagination.Page[Any]
         if revision is None:
-            page = selectors.kv_page(session, prefix=prefix, cursor=cursor, limit=limit)
+            page = lists.kv_page(session, prefix=prefix, cursor=cursor, limit=limit)
         else:
-            history_reads.revision_check(session, revision)
-            page = history_reads.kv_page_at(
-                session, revision, prefix=prefix, cursor=cursor, limit=limit
-            )
+            history.revision_check(session, revision)
+            page = history.kv_page_at(session, revision, prefix=prefix, cursor=cursor, limit=limit)
         return Response(
             {
                 "stateRevision": session.state_revision if revision is None else revision,
@@ -391,7 +395,7 @@ class SessionForkApi(APIView):
     @extend_schema(request=Input, responses={201: shapes.SessionForked})
     def post(self, request: Request, session_id: str) -> Response:
         application = application_of(request, "Session")
-        original = selectors.session_get(session_id=session_id, application_id=application.id)
+        original = lists.session_get(session_id=session_id, application_id=application.id)
         data = self.Input.parse(request.data)
         version = None
         if "agentVersionId" in data:
@@ -448,8 +452,6 @@ class HealthApi(_Probe):
 
     @extend_schema(auth=[], responses={200: shapes.Health, 503: shapes.Health})
     def get(self, request: Request) -> Response:
-        from contextproto import nodes
-
         checks = _dependency_checks()
         healthy = all(v == "ok" for v in checks.values())
         return Response(
@@ -518,7 +520,7 @@ class MaintenanceRequestApi(APIView):
     @extend_schema(request=None, responses={202: Output})
     def post(self, request: Request, session_id: str, window_id: str) -> Response:
         session = session_for(request, session_id)
-        selectors.window_record_get(session, window_id)
+        lists.window_record_get(session, window_id)
         if request.data not in ({}, None):
             StrictSerializer.parse(request.data)
         job, _created = maintenance.maintenance_request(
@@ -550,7 +552,7 @@ class MaintenancePlanApi(APIView):
     @extend_schema(request=Input, responses={201: Output})
     def post(self, request: Request, session_id: str, window_id: str) -> Response:
         session = session_for(request, session_id)
-        selectors.window_record_get(session, window_id)
+        lists.window_record_get(session, window_id)
         data = self.Input.parse(request.data)
         # A refused plan writes no job (it would block the window); see the service.
         job, plan = maintenance.maintenance_external_plan(
@@ -612,5 +614,5 @@ class MaintenanceJobsApi(APIView):
     @extend_schema(responses={200: Output})
     def get(self, request: Request, session_id: str) -> Response:
         session = session_for(request, session_id)
-        jobs = selectors.maintenance_jobs_recent(session, limit=page_limit(None))
+        jobs = lists.maintenance_jobs_recent(session, limit=page_limit(None))
         return Response({"jobs": [job_to_wire(j) for j in jobs]})

@@ -13,14 +13,14 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from contextproto.api import StrictSerializer, application_of
-from sessions_app import selectors
 from sessions_app.models import Session
+from sessions_app.reads import lists
 from sessions_app.services import sessions
 
 
 def _own_session(request: Request, session_id: str) -> Session:
     application = application_of(request, "Session")
-    session = selectors.session_get(session_id=session_id, application_id=application.id)
+    session = lists.session_get(session_id=session_id, application_id=application.id)
     # These operations take no input; an unexpected field is refused, not ignored.
     if request.data not in ({}, None):
         StrictSerializer.parse(request.data)

@@ -9,21 +9,32 @@ class SessionsAppConfig(AppConfig):
     def ready(self) -> None:
         # The Celery app, so @shared_task binds to it in every process; the deploy check
         # refusing the public dev SECRET_KEY; the node registry's signal handlers (SPEC §12).
-        from contextproto import celery, checks, nodes  # noqa: F401
+        from contextproto import celery, checks  # noqa: F401
+        from sessions_app import nodes  # noqa: F401
 
         install_service_hooks()
+        install_scrape_collectors()
 
 
 def install_service_hooks() -> None:
-    """Give the lower service layers their calls into the layers above (services/hooks.py).
+    """Give the lower service layers their calls into the layers above (store/hooks.py).
 
     The one place that knows both ends: the services import only downwards, and the tasks
     and orchestrators are wired in here once the models are loaded.
     """
-    from sessions_app import tasks
-    from sessions_app.services import hooks, maintenance, runtime
+    from sessions_app import maintenance, tasks
+    from sessions_app.services import runtime
+    from sessions_app.store import hooks
 
     hooks.run_advance_enqueue.install(tasks.run_advance_enqueue)
     hooks.maintenance_job_enqueue.install(tasks.maintenance_job_enqueue)
     hooks.host_tool_result_written.install(runtime.run_resume_if_ready)
     hooks.maintenance_request.install(maintenance.maintenance_request)
+
+
+def install_scrape_collectors() -> None:
+    """Let /metrics read the sessions' gauges without the project package importing the app."""
+    from contextproto.metrics import register_scrape_collector
+    from sessions_app.metrics import StateCollector
+
+    register_scrape_collector(StateCollector)

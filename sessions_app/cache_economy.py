@@ -38,8 +38,8 @@ from contextproto.protocol.stored_views import (
     projection_from_wire,
     tools_from_request,
 )
-from sessions_app import selectors
 from sessions_app.models import ProjectionSnapshot, Session
+from sessions_app.reads import raw_log
 
 # Seconds between two turns of a scripted session: a model answer plus the host's work.
 # Well inside the 5-minute TTL, so only a window left for 15 turns or more loses its entries.
@@ -85,7 +85,9 @@ def session_settings(session: Session) -> EconomySettings:
 def _send_times(snapshots: list[ProjectionSnapshot], think_seconds: float | None) -> list[float]:
     if think_seconds is not None:
         return paced(len(snapshots), think_seconds)
-    start = snapshots[0].created_at if snapshots else None
+    if not snapshots:
+        return []
+    start = snapshots[0].created_at
     return [(s.created_at - start).total_seconds() for s in snapshots]
 
 
@@ -106,7 +108,7 @@ def session_turns(
     )
     last = max((s.upper_bound for s in snapshots), default=0)
     log: list[RawMessage] = (
-        selectors.log_page(session.id, window_id=None, after_index=0, limit=last) if last else []
+        raw_log.log_page(session.id, window_id=None, after_index=0, limit=last) if last else []
     )
     errors = [
         m.tool_call_id for m in log if m.kind == KIND_TOOL_RESULT and m.is_error and m.tool_call_id

@@ -11,6 +11,7 @@ from django.db import models
 from django.db.models import Q
 
 from agents.models import AgentVersion, Application
+from contextproto.protocol.messages import KIND_TEXT, KIND_TOOL_CALL, KIND_TOOL_RESULT
 
 
 class ImmutableMessageError(Exception):
@@ -107,9 +108,9 @@ class Message(models.Model):
         INPUT = "input"
         APPROVAL_FEEDBACK = "approval_feedback"
         RUNTIME_INSTRUCTION = "runtime_instruction"
-        TEXT = "text"
-        TOOL_CALL = "tool_call"
-        TOOL_RESULT = "tool_result"
+        TEXT = KIND_TEXT
+        TOOL_CALL = KIND_TOOL_CALL
+        TOOL_RESULT = KIND_TOOL_RESULT
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     session = models.ForeignKey(Session, on_delete=models.DO_NOTHING, related_name="messages")
@@ -142,12 +143,12 @@ class Message(models.Model):
             models.UniqueConstraint(fields=["session", "index"], name="message_unique_index"),
             models.UniqueConstraint(
                 fields=["session", "tool_call_id"],
-                condition=Q(kind="tool_call"),
+                condition=Q(kind=KIND_TOOL_CALL),
                 name="message_unique_tool_call",
             ),
             models.UniqueConstraint(
                 fields=["session", "tool_call_id"],
-                condition=Q(kind="tool_result"),
+                condition=Q(kind=KIND_TOOL_RESULT),
                 name="message_unique_tool_result",
             ),
         ]

@@ -82,11 +82,11 @@ from contextproto.protocol.state import (
     covered_key,
 )
 from contextproto.protocol.stored_views import projection_from_wire, tools_from_request
-from sessions_app import selectors
 from sessions_app.cache_economy import DEFAULT_THINK_SECONDS, session_settings
-from sessions_app.history_reads import kv_history_through
 from sessions_app.models import KVHistory, MaintenanceJob, ProjectionSnapshot, Session
 from sessions_app.providers.base import canonical_json, estimate_tokens
+from sessions_app.reads import raw_log
+from sessions_app.reads.history import kv_history_through
 from sessions_app.services.projection import capacity_check, tools_for, trigger_tokens
 
 AS_RECORDED = "as recorded"
@@ -391,8 +391,8 @@ class ReplayTotals:
     @classmethod
     def of(cls, replays: Sequence[SessionReplay]) -> ReplayTotals:
         done = [t for r in replays for t in r.replayed_turns]
-        recorded = {p: ProviderTotals() for p in SIMULATED_PROVIDERS}
-        replayed = {p: ProviderTotals() for p in SIMULATED_PROVIDERS}
+        recorded: dict[str, ProviderTotals] = {p: ProviderTotals() for p in SIMULATED_PROVIDERS}
+        replayed: dict[str, ProviderTotals] = {p: ProviderTotals() for p in SIMULATED_PROVIDERS}
         for r in replays:
             for p in SIMULATED_PROVIDERS:
                 if r.recorded.turns:
@@ -454,7 +454,7 @@ class _History:
     """The session's KV history through a revision, answering "the state at R" in memory.
 
     Per key the newest row with revision <= R, unless it records a removal: the same rule
-    as `history_reads.kv_at`, over rows read once.
+    as `reads.history.kv_at`, over rows read once.
     """
 
     def __init__(self, rows: Iterable[KVHistory]) -> None:
@@ -642,7 +642,8 @@ def _pending(
 def _rebuild(ctx: _Context, snapshot: ProjectionSnapshot, number: int) -> _Rebuilt:
     """Rebuild one recorded turn under the context's target (or as recorded)."""
     sent = _json_text(snapshot.request or {})
-    base = {
+    # TurnReplay's fields every outcome shares (Any: one keyword set for several shapes).
+    base: dict[str, Any] = {
         "turn": number,
         "snapshot_id": str(snapshot.pk),
         "revision": snapshot.revision,
@@ -800,7 +801,9 @@ def _recorded_view(snapshot: ProjectionSnapshot, errors: Sequence[str]) -> engin
 def _send_times(snapshots: Sequence[ProjectionSnapshot], think: float | None) -> list[float]:
     if think is not None:
         return paced(len(snapshots), think)
-    start = snapshots[0].created_at if snapshots else None
+    if not snapshots:
+        return []
+    start = snapshots[0].created_at
     return [(s.created_at - start).total_seconds() for s in snapshots]
 
 
@@ -853,7 +856,7 @@ def session_replay(
     top_bound = max((s.upper_bound for s in snapshots), default=0)
     history = _History(kv_history_through(session.id, top_revision) if snapshots else [])
     log = _Log(
-        selectors.log_page(session.id, window_id=None, after_index=0, limit=top_bound)
+        raw_log.log_page(session.id, window_id=None, after_index=0, limit=top_bound)
         if top_bound
         else []
     )

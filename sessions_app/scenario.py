@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from contextproto.protocol.folds import fold_id_for
+from contextproto.protocol.messages import KIND_TOOL_CALL, KIND_TOOL_RESULT
 from contextproto.protocol.vocabulary import (
     PLACEMENT_BEFORE_HISTORY_ASSISTANT,
     PLACEMENT_TRAILING_ASSISTANT,
@@ -246,7 +247,7 @@ def maintainer_script(turns: int = 20) -> dict[str, Any]:
 def answer_pending_host_calls(session_id: Any) -> int:
     """Play the host: write results for the unanswered host tool calls (hot or archived)."""
     from sessions_app.models import Session
-    from sessions_app.selectors import log_page, log_run_inputs
+    from sessions_app.reads.raw_log import log_page, log_run_inputs
     from sessions_app.services.messages import message_write
 
     session = Session.objects.select_related("current_run").get(pk=session_id)
@@ -258,10 +259,10 @@ def answer_pending_host_calls(session_id: Any) -> int:
     log = log_page(
         session.id, window_id=None, after_index=first - 1, limit=session.last_index - first + 1
     )
-    answered = {m.tool_call_id for m in log if m.kind == "tool_result"}
+    answered = {m.tool_call_id for m in log if m.kind == KIND_TOOL_RESULT}
     count = 0
     for call in log:
-        if call.kind == "tool_call" and call.tool_name in (*HOST_TOOLS, NOTE_TOOL):
+        if call.kind == KIND_TOOL_CALL and call.tool_name in (*HOST_TOOLS, NOTE_TOOL):
             if call.tool_call_id not in answered:
                 content = (
                     "noted"
@@ -271,7 +272,7 @@ def answer_pending_host_calls(session_id: Any) -> int:
                 message_write(
                     session_id=session.id,
                     role="tool",
-                    kind="tool_result",
+                    kind=KIND_TOOL_RESULT,
                     content=content,
                     tool_call_id=call.tool_call_id,
                 )

@@ -8,7 +8,8 @@ import time
 from celery import shared_task
 from celery.signals import worker_ready
 
-from sessions_app.services import maintenance, runtime
+from sessions_app import maintenance
+from sessions_app.services import runtime
 from sessions_app.tasks_archive import archive_sweep  # noqa: F401  (registers the task)
 
 job_log = logging.getLogger("contextproto.jobs")

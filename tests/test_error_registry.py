@@ -201,3 +201,70 @@ def test_drf_refusals_are_registered():
         exceptions.NotFound,
     ):
         assert ERRORS[refusal.default_code].status == refusal.status_code, refusal
+
+
+@pytest.mark.parametrize(
+    ("code", "status"),
+    [
+        (engine.MAINTENANCE_PAGE_OUT_OF_RANGE, 404),
+        (engine.STATE_STALE, 409),
+        (engine.FOLD_RANGE_INVALID, 400),
+    ],
+)
+def test_an_engine_refusal_answers_with_the_registry_status(code, status):
+    """A ProtocolError reaching the API renders with its registered status, not always 400."""
+    from contextproto.api_errors import api_exception_handler
+    from contextproto.protocol.errors import ProtocolError
+
+    response = api_exception_handler(ProtocolError(code, "refused", {"at": 3}), {})
+    assert response is not None
+    assert response.status_code == status == ERRORS[code].status
+    assert response.data["error"] == {"code": code, "message": "refused", "details": {"at": 3}}
+
+
+def test_codes_that_travel_in_results_and_run_errors_are_registered():
+    """Tool-result and run-failure codes a client reads are in the registry too."""
+    from contextproto.protocol.tool_results import tool_failure
+
+    for code in (
+        "snapshot_missing",
+        "tool_not_available",
+        "max_turns_reached",
+        "provider_invalid",
+        "single_tool_call_per_turn",
+        "tool_internal_error",
+        "provider_not_runnable",
+        "provider_not_configured",
+        "provider_unavailable",
+        "provider_rate_limited",
+        "provider_request_rejected",
+        "provider_response_invalid",
+        "script_invalid",
+        "script_step_required",
+        "script_exhausted",
+        "script_expectation_failed",
+        "experiment_budget_exhausted",
+    ):
+        assert code in ERRORS, code
+    failure = tool_failure("tool_not_available", "no such tool", details={"code": "x", "at": 1})
+    assert failure == {
+        "success": False,
+        "error": {
+            "at": 1,
+            "code": "tool_not_available",
+            "message": "no such tool",
+            "correctable": True,
+        },
+    }
+
+
+def test_one_builder_makes_every_tool_error_result():
+    """No module spells `{"success": False, ...}` itself; they call tool_failure."""
+    offenders = [
+        f"{path.relative_to(ROOT)}:{number}"
+        for path in _sources()
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if re.search(r"""["']success["']\s*:\s*False""", line)
+        and path.relative_to(ROOT).as_posix() != "contextproto/protocol/tool_results.py"
+    ]
+    assert not offenders, offenders

@@ -74,8 +74,16 @@ def test_type_check_is_strict_on_the_engine_and_hides_errors_only_in_the_tempora
     engine = [o for o in overrides if "contextproto.protocol.*" in o["module"]]
     assert len(engine) == 1 and STRICT_FLAGS.items() <= engine[0].items()
     hidden = [o["module"] for o in overrides if o.get("ignore_errors")]
-    # sessions_app only, until the follow-up that types it deletes the override.
-    assert hidden == [["sessions_app", "sessions_app.*"]]
+    # Only the modules the admin split and the labs/ move rewrite, until that move deletes
+    # the override; everything else of sessions_app is reported.
+    assert hidden == [
+        [
+            "sessions_app.admin",
+            "sessions_app.admin_views.*",
+            "sessions_app.experiments.*",
+            "sessions_app.management.commands.demo",
+        ]
+    ]
     lint = (ROOT / "Makefile").read_text().split("\nlint:", 1)[1].split("\n\n", 1)[0]
     assert "$(VENV)/bin/mypy\n" in lint and "--strict" in lint and "contextproto/protocol" in lint
 

@@ -35,6 +35,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 from contextproto.protocol import errors
@@ -50,10 +51,23 @@ from contextproto.protocol.messages import (
 from contextproto.protocol.projection import Projection
 from contextproto.protocol.prompt_cache import PROMPT_CACHE_OFF, TTL_5M, PromptCache
 
-PROVIDER_NEUTRAL = "neutral"
-PROVIDER_OPENAI_CHAT = "openai-chat"
-PROVIDER_ANTHROPIC_MESSAGES = "anthropic-messages"
-PROVIDERS = (PROVIDER_NEUTRAL, PROVIDER_OPENAI_CHAT, PROVIDER_ANTHROPIC_MESSAGES)
+
+class WireFormat(StrEnum):
+    """The request/response format a model speaks (the API's `provider` field).
+
+    The one definition of the names: a wire format is not a vendor (`model.provider`
+    names the vendor; a scripted model may speak any of these).
+    """
+
+    NEUTRAL = "neutral"
+    OPENAI_CHAT = "openai-chat"
+    ANTHROPIC_MESSAGES = "anthropic-messages"
+
+
+PROVIDER_NEUTRAL = WireFormat.NEUTRAL
+PROVIDER_OPENAI_CHAT = WireFormat.OPENAI_CHAT
+PROVIDER_ANTHROPIC_MESSAGES = WireFormat.ANTHROPIC_MESSAGES
+PROVIDERS: tuple[str, ...] = tuple(WireFormat)
 
 ROLE_SYSTEM = "system"
 

@@ -25,16 +25,7 @@ from contextproto.protocol.foldtext import (
 from contextproto.protocol.groups import Group, build_groups
 from contextproto.protocol.messages import KIND_TOOL_CALL, KIND_TOOL_RESULT, Fold, RawMessage
 from contextproto.protocol.state import MAIN_WINDOW, covered_key, fold_key, window_key
-from contextproto.protocol.tool_results import (
-    FoldCreateResult,
-    FoldEntry,
-    FoldListResult,
-    FoldReadResult,
-    HistoryGroup,
-    HistoryListResult,
-    HistoryReadResult,
-)
-from contextproto.protocol.tools import (
+from contextproto.protocol.tool_base import (
     PREVIEW_CHARS,
     Invocation,
     Refusal,
@@ -43,6 +34,15 @@ from contextproto.protocol.tools import (
     success,
     text_of,
     window_not_found,
+)
+from contextproto.protocol.tool_results import (
+    FoldCreateResult,
+    FoldEntry,
+    FoldListResult,
+    FoldReadResult,
+    HistoryGroup,
+    HistoryListResult,
+    HistoryReadResult,
 )
 
 REASON_ALREADY_FOLDED = "already_folded"

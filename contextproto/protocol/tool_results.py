@@ -19,6 +19,28 @@ class ToolFailure(TypedDict):
     error: dict[str, object]
 
 
+def tool_failure(
+    code: str,
+    message: str,
+    *,
+    correctable: bool = True,
+    details: dict[str, Any] | None = None,
+) -> ToolFailure:
+    """The one builder of a refusal result: `{"success": false, "error": {...}}`.
+
+    The refusal's details come first and `code`, `message`, `correctable` last, so a detail
+    can never shadow them. Used by the engine's dispatcher, the service's dispatch and
+    runtime, and the MCP edge alike.
+    """
+    error: dict[str, object] = {
+        **(details or {}),
+        "code": code,
+        "message": message,
+        "correctable": correctable,
+    }
+    return {"success": False, "error": error}
+
+
 class _Succeeded(TypedDict):
     success: Literal[True]
 

@@ -24,15 +24,7 @@ from contextproto.protocol.state import (
     new_window_record,
     window_key,
 )
-from contextproto.protocol.tool_results import (
-    WindowCompleteResult,
-    WindowListResult,
-    WindowMemorySetResult,
-    WindowOpenResult,
-    WindowReadResult,
-    WindowSummary,
-)
-from contextproto.protocol.tools import (
+from contextproto.protocol.tool_base import (
     Invocation,
     Refusal,
     ToolOutcome,
@@ -40,6 +32,14 @@ from contextproto.protocol.tools import (
     record_of,
     success,
     window_not_found,
+)
+from contextproto.protocol.tool_results import (
+    WindowCompleteResult,
+    WindowListResult,
+    WindowMemorySetResult,
+    WindowOpenResult,
+    WindowReadResult,
+    WindowSummary,
 )
 
 

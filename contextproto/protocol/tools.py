@@ -7,221 +7,42 @@ mistake is never an exception here but an error result the runtime feeds back,
 so the model can read it and go on ("errors are data").
 
 The window handlers live in `tool_windows`, the history and fold handlers in
-`tool_folds`; this module holds the types they share, the checks every call goes
-through, and the task memory and maintainer tools.
+`tool_folds`, the types they share in `tool_base`; this module holds the checks every
+call goes through, the handler table, and the task memory and maintainer tools.
 """
 
 from __future__ import annotations
 
-import functools
-import json
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Protocol
-
-from contextproto.protocol import catalog, errors
+from contextproto.protocol import catalog, errors, tool_folds, tool_windows
 from contextproto.protocol.arguments import validate_tool_arguments
-from contextproto.protocol.catalog import EXPECTED_WINDOW_ARG, ProtocolVersion
+from contextproto.protocol.catalog import EXPECTED_WINDOW_ARG
 from contextproto.protocol.errors import ProtocolError
-from contextproto.protocol.messages import Content, Fold, RawMessage
-from contextproto.protocol.state import (
-    KEY_ACTIVE_WINDOW,
-    KEY_TASK_MEMORY,
-    MAIN_WINDOW,
-    initial_kv,
-    window_key,
+from contextproto.protocol.state import KEY_TASK_MEMORY
+from contextproto.protocol.tool_base import (
+    EFFECT_QUEUE_MAINTENANCE,
+    Handler,
+    Invocation,
+    Refusal,
+    SessionReader,
+    ToolCall,
+    ToolContext,
+    ToolOutcome,
+    error_outcome,
+    success,
 )
-from contextproto.protocol.tool_results import (
-    MaintainerRunResult,
-    TaskMemoryResult,
-    ToolFailure,
-    ToolResult,
-    ToolSuccess,
-)
+from contextproto.protocol.tool_results import MaintainerRunResult, TaskMemoryResult
 
-PREVIEW_CHARS = 120
-EFFECT_QUEUE_MAINTENANCE = "queue_maintenance"
-
-
-class SessionReader(Protocol):
-    """Read access to ONE session's committed state and log, implemented by the DB layer.
-
-    Every method is bounded by its arguments (a range, a page or a list of keys),
-    so no handler can make the DB side scan a whole session. The reader is
-    restricted to the call's session: an id of another session is simply absent.
-    """
-
-    def kv_get_many(self, keys: Sequence[str]) -> dict[str, Any]:
-        """Return the present keys only, from the current committed state."""
-        ...
-
-    def window_messages(
-        self, window_id: str, after_index: int, through_index: int
-    ) -> list[RawMessage]:
-        """Return the window's messages with after_index < index <= through_index, by index."""
-        ...
-
-    def window_outline(
-        self, window_id: str, after_index: int, through_index: int
-    ) -> list[RawMessage]:
-        """Like `window_messages` with content "" and arguments None: the group structure.
-
-        For handlers that need ids, indices, kinds, roles and call ids only (fold rules);
-        reading the bodies of a whole live window is most of such a call's cost.
-        """
-        ...
-
-    def message_windows(self, indices: Sequence[int]) -> dict[int, str]:
-        """Return index -> window id for those of `indices` that exist."""
-        ...
-
-    def messages_by_ids(self, message_ids: Sequence[str]) -> list[RawMessage]:
-        """Return the messages with these ids in index order, hot and cold merged."""
-        ...
-
-    def message_at(self, index: int) -> RawMessage | None:
-        """Return the message with this index, any window, hot or cold; None if there is none."""
-        ...
-
-    def fold(self, fold_id: str) -> Fold | None: ...
-
-    def folds_of_window(self, window_id: str, offset: int, limit: int) -> list[Fold]:
-        """Return a page of the window's folds by first index, compressed ones included."""
-        ...
-
-    def folds_intersecting(self, window_id: str, first_index: int, last_index: int) -> list[Fold]:
-        """Return the window's folds that share at least one index with [first, last]."""
-        ...
-
-    def folds_in_range(self, window_id: str, first_index: int, last_index: int) -> list[Fold]:
-        """Return the window's folds lying entirely inside [first, last]."""
-        ...
-
-    def fold_count(self) -> int:
-        """Return the number of folds of the session, compressed ones included."""
-        ...
-
-    def windows(
-        self, status: str | None, offset: int, limit: int
-    ) -> list[tuple[str, dict[str, Any]]]:
-        """Return a page of (id, record), ordered by createdAtIndex then id."""
-        ...
-
-    def window_count(self) -> int:
-        """Return the number of windows of the session, `main` included."""
-        ...
-
-    def search_windows(self, query: str, limit: int) -> list[tuple[str, dict[str, Any]]]:
-        """Return windows whose goal, memory, outcomes or checkpoint contain `query`.
-
-        Case-insensitive substring match, in the order of `windows()`.
-        """
-        ...
-
-
-@dataclass(frozen=True)
-class ToolCall:
-    """The raw `tool_call` record being dispatched; frozen values come from its snapshot."""
-
-    tool_call_id: str
-    tool_name: str
-    arguments: object  # as the model wrote them; validated by dispatch
-    call_index: int  # MessageIndex of the tool_call message
-    call_window_id: str  # window the tool_call message was written in
-    frozen_revision: int  # state revision of the view the call was made from
-    frozen_upper_bound: int  # upper bound of that view (the call itself is above it)
-
-
-@dataclass(frozen=True)
-class ToolContext:
-    """What the dispatcher knows besides the call: version, options, the revision now."""
-
-    version: ProtocolVersion
-    options: Mapping[str, Any]  # normalized (defaults applied)
-    current_revision: int  # read under the session lock
-    maintainer_bound: bool
-
-
-@dataclass(frozen=True)
-class ToolOutcome:
-    """A handler's answer: the JSON result plus what the caller must commit and do."""
-
-    result: ToolResult
-    # key -> new JSON value; committed in ONE transaction with the receipt
-    kv_writes: dict[str, Any] = field(default_factory=dict)
-    # performed by the caller after the commit, e.g. ("queue_maintenance", {"windowId": W})
-    effects: tuple[tuple[str, dict[str, Any]], ...] = ()
-
-    @property
-    def mutated(self) -> bool:
-        return bool(self.kv_writes)
-
-    # Read with .get: the Django layer also builds results (its own refusals) as plain dicts.
-    @property
-    def success(self) -> bool:
-        return self.result.get("success") is True
-
-    @property
-    def error_code(self) -> str | None:
-        error = self.result.get("error")
-        code = error.get("code") if isinstance(error, dict) else None
-        return code if isinstance(code, str) else None
-
-
-class Refusal(ProtocolError):
-    """A tool's own refusal; `correctable` says whether calling differently can fix it."""
-
-    def __init__(
-        self,
-        code: str,
-        message: str,
-        details: dict[str, Any] | None = None,
-        *,
-        correctable: bool = True,
-    ) -> None:
-        super().__init__(code, message, details)
-        self.correctable = correctable
-
-
-# ProtocolErrors from other engine modules the model cannot fix by calling again.
-NOT_CORRECTABLE = frozenset(
-    {
-        errors.FOLD_LIMIT_REACHED,
-        errors.WINDOW_LIMIT_REACHED,
-        errors.WINDOW_STATE_INCONSISTENT,
-        errors.FOLD_MESSAGES_MISSING,
-        errors.MAINTAINER_NOT_BOUND,
-    }
-)
-
-
-@dataclass
-class Invocation:
-    """One validated call on its way through the handlers, with a cached activeWindow read."""
-
-    call: ToolCall
-    ctx: ToolContext
-    reader: SessionReader
-    args: dict[str, Any]
-    _active_window: str | None = field(default=None, init=False, repr=False)
-
-    def active_window(self) -> str:
-        """Return the current `activeWindow` (`main` when the key is absent)."""
-        if self._active_window is None:
-            found = self.reader.kv_get_many([KEY_ACTIVE_WINDOW]).get(KEY_ACTIVE_WINDOW)
-            self._active_window = found if isinstance(found, str) and found else MAIN_WINDOW
-        return self._active_window
-
-    def option(self, name: str) -> Any:
-        return self.ctx.options.get(name, self.ctx.version.defaults.get(name))
-
-    @property
-    def writes_entry(self) -> bool:
-        """Whether switches record `currentWindowEntry` (the versions with a state message)."""
-        return self.ctx.version.state_message
-
-
-Handler = Callable[[Invocation], ToolOutcome]
+__all__ = [
+    "EFFECT_QUEUE_MAINTENANCE",
+    "HANDLERS",
+    "SessionReader",
+    "ToolCall",
+    "ToolContext",
+    "ToolOutcome",
+    "dispatch",
+    "error_outcome",
+    "handled_tools",
+]
 
 
 def dispatch(call: ToolCall, ctx: ToolContext, reader: SessionReader) -> ToolOutcome:
@@ -239,30 +60,9 @@ def dispatch(call: ToolCall, ctx: ToolContext, reader: SessionReader) -> ToolOut
         _check_expectation(invocation)
         _check_revision(invocation)
         _check_window(invocation)
-        return _handlers()[call.tool_name](invocation)
+        return HANDLERS[call.tool_name](invocation)
     except ProtocolError as exc:
         return error_outcome(exc)
-
-
-def error_outcome(exc: ProtocolError) -> ToolOutcome:
-    """Turn a refusal into `{"success": false, "error": {code, message, correctable, ...}}`."""
-    if isinstance(exc, Refusal):
-        correctable = exc.correctable
-    else:
-        correctable = exc.code not in NOT_CORRECTABLE
-    error = {**exc.details, "code": exc.code, "message": exc.message, "correctable": correctable}
-    failure: ToolFailure = {"success": False, "error": error}
-    return ToolOutcome(result=failure)
-
-
-def success(
-    result: ToolSuccess,
-    *,
-    kv_writes: dict[str, Any] | None = None,
-    effects: tuple[tuple[str, dict[str, Any]], ...] = (),
-) -> ToolOutcome:
-    """Answer a call with `result` (its `success` is true) and what to commit and do."""
-    return ToolOutcome(result=result, kv_writes=kv_writes or {}, effects=effects)
 
 
 # ---------------------------------------------------------------- checks
@@ -314,95 +114,6 @@ def _check_window(inv: Invocation) -> None:
         )
 
 
-@functools.cache
-def _handlers() -> dict[str, Handler]:
-    # The handler modules import the types above, so they are imported here, at the
-    # first dispatch, rather than at the top: the import graph stays one-way.
-    from contextproto.protocol import tool_folds, tool_windows
-
-    return {
-        catalog.HISTORY_LIST: tool_folds.history_list,
-        catalog.HISTORY_READ: tool_folds.history_read,
-        catalog.FOLD_CREATE: tool_folds.fold_create,
-        catalog.FOLD_LIST: tool_folds.fold_list,
-        catalog.FOLD_READ: tool_folds.fold_read,
-        catalog.WINDOW_OPEN: tool_windows.window_open,
-        catalog.WINDOW_MEMORY_SET: tool_windows.window_memory_set,
-        catalog.WINDOW_COMPLETE: tool_windows.window_complete,
-        catalog.WINDOW_LIST: tool_windows.window_list,
-        catalog.WINDOW_SEARCH: tool_windows.window_search,
-        catalog.WINDOW_READ: tool_windows.window_read,
-        catalog.TASK_MEMORY_GET: task_memory_get,
-        catalog.TASK_MEMORY_SET: task_memory_set,
-        catalog.MAINTAINER_RUN: maintainer_run,
-    }
-
-
-def handled_tools() -> frozenset[str]:
-    """Return the names of the tools `dispatch` has a handler for."""
-    return frozenset(_handlers())
-
-
-# ---------------------------------------------------------------- shared helpers
-
-
-def window_not_found(window_id: str, *, argument: str = "windowId") -> Refusal:
-    return Refusal(
-        errors.WINDOW_NOT_FOUND,
-        f"There is no window '{window_id}' in this session; use context_window_list or "
-        "context_window_search to find the right id.",
-        {"windowId": window_id, "argument": argument},
-    )
-
-
-def record_of(window_id: str, kv: Mapping[str, Any]) -> dict[str, Any]:
-    """Return `window/<id>` from `kv`; `main` falls back to its initial record.
-
-    Raises a non-correctable Refusal for any other missing record: the active
-    window always has one, so its absence is an inconsistent state, not a mistake.
-    """
-    record = kv.get(window_key(window_id))
-    if isinstance(record, dict):
-        return record
-    if window_id == MAIN_WINDOW:
-        return dict(initial_kv()[window_key(MAIN_WINDOW)])
-    raise Refusal(
-        errors.WINDOW_STATE_INCONSISTENT,
-        f"The active window '{window_id}' has no record; the session state is inconsistent. "
-        "Report this to the operator; other tools still work.",
-        {"windowId": window_id},
-        correctable=False,
-    )
-
-
-def text_of(content: Content | object) -> str:
-    """Return the readable text of a message content (images as a short marker)."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts = []
-        for part in content:
-            if isinstance(part, dict) and part.get("type") == "text":
-                parts.append(str(part.get("text", "")))
-            elif isinstance(part, dict):
-                parts.append(f"[{part.get('type', 'part')}]")
-            else:
-                parts.append(str(part))
-        return " ".join(parts)
-    if content is None:
-        return ""
-    return json.dumps(content, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
-
-
-def preview(text: str, limit: int = PREVIEW_CHARS) -> str:
-    """Return `text` on one line, cut to at most `limit` characters with an ellipsis."""
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
-
-
-# ---------------------------------------------------------------- memory and maintainer
-
-
 def task_memory_get(inv: Invocation) -> ToolOutcome:
     """Return the session's task memory ("" when never set)."""
     memory = inv.reader.kv_get_many([KEY_TASK_MEMORY]).get(KEY_TASK_MEMORY)
@@ -433,3 +144,27 @@ def maintainer_run(inv: Invocation) -> ToolOutcome:
         MaintainerRunResult(success=True, windowId=window_id, queued=True),
         effects=((EFFECT_QUEUE_MAINTENANCE, {"windowId": window_id}),),
     )
+
+
+# Imported at the top: the handler modules import tool_base, never this module.
+HANDLERS: dict[str, Handler] = {
+    catalog.HISTORY_LIST: tool_folds.history_list,
+    catalog.HISTORY_READ: tool_folds.history_read,
+    catalog.FOLD_CREATE: tool_folds.fold_create,
+    catalog.FOLD_LIST: tool_folds.fold_list,
+    catalog.FOLD_READ: tool_folds.fold_read,
+    catalog.WINDOW_OPEN: tool_windows.window_open,
+    catalog.WINDOW_MEMORY_SET: tool_windows.window_memory_set,
+    catalog.WINDOW_COMPLETE: tool_windows.window_complete,
+    catalog.WINDOW_LIST: tool_windows.window_list,
+    catalog.WINDOW_SEARCH: tool_windows.window_search,
+    catalog.WINDOW_READ: tool_windows.window_read,
+    catalog.TASK_MEMORY_GET: task_memory_get,
+    catalog.TASK_MEMORY_SET: task_memory_set,
+    catalog.MAINTAINER_RUN: maintainer_run,
+}
+
+
+def handled_tools() -> frozenset[str]:
+    """Return the names of the tools `dispatch` has a handler for."""
+    return frozenset(HANDLERS)

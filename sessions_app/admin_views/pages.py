@@ -34,7 +34,6 @@ from contextproto.protocol.state import (
     covered_key,
     window_key,
 )
-from sessions_app import history_reads, selectors
 from sessions_app.admin_views import context as ctx
 from sessions_app.admin_views.common import (
     SNAPSHOT_HEAVY_FIELDS,
@@ -71,9 +70,11 @@ from sessions_app.models import (
     ToolReceipt,
     WindowRecord,
 )
-from sessions_app.selectors import kv_values
+from sessions_app.reads import history as history_reads
+from sessions_app.reads import raw_log
+from sessions_app.reads.raw_log import kv_values
+from sessions_app.reads.usage import run_usage, session_usage
 from sessions_app.services.fork import session_fork
-from sessions_app.usage_reads import run_usage, session_usage
 
 if TYPE_CHECKING:
     from django.contrib.admin import ModelAdmin
@@ -293,7 +294,7 @@ class SessionBrowser:
         self, request: HttpRequest, session_id: UUID, message_id: UUID
     ) -> TemplateResponse:
         session = self.session_for(request, session_id)
-        found = selectors.log_by_ids(session.id, [str(message_id)])
+        found = raw_log.log_by_ids(session.id, [str(message_id)])
         if not found:
             raise Http404("No such message in this session.")
         message = found[0]
@@ -364,7 +365,7 @@ class SessionBrowser:
         if record is None:
             raise Http404("No such fold in this session.")
         row = fold_rows(session, [record])[0]
-        messages = selectors.log_by_ids(session.id, row["message_ids"])
+        messages = raw_log.log_by_ids(session.id, row["message_ids"])
         latest = latest_view(session)
         in_view = None
         if latest is not None and record.last_index <= latest.upper_bound:

@@ -16,7 +16,7 @@ from django.utils.dateparse import parse_datetime
 from contextproto.pagination import split_page
 from contextproto.protocol.messages import RawMessage
 from contextproto.protocol.state import checkpoint_key, covered_key, fold_key, window_key
-from sessions_app import charts, selectors
+from sessions_app import charts
 from sessions_app.admin_views.common import RAW_INLINE_LIMIT, content_text, pretty, preview, url
 from sessions_app.models import (
     FoldRecord,
@@ -26,7 +26,8 @@ from sessions_app.models import (
     Session,
     WindowRecord,
 )
-from sessions_app.selectors import kv_values
+from sessions_app.reads import raw_log
+from sessions_app.reads.raw_log import kv_values
 
 CHART_TURNS = 200
 
@@ -150,7 +151,7 @@ def message_page(
     before: int | None,
     limit: int,
 ) -> MessagePage:
-    """One page of the raw log in index order, hot and cold merged (selectors.log_page).
+    """One page of the raw log in index order, hot and cold merged (raw_log.log_page).
 
     Keyset by MessageIndex: `after` pages forward. The unfiltered log also pages backward
     (`before`): MessageIndex is gapless, so the page before #N starts at N - limit. A run's
@@ -159,12 +160,12 @@ def message_page(
     """
     filtered = window is not None or run is not None
     if run is not None:
-        inputs = selectors.log_run_inputs(session.id, run.id.hex, session.last_index)
+        inputs = raw_log.log_run_inputs(session.id, run.id.hex, session.last_index)
         if inputs:
             after = max(after, inputs[0].index - 1)
     elif before is not None and window is None:
         after = max(before - limit - 1, 0)
-    found = selectors.log_page(session.id, window_id=window, after_index=after, limit=limit + 1)
+    found = raw_log.log_page(session.id, window_id=window, after_index=after, limit=limit + 1)
     found, more = split_page(found, limit)
     next_after = found[-1].index if found and more else None
     if run is not None:
@@ -364,7 +365,7 @@ def raw_pane(
         start = max(after or 0, 0)
         found = [
             m
-            for m in selectors.log_page(
+            for m in raw_log.log_page(
                 session.id, window_id=window, after_index=start, limit=limit + 1
             )
             if m.index <= bound
@@ -379,7 +380,7 @@ def raw_pane(
         start = max(bound - limit, 0)
     count = min(limit, bound - start)
     found = (
-        selectors.log_page(session.id, window_id=None, after_index=start, limit=count)
+        raw_log.log_page(session.id, window_id=None, after_index=start, limit=count)
         if count > 0
         else []
     )

@@ -17,10 +17,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from contextproto.protocol.foldtext import render_fold_text
-from contextproto.protocol.messages import RawMessage, content_text
+from contextproto.protocol.messages import (
+    KIND_TOOL_CALL,
+    KIND_TOOL_RESULT,
+    RawMessage,
+    content_text,
+)
 from contextproto.protocol.projection import HEADER_LEAD, STATE_LEAD
 from contextproto.protocol.state import KEY_TASK_MEMORY, covered_key, fold_key
-from sessions_app import selectors
 from sessions_app.models import (
     FoldRecord,
     KVEntry,
@@ -30,6 +34,7 @@ from sessions_app.models import (
     Session,
     ToolReceipt,
 )
+from sessions_app.reads import raw_log
 
 PASS, FAIL, NA, INFO = "pass", "fail", "n/a", "info"
 WINDOW_GUARD_CODES = ("context_window_mismatch", "context_window_expectation_required")
@@ -98,19 +103,19 @@ class RunFacts:
 
     @property
     def calls(self) -> list[RawMessage]:
-        return [m for m in self.messages if m.kind == "tool_call"]
+        return [m for m in self.messages if m.kind == KIND_TOOL_CALL]
 
 
 def run_facts(session: Session, run: Run) -> RunFacts:
     """Load one run's messages (hot and cold merged), snapshots and receipts."""
     run.refresh_from_db()
     session.refresh_from_db()
-    log = selectors.log_page(session.id, window_id=None, after_index=0, limit=session.last_index)
+    log = raw_log.log_page(session.id, window_id=None, after_index=0, limit=session.last_index)
     messages = [m for m in log if m.run_id == run.id.hex]
     snapshots = list(
         ProjectionSnapshot.objects.filter(session=session, run=run).order_by("created_at", "id")
     )
-    call_ids = [m.tool_call_id for m in messages if m.kind == "tool_call" and m.tool_call_id]
+    call_ids = [m.tool_call_id for m in messages if m.kind == KIND_TOOL_CALL and m.tool_call_id]
     receipts = {
         r.tool_call_id: r
         for r in ToolReceipt.objects.filter(session=session, tool_call_id__in=call_ids)
@@ -236,7 +241,7 @@ def check_wrong_window_writes(facts: RunFacts) -> Check:
                 (
                     m.index
                     for m in facts.messages
-                    if m.kind == "tool_result" and m.tool_call_id == call.tool_call_id
+                    if m.kind == KIND_TOOL_RESULT and m.tool_call_id == call.tool_call_id
                 ),
                 call.index,
             )
@@ -270,7 +275,7 @@ def check_read_back(facts: RunFacts) -> Check:
     """Folds (compressed ones too) and compressed history read back as raw text."""
     session = facts.session
     folds = list(FoldRecord.objects.filter(session=session).order_by("first_index"))
-    kv = selectors.kv_values(session.id, [fold_key(f.fold_id) for f in folds])
+    kv = raw_log.kv_values(session.id, [fold_key(f.fold_id) for f in folds])
     covered_rows = dict(
         KVEntry.objects.filter(session=session, key__startswith="coveredThrough/").values_list(
             "key", "value"
@@ -280,7 +285,7 @@ def check_read_back(facts: RunFacts) -> Check:
     fold_rows = []
     for fold in folds:
         ids = list((kv.get(fold_key(fold.fold_id)) or {}).get("messageIds") or [])
-        found = selectors.log_by_ids(session.id, ids)
+        found = raw_log.log_by_ids(session.id, ids)
         text = render_fold_text(found) if found else ""
         covered = int(covered_rows.get(covered_key(fold.window_id)) or 0)
         compressed = fold.last_index <= covered
@@ -304,7 +309,7 @@ def check_read_back(facts: RunFacts) -> Check:
         if covered <= 0:
             continue
         window_id = key.split("/", 1)[1]
-        readable = selectors.log_window(session.id, window_id, 0, covered)
+        readable = raw_log.log_window(session.id, window_id, 0, covered)
         windows[window_id] = {"coveredThrough": covered, "readableRawMessages": len(readable)}
         if not readable:
             problems.append(f"window {window_id}: nothing readable at or below #{covered}")
@@ -454,7 +459,7 @@ def plan_check(
         return Check(name, PASS if ok else FAIL, detail, required=required)
     if kind == "kvEquals":
         path = spec.get("path", "$")
-        stored = selectors.kv_values(facts.session.id, [spec["key"]])
+        stored = raw_log.kv_values(facts.session.id, [spec["key"]])
         value = json_path(stored[spec["key"]], path) if spec["key"] in stored else _MISSING
         seen = "absent" if value is _MISSING else json.dumps(value, ensure_ascii=False)
         ok = value is not _MISSING and value == spec["equals"]
@@ -497,7 +502,7 @@ def plan_check(
         results = [
             m
             for m in facts.messages
-            if m.kind == "tool_result"
+            if m.kind == KIND_TOOL_RESULT
             and m.tool_call_id in calls
             and answer is not None
             and m.index < answer.index

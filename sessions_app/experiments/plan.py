@@ -19,6 +19,7 @@ from django.conf import settings
 from jsonschema import Draft202012Validator
 
 from contextproto.protocol import catalog
+from contextproto.protocol.adapters import WireFormat
 from contextproto.protocol.options import validate_options
 from contextproto.protocol.vocabulary import SYSTEM_PLACEHOLDER
 from sessions_app.providers.base import ProviderError
@@ -28,8 +29,8 @@ SCHEMA_FILE = "experiment-plan.schema.json"
 
 # `--provider` values: the adapter wire formats of SPEC §4.5, plus the scripted model.
 PROVIDER_SCRIPTED = "scripted"
-PROVIDER_OPENAI = "openai-chat"
-PROVIDER_ANTHROPIC = "anthropic-messages"
+PROVIDER_OPENAI = WireFormat.OPENAI_CHAT
+PROVIDER_ANTHROPIC = WireFormat.ANTHROPIC_MESSAGES
 PROVIDERS = (PROVIDER_SCRIPTED, PROVIDER_OPENAI, PROVIDER_ANTHROPIC)
 
 

@@ -30,9 +30,10 @@ from agents.services import (
     agent_version_publish,
     application_create,
 )
-from contextproto.errors import ApplicationError
+from contextproto.errors import EXPERIMENT_BUDGET_EXHAUSTED, ApplicationError
 from contextproto.protocol import catalog
-from sessions_app import selectors
+from contextproto.protocol.adapters import WireFormat
+from contextproto.protocol.messages import KIND_TOOL_CALL, KIND_TOOL_RESULT
 from sessions_app.experiments import checks
 from sessions_app.experiments.plan import (
     PROVIDER_ANTHROPIC,
@@ -40,14 +41,14 @@ from sessions_app.experiments.plan import (
     PROVIDER_SCRIPTED,
     LoadedPlan,
 )
+from sessions_app.maintenance import maintenance_execute
 from sessions_app.models import MaintenanceJob, ProjectionSnapshot, Run, Session
-from sessions_app.services.maintenance import maintenance_execute
+from sessions_app.reads import raw_log
 from sessions_app.services.messages import message_write
 from sessions_app.services.runs import run_start
 from sessions_app.services.runtime import TurnReport, run_advance
 from sessions_app.services.sessions import session_create
 
-BUDGET_EXHAUSTED = "experiment_budget_exhausted"
 STOP_BUDGET = "budget_exhausted"
 STOP_GROUP_FAILED = "group_failed_stage"
 # SPEC §4.5 wire format -> the AgentVersion's model.provider.
@@ -111,7 +112,7 @@ class BudgetExhausted(ApplicationError):
 
     def __init__(self, spent: int, budget: int) -> None:
         super().__init__(
-            BUDGET_EXHAUSTED,
+            EXPERIMENT_BUDGET_EXHAUSTED,
             f"the experiment's token budget is spent ({spent} of {budget}); the run stops here.",
             {"spentTokens": spent, "budgetTokens": budget},
         )
@@ -478,7 +479,7 @@ class ExperimentRunner:
             for c in spec.get("expect", [])
         ]
         group.state_checks += [c.to_dict() for c in found if c.name == "stateMessage"]
-        stopped = (run.error or {}).get("code") == BUDGET_EXHAUSTED
+        stopped = (run.error or {}).get("code") == EXPERIMENT_BUDGET_EXHAUSTED
         if stopped and self.stop is None:
             self.stop = {
                 "reason": STOP_BUDGET,
@@ -525,20 +526,18 @@ class ExperimentRunner:
     def _answer_host_calls(self, session: Session) -> None:
         """Play the host: answer every unanswered host tool call with the plan's result."""
         session.refresh_from_db()
-        log = selectors.log_page(
-            session.id, window_id=None, after_index=0, limit=session.last_index
-        )
-        answered = {m.tool_call_id for m in log if m.kind == "tool_result"}
+        log = raw_log.log_page(session.id, window_id=None, after_index=0, limit=session.last_index)
+        answered = {m.tool_call_id for m in log if m.kind == KIND_TOOL_RESULT}
         for call in log:
             if (
-                call.kind == "tool_call"
+                call.kind == KIND_TOOL_CALL
                 and call.tool_call_id not in answered
                 and call.tool_name in self.host_results
             ):
                 message_write(
                     session_id=session.id,
                     role="tool",
-                    kind="tool_result",
+                    kind=KIND_TOOL_RESULT,
                     content=self.host_results[call.tool_name],
                     tool_call_id=call.tool_call_id,
                 )
@@ -547,7 +546,7 @@ class ExperimentRunner:
 
     def _wire_format(self) -> str:
         if self.scripted:
-            return (self.plan.get("scripted") or {}).get("wireFormat") or "neutral"
+            return (self.plan.get("scripted") or {}).get("wireFormat") or WireFormat.NEUTRAL
         return self.setup.provider
 
     def _comparability(self, group: GroupState) -> dict[str, Any]:

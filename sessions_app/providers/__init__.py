@@ -1,17 +1,74 @@
 """Model providers the built-in runtime drives (SPEC §8): scripted, OpenAI, Anthropic.
 
-`provider_for(provider, config)` builds one from an AgentVersion's model settings; the
-SDK-backed modules are imported only when such a provider is asked for.
+The registry: `provider_for(provider, config)` builds one from an AgentVersion's model
+settings. The provider modules import `base` and nothing of this package, so the graph is
+one-way (`__init__` -> each provider -> `base`). The SDK-backed modules are imported only
+when such a provider is asked for: importing an SDK costs a web process time and memory it
+never needs when no version of it names that vendor.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from contextproto.errors import PROVIDER_NOT_RUNNABLE, PROVIDER_UNKNOWN
 from sessions_app.providers.base import (
+    RUNNABLE_PROVIDERS,
     ModelProvider,
     ModelReply,
     ProviderError,
     ToolCallRequest,
-    provider_for,
 )
+from sessions_app.providers.scripted import ScriptedProvider
 
 __all__ = ["ModelProvider", "ModelReply", "ProviderError", "ToolCallRequest", "provider_for"]
+
+
+def _openai(config: dict[str, Any]) -> ModelProvider:
+    from sessions_app.providers.openai_chat import OpenAIChatProvider  # lazy SDK import
+
+    return OpenAIChatProvider(config)
+
+
+def _scripted(config: dict[str, Any]) -> ModelProvider:
+    return ScriptedProvider(config)
+
+
+def _anthropic(config: dict[str, Any]) -> ModelProvider:
+    from sessions_app.providers.anthropic_messages import (  # lazy SDK import
+        AnthropicMessagesProvider,
+    )
+
+    return AnthropicMessagesProvider(config)
+
+
+_FACTORIES: dict[str, Callable[[dict[str, Any]], ModelProvider]] = {
+    "scripted": _scripted,
+    "openai": _openai,
+    "anthropic": _anthropic,
+}
+
+
+def provider_for(provider: str, config: Mapping[str, Any] | None) -> ModelProvider:
+    """Build the provider an AgentVersion names (`model.provider` plus its config).
+
+    Raises ProviderError `provider_not_runnable` for `external` (a host drives the
+    session), `provider_unknown` for any other unknown name, and `script_invalid` for a
+    malformed script.
+    """
+    factory = _FACTORIES.get(provider)
+    if factory is not None:
+        return factory(dict(config or {}))
+    if provider == "external":
+        raise ProviderError(
+            PROVIDER_NOT_RUNNABLE,
+            "provider 'external' is driven by a host through the API; the service cannot call it.",
+            details={"provider": provider},
+        )
+    raise ProviderError(
+        PROVIDER_UNKNOWN,
+        f"unknown model provider {provider!r}; use one of {', '.join(RUNNABLE_PROVIDERS)} "
+        "(or 'external').",
+        details={"provider": provider, "providers": [*RUNNABLE_PROVIDERS, "external"]},
+    )

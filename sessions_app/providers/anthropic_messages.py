@@ -15,11 +15,13 @@ from typing import Any
 
 import anthropic
 
-from sessions_app.providers.base import (
+from contextproto.errors import (
     PROVIDER_NOT_CONFIGURED,
     PROVIDER_RESPONSE_INVALID,
     PROVIDER_UNAVAILABLE,
-    WIRE_ANTHROPIC_MESSAGES,
+)
+from contextproto.protocol.adapters import WireFormat
+from sessions_app.providers.base import (
     ModelReply,
     ProviderError,
     ToolCallRequest,
@@ -146,7 +148,7 @@ class AnthropicMessagesProvider:
     Anthropic requires `max_tokens`, a caller's `max_output_tokens` wins).
     """
 
-    wire_format = WIRE_ANTHROPIC_MESSAGES
+    wire_format = WireFormat.ANTHROPIC_MESSAGES
 
     def __init__(self, config: Mapping[str, Any]) -> None:
         self.config = dict(config)

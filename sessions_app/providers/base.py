@@ -15,24 +15,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Protocol, runtime_checkable
 
-from contextproto.protocol.errors import PROVIDER_UNKNOWN
+from django.conf import settings
 
-# Stable error codes, listed in one place (PROVIDER_UNKNOWN is the engine's, shared).
-PROVIDER_NOT_RUNNABLE = "provider_not_runnable"
-PROVIDER_NOT_CONFIGURED = "provider_not_configured"
-PROVIDER_UNAVAILABLE = "provider_unavailable"  # connection, timeout, 5xx: retryable
-PROVIDER_RATE_LIMITED = "provider_rate_limited"  # 429: retryable
-PROVIDER_REQUEST_REJECTED = "provider_request_rejected"  # other 4xx: not retryable
-PROVIDER_RESPONSE_INVALID = "provider_response_invalid"  # an answer we cannot read
-SCRIPT_INVALID = "script_invalid"
-SCRIPT_STEP_REQUIRED = "script_step_required"
-SCRIPT_EXHAUSTED = "script_exhausted"
-SCRIPT_EXPECTATION_FAILED = "script_expectation_failed"
-
-WIRE_NEUTRAL = "neutral"
-WIRE_OPENAI_CHAT = "openai-chat"
-WIRE_ANTHROPIC_MESSAGES = "anthropic-messages"
-WIRE_FORMATS = (WIRE_NEUTRAL, WIRE_OPENAI_CHAT, WIRE_ANTHROPIC_MESSAGES)
+# The codes are registered in contextproto.errors (PROVIDER_UNKNOWN is the engine's):
+# unavailable (connection, timeout, 5xx) and rate limited (429) are retryable; request
+# rejected (other 4xx) and response invalid (an answer we cannot read) are not.
+from contextproto.errors import (
+    PROVIDER_NOT_CONFIGURED,
+    PROVIDER_RATE_LIMITED,
+    PROVIDER_REQUEST_REJECTED,
+    PROVIDER_UNAVAILABLE,
+)
+from contextproto.protocol.adapters import WireFormat
 
 RUNNABLE_PROVIDERS = ("scripted", "openai", "anthropic")
 DEFAULT_TIMEOUT_SECONDS = 60.0
@@ -95,7 +89,7 @@ class ProviderError(Exception):
 class ModelProvider(Protocol):
     """A model the runtime can drive."""
 
-    wire_format: str  # "neutral" | "openai-chat" | "anthropic-messages"
+    wire_format: WireFormat
 
     def complete(
         self,
@@ -112,40 +106,6 @@ class ModelProvider(Protocol):
         providers ignore it.
         """
         ...
-
-
-def provider_for(provider: str, config: Mapping[str, Any] | None) -> ModelProvider:
-    """Build the provider an AgentVersion names (`model.provider` plus its config).
-
-    Raises ProviderError `provider_not_runnable` for `external` (a host drives the
-    session), `provider_unknown` for any other unknown name, and `script_invalid` for a
-    malformed script.
-    """
-    config = dict(config or {})
-    if provider == "scripted":
-        from sessions_app.providers.scripted import ScriptedProvider
-
-        return ScriptedProvider(config)
-    if provider == "openai":
-        from sessions_app.providers.openai_chat import OpenAIChatProvider
-
-        return OpenAIChatProvider(config)
-    if provider == "anthropic":
-        from sessions_app.providers.anthropic_messages import AnthropicMessagesProvider
-
-        return AnthropicMessagesProvider(config)
-    if provider == "external":
-        raise ProviderError(
-            PROVIDER_NOT_RUNNABLE,
-            "provider 'external' is driven by a host through the API; the service cannot call it.",
-            details={"provider": provider},
-        )
-    raise ProviderError(
-        PROVIDER_UNKNOWN,
-        f"unknown model provider {provider!r}; use one of {', '.join(RUNNABLE_PROVIDERS)} "
-        "(or 'external').",
-        details={"provider": provider, "providers": [*RUNNABLE_PROVIDERS, "external"]},
-    )
 
 
 # --------------------------------------------------------------------------- helpers
@@ -253,8 +213,6 @@ def connection_from(
     `provider_not_configured` when no key can be found, so an SDK never falls back to
     credentials we did not choose.
     """
-    from django.conf import settings
-
     base_url = config.get("baseUrl") or getattr(settings, base_url_setting, None)
     key_env = config.get("apiKeyEnv")
     if key_env:

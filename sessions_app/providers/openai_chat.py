@@ -12,11 +12,13 @@ from typing import Any
 
 import openai
 
-from sessions_app.providers.base import (
+from contextproto.errors import (
     PROVIDER_NOT_CONFIGURED,
     PROVIDER_RESPONSE_INVALID,
     PROVIDER_UNAVAILABLE,
-    WIRE_OPENAI_CHAT,
+)
+from contextproto.protocol.adapters import WireFormat
+from sessions_app.providers.base import (
     ModelReply,
     ProviderError,
     ToolCallRequest,
@@ -140,7 +142,7 @@ class OpenAIChatProvider:
     (`max_completion_tokens`, or `max_tokens` for older compatible servers).
     """
 
-    wire_format = WIRE_OPENAI_CHAT
+    wire_format = WireFormat.OPENAI_CHAT
 
     def __init__(self, config: Mapping[str, Any]) -> None:
         self.config = dict(config)

@@ -12,13 +12,14 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from sessions_app.providers.base import (
+from contextproto.errors import (
     SCRIPT_EXHAUSTED,
     SCRIPT_EXPECTATION_FAILED,
     SCRIPT_INVALID,
     SCRIPT_STEP_REQUIRED,
-    WIRE_FORMATS,
-    WIRE_NEUTRAL,
+)
+from contextproto.protocol.adapters import WireFormat
+from sessions_app.providers.base import (
     ModelReply,
     ProviderError,
     ToolCallRequest,
@@ -142,9 +143,9 @@ def validate_script(script: Any) -> None:
     steps = script.get("steps")
     if not isinstance(steps, list) or not steps:
         raise _invalid("script.steps", "must be a non-empty list of steps")
-    wire = script.get("wireFormat", WIRE_NEUTRAL)
-    if wire not in WIRE_FORMATS:
-        raise _invalid("script.wireFormat", f"must be one of {', '.join(WIRE_FORMATS)}")
+    wire = script.get("wireFormat", WireFormat.NEUTRAL)
+    if wire not in tuple(WireFormat):
+        raise _invalid("script.wireFormat", f"must be one of {', '.join(tuple(WireFormat))}")
     if "tokens" in script:
         tokens = script["tokens"]
         _check_keys("script.tokens", tokens, TOKENS_KEYS)
@@ -168,7 +169,7 @@ class ScriptedProvider:
         validate_script(script)
         self.script = script
         self.steps: list[dict[str, Any]] = script["steps"]
-        self.wire_format: str = script.get("wireFormat", WIRE_NEUTRAL)
+        self.wire_format = WireFormat(script.get("wireFormat", WireFormat.NEUTRAL))
         self.tokens: dict[str, Any] = script.get("tokens", {"mode": "estimate"})
 
     def complete(
@@ -303,19 +304,19 @@ class ScriptedProvider:
         for key, field in (("lastRole", "role"), ("lastMessageKind", "kind")):
             if key not in expect:
                 continue
-            seen = last.get(field) if isinstance(last, dict) else None
-            if seen != expect[key]:
+            last_value = last.get(field) if isinstance(last, dict) else None
+            if last_value != expect[key]:
                 hint = (
                     f" (the {self.wire_format} wire format has no message kinds; use lastRole)"
-                    if field == "kind" and seen is None and last is not None
+                    if field == "kind" and last_value is None and last is not None
                     else ""
                 )
                 raise fail(
                     key,
                     expect[key],
-                    seen,
+                    last_value,
                     f"expected the last message's {field} to be {expect[key]!r}, saw "
-                    f"{seen!r}{hint}; last message: {last_preview}",
+                    f"{last_value!r}{hint}; last message: {last_preview}",
                 )
         if "messageCount" in expect:
             bounds = expect["messageCount"]

@@ -4,7 +4,7 @@ Both directions run in one transaction under the session row lock (FOR NO KEY UP
 same lock every writer takes, so no message is written, lost or duplicated mid-move. Hot
 rows leave through raw SQL that passes the PostgreSQL immutability trigger by its
 transaction-local flag only (migration 0002); the ORM guard stays in force everywhere. The
-chunk format and the reads of chunks are in `sessions_app.services.cold_store`.
+chunk format and the reads of chunks are in `sessions_app.store.cold_store`.
 """
 
 from __future__ import annotations
@@ -24,16 +24,15 @@ from django.utils import timezone
 
 from contextproto.errors import ARCHIVE_RESTORE_CONFLICT, ApplicationError
 from sessions_app.models import ArchiveChunk, Message, Session
-from sessions_app.services.cold_store import (
+from sessions_app.store.codec import record_of_row, row_from_record
+from sessions_app.store.cold_store import (
     CHUNK_BATCH,
     archived_through,
     chunk_encode,
     chunk_records,
     iter_chunks,
-    message_record,
-    record_to_row,
 )
-from sessions_app.services.state import session_lock
+from sessions_app.store.state import session_lock
 
 logger = logging.getLogger(__name__)
 
@@ -41,7 +40,8 @@ logger = logging.getLogger(__name__)
 # --- moving hot rows to cold ---------------------------------------------------------------
 
 
-def _quoted(name: str) -> str:
+def _quoted(name: str | None) -> str:
+    assert name is not None  # a concrete model's table and columns are always named
     return connection.ops.quote_name(name)
 
 
@@ -108,7 +108,7 @@ def _archive_next_chunk(
         )
         if [r.index for r in rows] != list(range(first, last + 1)):
             raise IntegrityError(f"session {session.id}: hot #{first}-#{last} has a gap")
-        records = [message_record(r) for r in rows]
+        records = [record_of_row(r) for r in rows]
         data = chunk_encode(records)
         # Round-trip check before anything is deleted: the chunk must hold exactly the rows.
         if json.loads(zlib.decompress(data))["messages"] != records:
@@ -248,7 +248,7 @@ def restore_session(*, session_id: UUID | str) -> int:
             session = session_lock(session_id)
             restored = 0
             for chunk in iter_chunks(session.id, 0, None, batch=CHUNK_BATCH):
-                rows = [record_to_row(session.id, r) for r in chunk_records(chunk)]
+                rows = [row_from_record(session.id, r) for r in chunk_records(chunk)]
                 Message.objects.bulk_create(rows)
                 restored += len(rows)
             ArchiveChunk.objects.filter(session=session).delete()

@@ -18,9 +18,10 @@ from django.db import transaction
 
 from contextproto.errors import CLIENT_MESSAGE_ID_REUSED, ApplicationError
 from contextproto.protocol.messages import RawMessage
-from sessions_app import selectors
 from sessions_app.models import ClientWrite, Message
-from sessions_app.services.state import session_lock
+from sessions_app.reads import raw_log
+from sessions_app.store.codec import raw_from_row
+from sessions_app.store.state import session_lock
 
 
 def write_once(
@@ -38,7 +39,7 @@ def write_once(
     waits, then finds the first one's record. Without an id, `write` simply runs.
     """
     if client_message_id is None:
-        return selectors.to_raw(write()), False
+        return raw_from_row(write()), False
     digest = hashlib.sha256(
         json.dumps(request, sort_keys=True, ensure_ascii=False, separators=(",", ":")).encode()
     ).hexdigest()
@@ -55,7 +56,7 @@ def write_once(
                     f"(message #{found.message_index}); use a new id for a new message.",
                     {"field": "clientMessageId", "index": found.message_index},
                 )
-            message = selectors.log_at(session.id, found.message_index)
+            message = raw_log.log_at(session.id, found.message_index)
             if message is None:  # pragma: no cover - messages are never deleted
                 raise RuntimeError(f"message #{found.message_index} of a client write is gone")
             return message, True
@@ -66,4 +67,4 @@ def write_once(
             request_hash=digest,
             message_index=written.index,
         )
-        return selectors.to_raw(written), False
+        return raw_from_row(written), False

@@ -21,27 +21,30 @@ from contextproto import metrics
 from contextproto.errors import (
     KV_KEY_LIMIT_REACHED,
     NOT_A_PROTOCOL_TOOL,
+    SINGLE_TOOL_CALL_PER_TURN,
+    SNAPSHOT_MISSING,
     STATE_REVISION_INVALID,
     STATE_STALE,
     TOOL_CALL_ALREADY_ANSWERED,
     TOOL_CALL_ID_REUSED,
+    TOOL_INTERNAL_ERROR,
     ApplicationError,
     NotFound,
 )
 from contextproto.protocol import catalog, tools
-from contextproto.protocol.messages import RawMessage
+from contextproto.protocol.messages import KIND_TOOL_CALL, KIND_TOOL_RESULT, RawMessage
 from contextproto.protocol.state import KEY_ACTIVE_WINDOW, covered_key, window_key
-from sessions_app import hot_reads
+from contextproto.protocol.tool_results import ToolResult, tool_failure
 from sessions_app.models import ProjectionSnapshot, Session, ToolReceipt
-from sessions_app.selectors import call_and_answer, log_at, to_raw
-from sessions_app.services import hooks
+from sessions_app.reads import hot_sql
+from sessions_app.reads.raw_log import call_and_answer, log_at
+from sessions_app.reads.reader import DbSessionReader
 from sessions_app.services.messages import message_append_locked, message_write
 from sessions_app.services.projection import projection_build
-from sessions_app.services.reader import DbSessionReader
-from sessions_app.services.state import kv_apply_locked, session_lock
+from sessions_app.store import hooks
+from sessions_app.store.codec import raw_from_row
+from sessions_app.store.state import kv_apply_locked, session_lock
 
-SINGLE_TOOL_CALL_PER_TURN = "single_tool_call_per_turn"
-TOOL_INTERNAL_ERROR = "tool_internal_error"
 # How many of a session's newest views an MCP call looks through for its frame: bounded, so
 # a call's cost does not grow with the number of views the session has stored.
 FRAME_LOOKBACK = 64
@@ -56,7 +59,7 @@ class Receipt:
     tool_call_id: str
     replayed: bool
     state_revision: int
-    result: dict[str, Any]
+    result: ToolResult | dict[str, Any]
     result_message: RawMessage
     effects: tuple[tuple[str, dict], ...] = ()
 
@@ -68,13 +71,6 @@ class Receipt:
             "result": self.result,
             "resultMessage": self.result_message.to_wire(),
         }
-
-
-def _error_result(code: str, message: str, **context: Any) -> dict[str, Any]:
-    return {
-        "success": False,
-        "error": {"code": code, "message": message, "correctable": True, **context},
-    }
 
 
 def tool_dispatch(*, session_id: UUID | str, tool_call_id: str) -> Receipt:
@@ -122,7 +118,7 @@ def tool_dispatch(*, session_id: UUID | str, tool_call_id: str) -> Receipt:
         result_row = message_append_locked(
             session,
             role="tool",
-            kind="tool_result",
+            kind=KIND_TOOL_RESULT,
             content=json.dumps(outcome.result, ensure_ascii=False, sort_keys=True),
             window_id=call.window_id,
             run_id=call.run_id,
@@ -155,7 +151,7 @@ def tool_dispatch(*, session_id: UUID | str, tool_call_id: str) -> Receipt:
             replayed=False,
             state_revision=revision,
             result=outcome.result,
-            result_message=to_raw(result_row),
+            result_message=raw_from_row(result_row),
             effects=effects,
         )
 
@@ -182,8 +178,12 @@ def _execute_and_apply(session: Session, call: RawMessage) -> tuple[tools.ToolOu
     except ApplicationError as exc:
         # A KV limit (value size, key count) refused the handler's writes.
         session.refresh_from_db(fields=["state_revision", "active_window"])
-        result = _error_result(exc.code, exc.message, **exc.details)
-        result["error"]["correctable"] = exc.code not in UNCORRECTABLE_WRITE_REFUSALS
+        result = tool_failure(
+            exc.code,
+            exc.message,
+            correctable=exc.code not in UNCORRECTABLE_WRITE_REFUSALS,
+            details=exc.details,
+        )
     except Exception as exc:
         logger.exception(
             "tool handler failed: session=%s toolCallId=%s tool=%s",
@@ -192,14 +192,14 @@ def _execute_and_apply(session: Session, call: RawMessage) -> tuple[tools.ToolOu
             call.tool_name,
         )
         session.refresh_from_db(fields=["state_revision", "active_window"])
-        result = _error_result(
+        result = tool_failure(
             TOOL_INTERNAL_ERROR,
             f"{call.tool_name} failed inside the service ({exc.__class__.__name__}); nothing "
             "was changed. Go on without this result; the operator can find the failure in "
             "the service log by this toolCallId.",
-            toolCallId=call.tool_call_id,
+            correctable=False,
+            details={"toolCallId": call.tool_call_id},
         )
-        result["error"]["correctable"] = False
     return tools.ToolOutcome(result=result), session.state_revision
 
 
@@ -208,14 +208,14 @@ def _execute(session: Session, call: RawMessage) -> tools.ToolOutcome:
     version = session.agent_version
     protocol = protocol_of(version)
     frame = (
-        hot_reads.dispatch_frame(session.id, call.snapshot_id, call.index)
+        hot_sql.dispatch_frame(session.id, call.snapshot_id, call.index)
         if call.snapshot_id
         else None
     )
     if frame is None or frame.snapshot is None:
         return tools.ToolOutcome(
-            result=_error_result(
-                "snapshot_missing",
+            result=tool_failure(
+                SNAPSHOT_MISSING,
                 "This call has no projection snapshot, so its frozen state is unknown.",
             ),
         )
@@ -225,13 +225,15 @@ def _execute(session: Session, call: RawMessage) -> tools.ToolOutcome:
     earlier = _earlier_call_of_same_answer(session, call, frame)
     if earlier is not None:
         return tools.ToolOutcome(
-            result=_error_result(
+            result=tool_failure(
                 SINGLE_TOOL_CALL_PER_TURN,
                 "Only one tool call per turn is executed; this answer's first call was "
                 f"{earlier}. Call this tool again in a later turn if it is still needed.",
-                executedToolCallId=earlier,
+                details={"executedToolCallId": earlier},
             ),
         )
+    # A tool_call row always carries its id and name (message_write refuses one without).
+    assert call.tool_call_id is not None and call.tool_name is not None
     tool_call = tools.ToolCall(
         tool_call_id=call.tool_call_id,
         tool_name=call.tool_name,
@@ -256,7 +258,7 @@ def _execute(session: Session, call: RawMessage) -> tools.ToolOutcome:
 
 
 def _earlier_call_of_same_answer(
-    session: Session, call: RawMessage, frame: hot_reads.DispatchFrame
+    session: Session, call: RawMessage, frame: hot_sql.DispatchFrame
 ) -> str | None:
     """The first call of the answer `call` belongs to, when `call` is not that first call.
 
@@ -270,7 +272,7 @@ def _earlier_call_of_same_answer(
     previous = frame.previous if frame.previous_known else _outline_at(session.id, index)
     while index > 0 and previous is not None:
         kind, tool_call_id, snapshot_id = previous
-        if kind != "tool_call" or snapshot_id != call.snapshot_id:
+        if kind != KIND_TOOL_CALL or snapshot_id != call.snapshot_id:
             break
         first = tool_call_id
         index -= 1
@@ -331,7 +333,7 @@ def tool_call_record_and_dispatch(
             message_write(
                 session_id=session.id,
                 role="assistant",
-                kind="tool_call",
+                kind=KIND_TOOL_CALL,
                 content="",
                 tool_call_id=tool_call_id,
                 tool_name=tool_name,

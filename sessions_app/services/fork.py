@@ -42,7 +42,6 @@ from contextproto.ids import parse_uuid
 from contextproto.protocol.forks import fork_bound
 from contextproto.protocol.messages import KIND_INPUT, KIND_TEXT, KIND_TOOL_CALL, RawMessage
 from contextproto.protocol.state import FOLD_PREFIX, KEY_ACTIVE_WINDOW, MAIN_WINDOW
-from sessions_app.history_reads import kv_history_through, revision_check
 from sessions_app.models import (
     KVHistory,
     Message,
@@ -51,10 +50,11 @@ from sessions_app.models import (
     Session,
     WindowRecord,
 )
-from sessions_app.selectors import log_records
-from sessions_app.services.cold_store import record_to_raw
+from sessions_app.reads.history import kv_history_through, revision_check
+from sessions_app.reads.raw_log import log_records
 from sessions_app.services.sessions import agent_version_startable_check, session_key_new
-from sessions_app.services.state import kv_install_locked
+from sessions_app.store.codec import raw_from_record
+from sessions_app.store.state import kv_install_locked
 
 # Messages read and written per statement while copying the log.
 COPY_BATCH = 500
@@ -180,7 +180,7 @@ def _outline(session_id: UUID, through_index: int) -> list[RawMessage]:
         records = log_records(
             session_id, after_index=after, through_index=min(after + COPY_BATCH, through_index)
         )
-        outline.extend(replace(record_to_raw(r), content="", arguments=None) for r in records)
+        outline.extend(replace(raw_from_record(r), content="", arguments=None) for r in records)
     return outline
 
 
@@ -216,7 +216,7 @@ def _copy(
         session_key_hash=key_hash,
         state_revision=revision,
         next_message_index=bound + 1,
-        active_window=active.value if active and not active.deleted else MAIN_WINDOW,
+        active_window=str(active.value) if active and not active.deleted else MAIN_WINDOW,
         kv_history_from=original.kv_history_from,
         forked_from=original,
         forked_through_index=bound,
@@ -301,10 +301,12 @@ def _copy_runs(
     Run.objects.bulk_create(copies)
     # created_at is set on insert; the copies keep their originals' (the cold readers bound
     # a run's input search by it).
+    # Every copy names its original (set just above).
+    source_of = {copy.id: uuid.UUID(str(copy.forked_from_run_id)) for copy in copies}
     for copy in copies:
-        copy.created_at = originals[copy.forked_from_run_id.hex].created_at
+        copy.created_at = originals[source_of[copy.id].hex].created_at
     Run.objects.bulk_update(copies, ["created_at"])
-    return {copy.forked_from_run_id.hex: copy.id for copy in copies}
+    return {source_of[copy.id].hex: copy.id for copy in copies}
 
 
 def _copy_messages(

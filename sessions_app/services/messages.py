@@ -27,11 +27,18 @@ from contextproto.errors import (
 )
 from contextproto.ids import canonical_uuid
 from contextproto.protocol.catalog import PROTOCOL_TOOL_NAMES
-from contextproto.protocol.messages import ROLE_OF_KIND
+from contextproto.protocol.messages import (
+    KIND_APPROVAL_FEEDBACK,
+    KIND_RUNTIME_INSTRUCTION,
+    KIND_TEXT,
+    KIND_TOOL_CALL,
+    KIND_TOOL_RESULT,
+    ROLE_OF_KIND,
+)
 from sessions_app.models import Message, ProjectionSnapshot, Run, Session, WindowRecord
-from sessions_app.selectors import call_and_answer
-from sessions_app.services import hooks
-from sessions_app.services.state import session_lock
+from sessions_app.reads.raw_log import call_and_answer
+from sessions_app.store import hooks
+from sessions_app.store.state import session_lock
 
 
 def message_append_locked(
@@ -108,15 +115,20 @@ def message_append(
         return message_append_locked(session, role=role, kind=kind, content=content, **fields)
 
 
+# The engine's kind -> role table without `input` (written through inputs/), in the order
+# the refusal lists them.
 HOST_WRITABLE_KINDS = {
-    "text": "assistant",
-    "tool_call": "assistant",
-    "tool_result": "tool",
-    "approval_feedback": "user",
-    "runtime_instruction": "user",
+    kind: ROLE_OF_KIND[kind]
+    for kind in (
+        KIND_TEXT,
+        KIND_TOOL_CALL,
+        KIND_TOOL_RESULT,
+        KIND_APPROVAL_FEEDBACK,
+        KIND_RUNTIME_INSTRUCTION,
+    )
 }
 # Kinds the model generates from a view: they may name it (a tool_call must).
-KINDS_WITH_SNAPSHOT = ("text", "tool_call")
+KINDS_WITH_SNAPSHOT = (KIND_TEXT, KIND_TOOL_CALL)
 
 
 def message_write(
@@ -167,11 +179,11 @@ def message_write(
     with transaction.atomic():
         session = session_lock(session_id)
         fields: dict[str, Any] = {}
-        if kind == "tool_call":
+        if kind == KIND_TOOL_CALL:
             fields = _tool_call_fields(session, tool_call_id, tool_name, arguments, snapshot_id)
         elif kind == "text" and snapshot_id is not None:
             fields = {"snapshot_id": _text_snapshot(session, snapshot_id)}
-        elif kind == "tool_result":
+        elif kind == KIND_TOOL_RESULT:
             fields = _tool_result_fields(session, tool_call_id, is_error)
         elif kind == "approval_feedback":
             if not tool_call_id or not _tool_call_recorded(session, tool_call_id):
@@ -182,7 +194,7 @@ def message_write(
                 )
             fields = {"tool_call_id": tool_call_id}
         message = message_append_locked(session, role=role, kind=kind, content=content, **fields)
-        if kind == "tool_result":
+        if kind == KIND_TOOL_RESULT:
             # The runtime re-queues a run that waited for this result (same transaction).
             hooks.host_tool_result_written(session_id=session.id)
         return message

@@ -13,6 +13,7 @@ from uuid import UUID
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Q
 
 from agents.models import AgentVersion
 from agents.selectors import effective_options, protocol_of
@@ -26,6 +27,7 @@ from contextproto.errors import (
 from contextproto.ids import canonical_uuid
 from contextproto.protocol import adapters, catalog
 from contextproto.protocol import projection as engine
+from contextproto.protocol.adapters import WireFormat
 from contextproto.protocol.errors import ProtocolError
 from contextproto.protocol.messages import (
     DERIVED_HEADER,
@@ -36,10 +38,10 @@ from contextproto.protocol.messages import (
 )
 from contextproto.protocol.prompt_cache import PromptCache, session_cache_key
 from contextproto.protocol.state import MAIN_WINDOW, covered_key
-from sessions_app import hot_reads, selectors
 from sessions_app.models import MaintenanceJob, ProjectionSnapshot, Run, Session
 from sessions_app.providers.base import canonical_json, estimate_tokens
-from sessions_app.services.state import session_lock
+from sessions_app.reads import hot_sql, raw_log
+from sessions_app.store.state import session_lock
 
 # The estimator of estimated usage (providers.base): characters / 4 of the canonical JSON.
 CAPACITY_ESTIMATOR = "chars/4"
@@ -63,7 +65,7 @@ def tools_for(version: AgentVersion, protocol: catalog.ProtocolVersion) -> list[
 def projection_build(
     *,
     session_id: UUID | str,
-    provider: str = "neutral",
+    provider: str = WireFormat.NEUTRAL,
     run_id: str | None = None,
     use_cache: bool = True,
 ) -> ProjectionSnapshot:
@@ -96,10 +98,11 @@ def projection_build(
         pending = _maintenance_pending(session, window_id) if pressure else False
         if use_cache:
             candidates = ProjectionSnapshot.objects.filter(
+                # the same run, or none (run_id=None is IS NULL, spelled so for the stubs)
+                Q(run_id=run_uuid) if run_uuid is not None else Q(run_id__isnull=True),
                 session=session,
                 revision=session.state_revision,
                 upper_bound=upper_bound,
-                run_id=run_uuid,
                 provider=provider,
                 protocol=protocol.key,
             )
@@ -114,7 +117,7 @@ def projection_build(
         keys = list(engine.kv_keys_for_view(protocol.protocol_id, window_id))
         if covered_key(window_id) not in keys:
             keys.append(covered_key(window_id))
-        kv = hot_reads.kv_values(session.id, keys)
+        kv = hot_sql.kv_values(session.id, keys)
         covered = int(kv.get(covered_key(window_id), 0) or 0)
         plan = engine.plan_reads(
             protocol_id=protocol.protocol_id,
@@ -124,7 +127,7 @@ def projection_build(
             upper_bound=upper_bound,
         )
         folds = (
-            hot_reads.folds_of_window_above(session.id, plan.folds_window, plan.folds_after_index)
+            hot_sql.folds_of_window_above(session.id, plan.folds_window, plan.folds_after_index)
             if plan.folds_window
             else []
         )
@@ -181,9 +184,7 @@ def projection_build(
         protocol=protocol.key,
         options=projection.options,
         provider=provider,
-        messages=wire["messages"],
-        sources=wire["sources"],
-        request=adapted.body,
+        body={"messages": wire["messages"], "sources": wire["sources"], "request": adapted.body},
         notes=list(adapted.notes),
         build_inputs=build_inputs,
     )
@@ -287,14 +288,14 @@ def _view_rows(
 ) -> tuple[list[RawMessage], list[RawMessage]]:
     """The window's rows and the run's inputs: one statement while nothing in range is
     archived, else the readers that merge the cold archive."""
-    hot = hot_reads.view_rows(
+    hot = hot_sql.view_rows(
         session_id, plan.window_id, plan.after_index, plan.through_index, plan.run_id
     )
     if hot is not None:
         return hot.window, hot.run_inputs
-    window = selectors.log_window(session_id, plan.window_id, plan.after_index, plan.through_index)
+    window = raw_log.log_window(session_id, plan.window_id, plan.after_index, plan.through_index)
     run_inputs = (
-        selectors.log_run_inputs(session_id, plan.run_id, plan.through_index) if plan.run_id else []
+        raw_log.log_run_inputs(session_id, plan.run_id, plan.through_index) if plan.run_id else []
     )
     return window, run_inputs
 

@@ -17,9 +17,10 @@ from contextproto.errors import SESSION_BUSY, ApplicationError
 from contextproto.protocol.messages import RawMessage
 from sessions_app.models import Message, Run, Session
 from sessions_app.providers.base import RUNNABLE_PROVIDERS
-from sessions_app.services import client_writes, hooks
+from sessions_app.services import client_writes
 from sessions_app.services.messages import content_check, message_append_locked
-from sessions_app.services.state import session_lock
+from sessions_app.store import hooks
+from sessions_app.store.state import session_lock
 
 ACTIVE_RUN_STATUSES = (Run.Status.QUEUED, Run.Status.RUNNING, Run.Status.WAITING_FOR_HOST_TOOL)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 from uuid import UUID
 
@@ -18,20 +19,29 @@ from django.db import transaction
 from django.db.models import Q, Sum
 from django.utils import timezone
 
-from contextproto import nodes
-from contextproto.errors import MODEL_EMPTY_ANSWER, ApplicationError
+from contextproto.errors import (
+    MAX_TURNS_REACHED,
+    MODEL_EMPTY_ANSWER,
+    PROVIDER_INVALID,
+    SINGLE_TOOL_CALL_PER_TURN,
+    TOOL_NOT_AVAILABLE,
+    ApplicationError,
+)
 from contextproto.protocol import catalog
 from contextproto.protocol.errors import INVALID_ARGUMENTS
 from contextproto.protocol.host_tools import arguments_problem
-from sessions_app import providers, selectors
+from contextproto.protocol.messages import KIND_TOOL_CALL, KIND_TOOL_RESULT
+from contextproto.protocol.tool_results import tool_failure
+from sessions_app import nodes, providers
 from sessions_app.models import ProjectionSnapshot, Run, Session
 from sessions_app.providers.base import storable_reply
-from sessions_app.services import hooks
-from sessions_app.services.dispatch import SINGLE_TOOL_CALL_PER_TURN, tool_dispatch
+from sessions_app.reads import raw_log
+from sessions_app.services.dispatch import tool_dispatch
 from sessions_app.services.messages import message_write
 from sessions_app.services.projection import projection_build
 from sessions_app.services.runs import run_enqueue
 from sessions_app.services.usage import turn_usage_record
+from sessions_app.store import hooks
 
 
 @dataclass(frozen=True)
@@ -59,7 +69,7 @@ def _claim(run_id: UUID | str) -> Run | None:
         if run.status not in (Run.Status.QUEUED, Run.Status.RUNNING):
             return None
         run.status = Run.Status.RUNNING
-        run.lease_until = now + timezone.timedelta(seconds=lease_seconds())
+        run.lease_until = now + timedelta(seconds=lease_seconds())
         run.save(update_fields=["status", "lease_until"])
         return run
 
@@ -93,7 +103,7 @@ def run_advance(*, run_id: UUID | str, on_turn: Any = None) -> str:
         _finish(
             run,
             Run.Status.FAILED,
-            {"code": getattr(exc, "code", "provider_invalid"), "message": str(exc)},
+            {"code": getattr(exc, "code", PROVIDER_INVALID), "message": str(exc)},
         )
         return run.status
     while True:
@@ -101,7 +111,7 @@ def run_advance(*, run_id: UUID | str, on_turn: Any = None) -> str:
             _finish(
                 run,
                 Run.Status.MAX_TURNS,
-                {"code": "max_turns_reached", "message": f"stopped after {run.turns} turns"},
+                {"code": MAX_TURNS_REACHED, "message": f"stopped after {run.turns} turns"},
             )
             return run.status
         try:
@@ -120,7 +130,7 @@ def run_advance(*, run_id: UUID | str, on_turn: Any = None) -> str:
             _finish(run, outcome)
             return run.status
         Run.objects.filter(pk=run.pk).update(
-            lease_until=timezone.now() + timezone.timedelta(seconds=lease_seconds())
+            lease_until=timezone.now() + timedelta(seconds=lease_seconds())
         )
 
 
@@ -136,7 +146,7 @@ def run_sweep() -> list[str]:
     was down). A duplicate delivery is harmless: `_claim` lets one worker in.
     """
     now = timezone.now()
-    lost_enqueue = now - timezone.timedelta(seconds=lease_seconds())
+    lost_enqueue = now - timedelta(seconds=lease_seconds())
     runs = Run.objects.filter(
         Q(status=Run.Status.RUNNING, lease_until__lt=now)
         | Q(status=Run.Status.QUEUED, error__isnull=True, created_at__lt=lost_enqueue)
@@ -147,7 +157,7 @@ def run_sweep() -> list[str]:
     return ids
 
 
-def _retry_later(run: Run, exc: Exception) -> bool:
+def _retry_later(run: Run, exc: providers.ProviderError) -> bool:
     """Re-queue a run after a transient provider error, a bounded number of times.
 
     The failed turn wrote nothing, so the retry replays it. Returns False once the
@@ -216,7 +226,7 @@ def _handle_tool_calls(session: Session, version, snapshot: ProjectionSnapshot, 
         message_write(
             session_id=session.id,
             role="assistant",
-            kind="tool_call",
+            kind=KIND_TOOL_CALL,
             content="",
             tool_call_id=call.id,
             tool_name=call.name,
@@ -236,7 +246,7 @@ def _handle_tool_calls(session: Session, version, snapshot: ProjectionSnapshot, 
             )
         elif call.name not in host_tools:
             _host_error(
-                session, call.id, "tool_not_available", f"{call.name} is not a tool of this agent."
+                session, call.id, TOOL_NOT_AVAILABLE, f"{call.name} is not a tool of this agent."
             )
         elif problem := arguments_problem(host_tools[call.name].input_schema, call.arguments):
             # The host only ever receives arguments its tool's schema allows (SPEC §18).
@@ -256,12 +266,11 @@ def _handle_tool_calls(session: Session, version, snapshot: ProjectionSnapshot, 
 def _host_error(
     session: Session, tool_call_id: str, code: str, message: str, **context: Any
 ) -> None:
-    error = {"code": code, "message": message, "correctable": True, **context}
-    body = {"success": False, "error": error}
+    body = tool_failure(code, message, details=context)
     message_write(
         session_id=session.id,
         role="tool",
-        kind="tool_result",
+        kind=KIND_TOOL_RESULT,
         content=json.dumps(body),
         tool_call_id=tool_call_id,
         is_error=True,
@@ -278,13 +287,15 @@ def run_resume_if_ready(*, session_id: UUID | str) -> bool:
     if run is None or run.status != Run.Status.WAITING_FOR_HOST_TOOL:
         return False
     # The run's messages, hot or archived (a pending call may have gone cold meanwhile).
-    inputs = selectors.log_run_inputs(session.id, run.id.hex, session.last_index)
+    inputs = raw_log.log_run_inputs(session.id, run.id.hex, session.last_index)
     first = inputs[0].index if inputs else session.last_index
-    messages = selectors.log_page(
+    messages = raw_log.log_page(
         session.id, window_id=None, after_index=first - 1, limit=session.last_index - first + 1
     )
-    calls = {m.tool_call_id for m in messages if m.kind == "tool_call" and m.run_id == run.id.hex}
-    answered = {m.tool_call_id for m in messages if m.kind == "tool_result"}
+    calls = {
+        m.tool_call_id for m in messages if m.kind == KIND_TOOL_CALL and m.run_id == run.id.hex
+    }
+    answered = {m.tool_call_id for m in messages if m.kind == KIND_TOOL_RESULT}
     if calls - answered:
         return False
     run.status = Run.Status.QUEUED

@@ -16,7 +16,7 @@ from contextproto.errors import (
 )
 from contextproto.protocol import state as kvkeys
 from sessions_app.models import Session
-from sessions_app.services.state import kv_apply_locked
+from sessions_app.store.state import kv_apply_locked
 
 SESSION_KEY_PREFIX = "cps_"
 

@@ -23,8 +23,8 @@ from contextproto.errors import (
 )
 from contextproto.ids import parse_uuid
 from contextproto.usage import TokenUsage, report_problems, tokens_of, turn_cost
+from sessions_app.maintenance import maintenance_trigger_after_turn
 from sessions_app.models import MaintenanceJob, ProjectionSnapshot, Session
-from sessions_app.services.maintenance import maintenance_trigger_after_turn
 
 USAGE_FIELDS = [
     "usage",

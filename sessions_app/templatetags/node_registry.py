@@ -6,7 +6,7 @@ from typing import Any
 
 from django import template
 
-from contextproto import nodes
+from sessions_app import nodes
 
 register = template.Library()
 

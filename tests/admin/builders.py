@@ -161,7 +161,7 @@ def build_context_session(version):
     """
     from sessions_app.services.runs import run_start
     from sessions_app.services.sessions import session_create
-    from sessions_app.services.state import kv_commit
+    from sessions_app.store.state import kv_commit
 
     session, _key = session_create(agent_version=version, inputs={"customer": "ACME"})
     turns = HostTurns(session)

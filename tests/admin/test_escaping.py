@@ -14,7 +14,7 @@ ESCAPED = "&lt;script&gt;alert(1)&lt;/script&gt;"
 @pytest.fixture
 def poisoned(published_version):
     from contextproto.protocol.state import new_window_record
-    from sessions_app.services.state import kv_commit
+    from sessions_app.store.state import kv_commit
 
     version = published_version()
     session, fold_id, snapshot = build_session(version, input_text=PAYLOAD, tool_result=PAYLOAD)

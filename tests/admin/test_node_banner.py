@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth.models import User
 
-from contextproto import nodes
 from contextproto.protocol import catalog
+from sessions_app import nodes
 
 FULL = ["prefix@2", "unified@1", "unified@2", "unified@3"]
 

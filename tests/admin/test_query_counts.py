@@ -30,7 +30,7 @@ PAGES = (
 
 def big_session(published_version, app_name: str, size: int):
     from sessions_app.services.projection import projection_build
-    from sessions_app.services.state import kv_commit
+    from sessions_app.store.state import kv_commit
 
     session, fold_id, _ = build_session(published_version(app_name, version=2))
     kv_commit(

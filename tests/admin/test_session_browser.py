@@ -31,7 +31,7 @@ def scenario(published_version):
 
 
 def test_overview_shows_active_window_revision_task_memory_and_runs(operator, scenario):
-    from sessions_app.services.state import kv_commit
+    from sessions_app.store.state import kv_commit
 
     session, _fold_id, _snapshot = scenario
     kv_commit(session_id=session.id, writes={"taskMemory": "Quote for ACME; budget 9000."})
@@ -45,7 +45,7 @@ def test_overview_shows_active_window_revision_task_memory_and_runs(operator, sc
 
 def test_windows_table_marks_the_active_window_with_counts(operator, scenario):
     from contextproto.protocol.state import new_window_record
-    from sessions_app.services.state import kv_commit
+    from sessions_app.store.state import kv_commit
 
     session, _fold_id, _snapshot = scenario
     kv_commit(
@@ -101,7 +101,7 @@ def test_messages_of_one_run(operator, scenario):
 
 
 def test_fold_shows_range_summary_compressed_flag_and_raw_read_back(operator, scenario):
-    from sessions_app.services.state import kv_commit
+    from sessions_app.store.state import kv_commit
 
     session, fold_id, _snapshot = scenario
     html = operator.get(browse(session, "folds/")).content.decode()

@@ -8,7 +8,7 @@ from django.contrib.auth.models import Permission
 
 from sessions_app.models import ProjectionSnapshot, Session
 from sessions_app.services.projection import projection_build
-from sessions_app.services.state import kv_commit
+from sessions_app.store.state import kv_commit
 from tests.admin.builders import build_session
 from tests.admin.test_session_browser import browse
 

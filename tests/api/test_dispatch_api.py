@@ -157,7 +157,7 @@ FOLD_CASES = {
 
 @pytest.mark.parametrize("case", sorted(FOLD_CASES))
 def test_fold_rules_each_refused_with_its_own_code(api_session, case):
-    from sessions_app.services.state import kv_commit
+    from sessions_app.store.state import kv_commit
 
     options = {"maxFolds": 1} if case == "max_folds" else {}
     s = api_session(version=1, options=options)

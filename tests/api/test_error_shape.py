@@ -32,7 +32,7 @@ def test_a_crash_in_a_view_is_a_json_500_carrying_the_request_id(api_session, mo
     def broken(**_kwargs):
         raise RuntimeError("a defect")
 
-    monkeypatch.setattr(apis.selectors, "session_get", broken)
+    monkeypatch.setattr(apis.lists, "session_get", broken)
     response = s.client.get(s.path())
     assert response.status_code == 500
     body = response.json()
@@ -70,7 +70,7 @@ def test_a_lost_database_connection_is_a_503_dependency_unavailable(api_session,
     def unreachable(**_kwargs):
         raise OperationalError("server closed the connection unexpectedly")
 
-    monkeypatch.setattr(apis.selectors, "session_get", unreachable)
+    monkeypatch.setattr(apis.lists, "session_get", unreachable)
     response = s.client.get(s.path())
     assert response.status_code == 503
     assert response.json()["error"]["code"] == "dependency_unavailable"

@@ -77,22 +77,16 @@ def test_out_of_range_integer_argument_gets_an_error_receipt(api_session, tool, 
 def test_a_crashing_handler_answers_an_error_receipt_and_the_session_goes_on(
     api_session, monkeypatch
 ):
-    from contextproto.protocol import tool_windows
+    from contextproto.protocol import tools
 
     def explode(_invocation):
         raise ZeroDivisionError("a defect in a handler")
 
-    monkeypatch.setattr(tool_windows, "window_list", explode)
-    from contextproto.protocol import tools
-
-    tools._handlers.cache_clear()
-    try:
-        s = api_session(version=2)
-        s.input("start")
-        call = s.call("context_window_list")
-        receipt = s.dispatch(call)
-    finally:
-        tools._handlers.cache_clear()
+    monkeypatch.setitem(tools.HANDLERS, "context_window_list", explode)
+    s = api_session(version=2)
+    s.input("start")
+    call = s.call("context_window_list")
+    receipt = s.dispatch(call)
     error = receipt["result"]["error"]
     assert error["code"] == "tool_internal_error" and error["correctable"] is False
     assert receipt["resultMessage"]["isError"] is True

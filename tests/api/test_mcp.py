@@ -13,8 +13,8 @@ from asgiref.sync import sync_to_async
 from django.db import connections
 from mcp import Client
 
-from contextproto.api import credential_for_key
-from contextproto.mcp_server import build_server
+from sessions_app.auth import credential_for_key
+from sessions_app.mcp_server import build_server
 from sessions_app.models import FoldRecord, Message, ToolReceipt
 from tests.servers import run_coroutine
 
@@ -458,7 +458,7 @@ def test_a_database_failure_in_a_call_is_a_tool_error_without_its_text(api_sessi
     def fail(**_kwargs):
         raise DataError('invalid input syntax for type json\nDETAIL: Token "Infinity" is invalid.')
 
-    monkeypatch.setattr("sessions_app.services.dispatch.tool_call_record_and_dispatch", fail)
+    monkeypatch.setattr("sessions_app.mcp_server.tool_call_record_and_dispatch", fail)
     s = api_session(version=2)
     s.input("start")
 

@@ -15,7 +15,7 @@ import httpx2
 import pytest
 from django.conf import settings
 
-from contextproto.mcp_server import mcp_http_app
+from sessions_app.mcp_server import mcp_http_app
 from sessions_app.models import Message, ToolReceipt
 from tests.api.test_mcp import run
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sessions_app.services.state import kv_commit
+from sessions_app.store.state import kv_commit
 
 
 def all_pages(client, path: str, field: str, limit: int = 1) -> list:

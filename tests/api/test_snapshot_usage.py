@@ -8,7 +8,7 @@ import pytest
 from rest_framework.test import APIClient
 
 from sessions_app.models import MaintenanceJob, ProjectionSnapshot
-from sessions_app.services import hooks
+from sessions_app.store import hooks
 from tests.conftest import KeyClient, SessionHandle
 
 

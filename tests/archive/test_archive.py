@@ -12,11 +12,12 @@ from django.core.management import call_command
 from django.db import IntegrityError, InternalError, connection, transaction
 from django.test.utils import override_settings
 
-from sessions_app import selectors
 from sessions_app.models import ArchiveChunk, Message, Session
-from sessions_app.services import archive, cold_store
+from sessions_app.reads import raw_log
+from sessions_app.services import archive
 from sessions_app.services.messages import message_append
 from sessions_app.services.runs import run_start
+from sessions_app.store import codec, cold_store
 from tests.archive.builders import hot_dump, projections, reader_dump, rich_session
 from tests.sessions_app.bulk import bulk_history
 
@@ -107,7 +108,7 @@ def test_chunks_hold_every_column_as_zlib_json(session):
     # revision and fork link a restore must put back).
     columns = {f.attname for f in Message._meta.concrete_fields} - {"session_id"}
     assert set(records[0]) == columns
-    assert set(selectors.RAW_FIELDS) < columns
+    assert set(codec.RAW_COLUMNS) < columns
     assert records[0]["written_at_revision"] == first.written_at_revision == 1
     assert records[0]["id"] == str(first.id)
     assert records[0]["run_id"] == str(first.run_id)
@@ -129,7 +130,7 @@ def test_archiving_is_idempotent_keeps_the_newest_and_moves_whole_chunks(session
     more = archive.archive_session(session_id=session.id, keep_last=5, chunk_size=4)
     assert [(c.first_index, c.last_index) for c in more] == [(17, 20)]
     assert len(first) == 4
-    page = selectors.log_page(session.id, window_id=None, after_index=0, limit=100)
+    page = raw_log.log_page(session.id, window_id=None, after_index=0, limit=100)
     assert [m.index for m in page] == list(range(1, 26))
 
 
@@ -144,20 +145,20 @@ def test_a_range_read_decompresses_only_the_chunks_it_overlaps(session, monkeypa
         return real(chunk)
 
     monkeypatch.setattr(cold_store, "chunk_records", counting)
-    window = selectors.log_window(session.id, "main", 15, 25)
+    window = raw_log.log_window(session.id, "main", 15, 25)
     assert [m.index for m in window] == list(range(16, 26))
     assert decoded == [11, 21]
     decoded.clear()
-    page = selectors.log_page(session.id, window_id=None, after_index=12, limit=3)
+    page = raw_log.log_page(session.id, window_id=None, after_index=12, limit=3)
     assert [m.index for m in page] == [13, 14, 15]
     assert decoded == [11]
     decoded.clear()
-    assert selectors.log_windows_of(session.id, [5, 35]) == {5: "main", 35: "main"}
+    assert raw_log.log_windows_of(session.id, [5, 35]) == {5: "main", 35: "main"}
     assert decoded == [1, 31]
     decoded.clear()
-    ids = [m.id for m in selectors.log_window(session.id, "main", 0, 40)]
+    ids = [m.id for m in raw_log.log_window(session.id, "main", 0, 40)]
     decoded.clear()
-    found = selectors.log_by_ids(session.id, ids[20:22], index_range=(21, 22))
+    found = raw_log.log_by_ids(session.id, ids[20:22], index_range=(21, 22))
     assert [m.index for m in found] == [21, 22]
     assert decoded == [21]
 
@@ -169,12 +170,12 @@ def test_a_big_session_reads_the_same_from_hot_and_cold(session):
     windows = sorted(
         set(Message.objects.filter(session=session).values_list("window_id", flat=True))
     )
-    before = {w: selectors.log_window(session.id, w, 0, upper) for w in windows}
-    before_pages = selectors.log_page(session.id, window_id="w03", after_index=100, limit=50)
+    before = {w: raw_log.log_window(session.id, w, 0, upper) for w in windows}
+    before_pages = raw_log.log_page(session.id, window_id="w03", after_index=100, limit=50)
     chunks = archive.archive_session(session_id=session.id, keep_last=400, chunk_size=500)
     assert len(chunks) == 5
-    assert {w: selectors.log_window(session.id, w, 0, upper) for w in windows} == before
-    assert selectors.log_page(session.id, window_id="w03", after_index=100, limit=50) == (
+    assert {w: raw_log.log_window(session.id, w, 0, upper) for w in windows} == before
+    assert raw_log.log_page(session.id, window_id="w03", after_index=100, limit=50) == (
         before_pages
     )
 
@@ -360,7 +361,7 @@ def test_postgres_archiving_while_writers_append_loses_and_doubles_nothing(
     assert ranges and all(b[0] == a[1] + 1 for a, b in itertools.pairwise(ranges))
     hot = list(Message.objects.filter(session=session).values_list("index", flat=True))
     assert sorted(hot) == list(range(ranges[-1][1] + 1, total + 1))
-    page = selectors.log_page(session.id, window_id=None, after_index=0, limit=10_000)
+    page = raw_log.log_page(session.id, window_id=None, after_index=0, limit=10_000)
     assert [m.index for m in page] == list(range(1, total + 1))
 
 
@@ -381,9 +382,9 @@ def test_postgres_readers_see_the_whole_log_while_it_moves(application, make_ver
     def read() -> None:
         try:
             while not stop.is_set():
-                window = selectors.log_window(session.id, "main", 0, 121)
-                page = selectors.log_page(session.id, window_id=None, after_index=30, limit=50)
-                inputs = selectors.log_run_inputs(session.id, run_hex, 121)
+                window = raw_log.log_window(session.id, "main", 0, 121)
+                page = raw_log.log_page(session.id, window_id=None, after_index=30, limit=50)
+                inputs = raw_log.log_run_inputs(session.id, run_hex, 121)
                 reads.append(
                     (
                         [m.index for m in window] == expected,

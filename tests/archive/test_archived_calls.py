@@ -12,17 +12,18 @@ import json
 import pytest
 
 from contextproto.errors import ApplicationError
-from sessions_app import selectors
 from sessions_app.models import ArchiveChunk, Message
-from sessions_app.services import archive, cold_store
+from sessions_app.reads import raw_log
+from sessions_app.services import archive
 from sessions_app.services.messages import message_append, message_write
 from sessions_app.services.projection import projection_build
 from sessions_app.services.runs import run_start
+from sessions_app.store import cold_store
 from tests.archive.builders import hot_dump
 
 
 def merged_log(session_id) -> list[dict]:
-    page = selectors.log_page(session_id, window_id=None, after_index=0, limit=10_000)
+    page = raw_log.log_page(session_id, window_id=None, after_index=0, limit=10_000)
     return [m.to_wire() for m in page]
 
 

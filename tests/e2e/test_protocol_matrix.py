@@ -53,7 +53,7 @@ from sessions_app.models import (
     Run,
     ToolReceipt,
 )
-from sessions_app.selectors import log_page
+from sessions_app.reads.raw_log import log_page
 from sessions_app.services.archive import archive_session, restore_session
 from sessions_app.services.projection import projection_build
 from tests.conftest import KeyClient

@@ -31,8 +31,9 @@ from sessions_app.models import (
     Run,
     ToolReceipt,
 )
-from sessions_app.selectors import log_page, to_raw
+from sessions_app.reads.raw_log import log_page
 from sessions_app.services.archive import archive_session, restore_session
+from sessions_app.store.codec import raw_from_row
 from tests.conftest import KeyClient
 from tests.maintenance.test_worker_process import start_worker
 from tests.servers import wait_for
@@ -169,7 +170,7 @@ def test_three_runs_roundtrip_with_a_real_worker(unified_session, tmp_path):
     restore_session(session_id=session_id)
     assert not ArchiveChunk.objects.filter(session_id=session_id).exists()
     hot = list(Message.objects.filter(session_id=session_id).order_by("index"))
-    assert [to_raw(m).to_wire() for m in hot] == [m.to_wire() for m in everything]
+    assert [raw_from_row(m).to_wire() for m in hot] == [m.to_wire() for m in everything]
     assert [m.index for m in hot] == list(range(1, len(hot) + 1))
     calls = {m.tool_call_id for m in hot if m.kind == "tool_call"}
     answered = {m.tool_call_id for m in hot if m.kind == "tool_result"}

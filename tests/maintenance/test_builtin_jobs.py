@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from sessions_app import maintenance
 from sessions_app.models import KVEntry, MaintenanceJob
-from sessions_app.services import maintenance
-from sessions_app.services.state import kv_commit
+from sessions_app.store.state import kv_commit
 
 
 def kv(session_id) -> dict:

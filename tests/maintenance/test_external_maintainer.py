@@ -7,8 +7,8 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from sessions_app.maintenance import maintenance_execute, maintenance_sweep
 from sessions_app.models import KVEntry, MaintenanceJob, Session
-from sessions_app.services.maintenance import maintenance_execute, maintenance_sweep
 from tests.maintenance.conftest import MAX_INPUT_TOKENS
 
 

@@ -10,9 +10,9 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
+from sessions_app import maintenance
+from sessions_app.maintenance import LeaseLost, worker
 from sessions_app.models import MaintenanceJob, Session
-from sessions_app.services import maintenance
-from sessions_app.services.maintenance import LeaseLost
 from tests.maintenance.test_builtin_jobs import kv, queue
 
 
@@ -120,12 +120,12 @@ def test_a_worker_that_lost_its_lease_leaves_the_job_to_the_new_owner(with_maint
 def test_a_stale_worker_cannot_renew_write_or_commit_after_a_takeover(with_maintainer):
     s = with_maintainer([{"text": "unused"}])
     job = queue(s)
-    stale = maintenance._claim(job.id)
+    stale = worker._claim(job.id)
     plan = maintenance.maintenance_plan(job=stale)
     for n in range(plan.page_count):
         maintenance.maintenance_page(job=stale, page=n)
     expire_lease(job)
-    owner = maintenance._claim(job.id)
+    owner = worker._claim(job.id)
     assert owner is not None and owner.lease_token != stale.lease_token
     before = revision(s)
     # Same revision, same hash: only the lease fence stands between it and a second commit.
@@ -149,7 +149,7 @@ def test_the_sweeper_hands_a_dead_workers_job_on_after_its_lease(
     settings.MAINTENANCE_LEASE_SECONDS = 60
     s = with_maintainer([{"text": "x"}])
     job = queue(s)
-    maintenance._claim(job.id)  # the worker dies right after claiming
+    worker._claim(job.id)  # the worker dies right after claiming
     from sessions_app import tasks
 
     sent = []

@@ -19,8 +19,8 @@ from rest_framework.test import APIClient
 
 from agents.models import AgentVersion
 from contextproto.protocol import catalog
+from sessions_app.maintenance import maintenance_request
 from sessions_app.models import MaintenanceJob
-from sessions_app.services.maintenance import maintenance_request
 from tests.servers import purged_celery_queue, start_celery_worker, wait_for, worker_env
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow]

@@ -7,8 +7,8 @@ from django.contrib.auth.models import User
 from django.test import override_settings
 
 from agents.models import AgentVersion
+from sessions_app import maintenance
 from sessions_app.models import KVEntry, MaintenanceJob
-from sessions_app.services import maintenance
 
 
 def queue(s) -> MaintenanceJob:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from sessions_app.models import ArchiveChunk, MaintenanceJob, Session
 from sessions_app.services.archive import archive_session
-from sessions_app.services.cold_store import chunk_encode, chunk_records
+from sessions_app.store.cold_store import chunk_encode, chunk_records
 from tests.maintenance.test_external_maintainer import commit, kv, long_session, page, plan
 
 

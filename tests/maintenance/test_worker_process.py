@@ -54,7 +54,7 @@ def test_worker_killed_mid_job_then_a_new_worker_commits_once(
 ):
     # The first answer takes long enough to kill the worker while it "thinks".
     s = with_maintainer([{"text": "slow checkpoint", "delaySeconds": 30}])
-    from sessions_app.services.maintenance import maintenance_request
+    from sessions_app.maintenance import maintenance_request
 
     log = tmp_path / "worker.log"
     first = start_worker(log)
@@ -115,7 +115,7 @@ def test_worker_killed_mid_job_then_a_new_worker_commits_once(
     assert entries["checkpoint/main"] == "checkpoint after crash"
     assert Session.objects.get(pk=s.id).state_revision == revision_before + 1
     # A late redelivery of the original message changes nothing.
-    from sessions_app.services.maintenance import maintenance_execute
+    from sessions_app.maintenance import maintenance_execute
 
     assert maintenance_execute(job_id=job.id).status == "skipped"
     assert Session.objects.get(pk=s.id).state_revision == revision_before + 1

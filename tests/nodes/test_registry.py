@@ -13,9 +13,9 @@ import redis
 from django.test import override_settings
 from rest_framework.test import APIClient
 
-from contextproto import nodes
 from contextproto.errors import ApplicationError
 from contextproto.protocol import catalog
+from sessions_app import nodes
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -12,7 +12,7 @@ import pytest
 from django.test import override_settings
 from rest_framework.test import APIClient
 
-from contextproto import nodes
+from sessions_app import nodes
 
 pytestmark = pytest.mark.redis
 

@@ -10,7 +10,6 @@ import uuid
 
 from django.utils import timezone
 
-from sessions_app import selectors
 from sessions_app.models import (
     FoldRecord,
     KVEntry,
@@ -22,6 +21,7 @@ from sessions_app.models import (
     ToolReceipt,
     WindowRecord,
 )
+from sessions_app.reads import raw_log
 from sessions_app.services.archive import archive_session, restore_session
 from tests.archive.builders import rich_session
 from tests.conftest import KeyClient
@@ -42,7 +42,7 @@ def forked(s, **body) -> dict:
 
 
 def log(session_id) -> list:
-    return selectors.log_page(session_id, window_id=None, after_index=0, limit=100_000)
+    return raw_log.log_page(session_id, window_id=None, after_index=0, limit=100_000)
 
 
 def kv_wire(client: KeyClient, session_id: str, **params) -> dict:

@@ -12,13 +12,13 @@ import threading
 import pytest
 from django.db import connection
 
-from sessions_app.history_reads import kv_at
 from sessions_app.models import KVEntry, Session
+from sessions_app.reads.history import kv_at
 from sessions_app.services.archive import archive_session
 from sessions_app.services.fork import session_fork
 from sessions_app.services.messages import message_write
 from sessions_app.services.projection import projection_build
-from sessions_app.services.state import kv_commit
+from sessions_app.store.state import kv_commit
 from tests.sessions_app.test_fork import assert_copy, fork_kv, log, state_at
 
 pytestmark = [pytest.mark.postgres]

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from sessions_app import hot_reads, selectors
 from sessions_app.models import Session
+from sessions_app.reads import hot_sql, raw_log
 from sessions_app.services.archive import archive_session, restore_session
-from sessions_app.services.state import kv_commit
+from sessions_app.store.state import kv_commit
 
 PARTS = [
     {"type": "text", "text": "parts ü"},
@@ -39,8 +39,8 @@ def _session_with_windows_folds_and_runs(api_session):
 
 
 def _orm_view(session_id, window, after, through, run_hex):
-    window_rows = selectors.log_window(session_id, window, after, through)
-    run_rows = selectors.log_run_inputs(session_id, run_hex, through) if run_hex else []
+    window_rows = raw_log.log_window(session_id, window, after, through)
+    run_rows = raw_log.log_run_inputs(session_id, run_hex, through) if run_hex else []
     return window_rows, run_rows
 
 
@@ -59,14 +59,14 @@ def test_view_rows_equal_the_orm_readers(api_session):
         ("nowhere", 0, through, "0" * 32),  # nothing at all
     ]
     for window, after, bound, run in cases:
-        hot = hot_reads.view_rows(s.id, window, after, bound, run)
+        hot = hot_sql.view_rows(s.id, window, after, bound, run)
         assert hot is not None
         expected_window, expected_inputs = _orm_view(s.id, window, after, bound, run)
         assert hot.window == expected_window, (window, after, bound)
         assert hot.run_inputs == expected_inputs, (window, after, bound)
-        outline = hot_reads.window_outline(s.id, window, after, bound)
-        assert outline == selectors.log_window(s.id, window, after, bound, outline=True)
-    full = hot_reads.view_rows(s.id, "main", 0, through, run_hex)
+        outline = hot_sql.window_outline(s.id, window, after, bound)
+        assert outline == raw_log.log_window(s.id, window, after, bound, outline=True)
+    full = hot_sql.view_rows(s.id, "main", 0, through, run_hex)
     assert {m.kind for m in full.window} >= {"input", "tool_call", "tool_result", "text"}
     assert any(m.content == PARTS for m in full.window)
     assert [m.content for m in full.run_inputs][-1] == "an input written in beta"
@@ -81,18 +81,18 @@ def test_view_rows_leave_archived_ranges_to_the_merging_readers(api_session):
     archive_session(session_id=s.id, keep_last=4, chunk_size=4)
     boundary = max(c.last_index for c in session.archive_chunks.all())
     assert boundary > 0
-    assert hot_reads.view_rows(s.id, "main", 0, through, None) is None
-    assert hot_reads.view_rows(s.id, "main", 0, through, run_hex) is None
-    assert hot_reads.window_outline(s.id, "main", 0, through) is None
+    assert hot_sql.view_rows(s.id, "main", 0, through, None) is None
+    assert hot_sql.view_rows(s.id, "main", 0, through, run_hex) is None
+    assert hot_sql.window_outline(s.id, "main", 0, through) is None
     # Above B the hot rows are the whole window again (the run's inputs may still be cold).
-    above = hot_reads.view_rows(s.id, "beta", boundary, through, None)
+    above = hot_sql.view_rows(s.id, "beta", boundary, through, None)
     assert above is not None
-    assert above.window == selectors.log_window(s.id, "beta", boundary, through)
-    outline = hot_reads.window_outline(s.id, "beta", boundary, through)
-    assert outline == selectors.log_window(s.id, "beta", boundary, through, outline=True)
+    assert above.window == raw_log.log_window(s.id, "beta", boundary, through)
+    outline = hot_sql.window_outline(s.id, "beta", boundary, through)
+    assert outline == raw_log.log_window(s.id, "beta", boundary, through, outline=True)
     assert outline and all(m.content == "" and m.arguments is None for m in outline)
     restore_session(session_id=s.id)
-    restored = hot_reads.view_rows(s.id, "main", 0, through, run_hex)
+    restored = hot_sql.view_rows(s.id, "main", 0, through, run_hex)
     assert restored is not None
     assert (restored.window, restored.run_inputs) == before
 
@@ -100,19 +100,19 @@ def test_view_rows_leave_archived_ranges_to_the_merging_readers(api_session):
 def test_kv_values_and_folds_equal_the_orm_readers(api_session):
     s = _session_with_windows_folds_and_runs(api_session)
     keys = ["activeWindow", "taskMemory", "window/main", "coveredThrough/main", "missing/key"]
-    assert hot_reads.kv_values(s.id, keys) == selectors.kv_values(s.id, keys)
-    assert hot_reads.kv_values(s.id, keys)["activeWindow"] == "beta"
-    assert hot_reads.kv_values(s.id, []) == {}
+    assert hot_sql.kv_values(s.id, keys) == raw_log.kv_values(s.id, keys)
+    assert hot_sql.kv_values(s.id, keys)["activeWindow"] == "beta"
+    assert hot_sql.kv_values(s.id, []) == {}
     for after in (0, 3, 5, 100):
-        assert hot_reads.folds_of_window_above(
+        assert hot_sql.folds_of_window_above(s.id, "main", after) == raw_log.folds_of_window_above(
             s.id, "main", after
-        ) == selectors.folds_of_window_above(s.id, "main", after)
-    folds = hot_reads.folds_of_window_above(s.id, "main", 0)
+        )
+    folds = hot_sql.folds_of_window_above(s.id, "main", 0)
     assert [f.summary for f in folds] == ["a", "b"]
-    assert hot_reads.folds_of_window_above(s.id, "beta", 0) == []
+    assert hot_sql.folds_of_window_above(s.id, "beta", 0) == []
     # A checkpoint over the first fold hides it from the view's read.
     kv_commit(session_id=s.id, writes={"coveredThrough/main": folds[0].last_index})
-    above = hot_reads.folds_of_window_above(s.id, "main", folds[0].last_index)
+    above = hot_sql.folds_of_window_above(s.id, "main", folds[0].last_index)
     assert [f.summary for f in above] == ["b"]
 
 
@@ -122,20 +122,20 @@ def test_dispatch_frame_is_the_snapshot_and_the_previous_message(api_session):
     first = s.call("context_task_memory_get", snapshot)
     second = s.call("context_task_memory_get", snapshot)
     session = Session.objects.get(pk=s.id)
-    call = selectors.call_and_answer(s.id, second)[0]
-    frame = hot_reads.dispatch_frame(s.id, call.snapshot_id, call.index)
+    call = raw_log.call_and_answer(s.id, second)[0]
+    frame = hot_sql.dispatch_frame(s.id, call.snapshot_id, call.index)
     assert frame.snapshot == (snapshot["revision"], snapshot["upperBound"])
-    before = selectors.log_at(s.id, call.index - 1)
+    before = raw_log.log_at(s.id, call.index - 1)
     assert frame.previous_known
     assert frame.previous == (before.kind, before.tool_call_id, before.snapshot_id)
     assert frame.previous == ("tool_call", first, snapshot["snapshotId"])
     # An unknown snapshot, and no message before #1.
-    unknown = hot_reads.dispatch_frame(s.id, "00000000-0000-0000-0000-000000000000", 1)
+    unknown = hot_sql.dispatch_frame(s.id, "00000000-0000-0000-0000-000000000000", 1)
     assert (unknown.snapshot, unknown.previous, unknown.previous_known) == (None, None, True)
     # A predecessor in the cold archive is left to log_at.
     archive_session(session_id=s.id, keep_last=4, chunk_size=4)
     boundary = max(c.last_index for c in session.archive_chunks.all())
-    assert selectors.log_at(s.id, boundary) is not None
-    cold = hot_reads.dispatch_frame(s.id, call.snapshot_id, boundary + 1)
+    assert raw_log.log_at(s.id, boundary) is not None
+    cold = hot_sql.dispatch_frame(s.id, call.snapshot_id, boundary + 1)
     assert cold.snapshot == frame.snapshot
     assert (cold.previous, cold.previous_known) == (None, False)

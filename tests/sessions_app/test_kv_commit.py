@@ -7,7 +7,7 @@ from django.test import override_settings
 
 from contextproto.errors import ApplicationError
 from sessions_app.models import FoldRecord, KVEntry, WindowRecord
-from sessions_app.services.state import KV_DELETE, kv_commit
+from sessions_app.store.state import KV_DELETE, kv_commit
 
 
 def kv(session) -> dict:

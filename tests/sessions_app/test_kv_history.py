@@ -7,10 +7,10 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from sessions_app.history_reads import kv_at
 from sessions_app.models import KVEntry, KVHistory, Session
+from sessions_app.reads.history import kv_at
 from sessions_app.services.archive import archive_session
-from sessions_app.services.state import KV_DELETE, kv_commit
+from sessions_app.store.state import KV_DELETE, kv_commit
 
 
 def current_kv(session_id) -> dict:

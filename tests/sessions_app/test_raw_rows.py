@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from sessions_app.models import Message
-from sessions_app.selectors import RAW_FIELDS, log_window, raw_from_values, to_raw
+from sessions_app.reads.raw_log import log_window
+from sessions_app.store.codec import RAW_COLUMNS, raw_from_row, raw_from_values
 
 
 def test_values_rows_map_to_the_same_raw_messages_as_model_rows(api_session):
@@ -18,8 +19,8 @@ def test_values_rows_map_to_the_same_raw_messages_as_model_rows(api_session):
     s.host_tool_work()
     s.write(role="assistant", kind="text", content="an answer")
     rows = Message.objects.filter(session_id=s.id).order_by("index")
-    by_model = [to_raw(row) for row in rows]
-    by_values = [raw_from_values(v) for v in rows.values_list(*RAW_FIELDS)]
+    by_model = [raw_from_row(row) for row in rows]
+    by_values = [raw_from_values(v) for v in rows.values_list(*RAW_COLUMNS)]
     assert by_values == by_model
     assert {m.kind for m in by_values} == {"input", "tool_call", "tool_result", "text"}
     call = next(m for m in by_values if m.kind == "tool_call")

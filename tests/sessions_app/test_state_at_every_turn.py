@@ -27,9 +27,9 @@ from contextproto.protocol.state import (
     window_key,
 )
 from sessions_app import scenario
-from sessions_app.history_reads import kv_at
 from sessions_app.management.commands.demo import Command, Worker, worker_queue
 from sessions_app.models import KVEntry, MaintenanceJob, ProjectionSnapshot, Session
+from sessions_app.reads.history import kv_at
 from sessions_app.services.runtime import TurnReport
 from sessions_app.services.sessions import session_create
 

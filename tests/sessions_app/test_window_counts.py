@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from sessions_app.models import WindowRecord
 from sessions_app.services.messages import message_append
-from sessions_app.services.state import kv_commit
+from sessions_app.store.state import kv_commit
 
 
 def test_each_append_counts_in_its_window(session):

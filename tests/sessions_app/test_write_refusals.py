@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from contextproto.errors import ApplicationError
+from sessions_app import maintenance
 from sessions_app.models import ClientWrite, MaintenanceJob, Message, Run
-from sessions_app.services import maintenance, runs
+from sessions_app.services import runs
 
 
 def test_an_api_maintenance_request_without_a_bound_maintainer_is_refused(session):

@@ -33,10 +33,11 @@ from agents.services import (
 )
 from contextproto.protocol.adapters import PROVIDER_ANTHROPIC_MESSAGES, PROVIDER_OPENAI_CHAT
 from contextproto.protocol.cache_report import CAUSE_APPEND, CacheEconomy
-from sessions_app import scenario, selectors
+from sessions_app import scenario
 from sessions_app.cache_economy import DEFAULT_THINK_SECONDS, session_cache_economy
 from sessions_app.models import FoldRecord, MaintenanceJob, ProjectionSnapshot, Session
 from sessions_app.providers.base import canonical_json
+from sessions_app.reads import raw_log
 from sessions_app.services.runtime import TurnReport
 from sessions_app.services.sessions import session_create
 
@@ -422,7 +423,7 @@ def full_history_tokens(session: Session, snapshots: list[ProjectionSnapshot]) -
     if not snapshots:
         return []
     last = max(s.upper_bound for s in snapshots)
-    history = selectors.log_page(session.id, window_id=None, after_index=0, limit=last)
+    history = raw_log.log_page(session.id, window_id=None, after_index=0, limit=last)
     keep = ("role", "content", "toolName", "toolCallId", "arguments")
     sizes = [0]
     for message in history:

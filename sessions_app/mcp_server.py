@@ -38,7 +38,7 @@ from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from agents.selectors import protocol_of
-from contextproto.api import Credential, credential_for_key
+from contextproto.api import Credential
 from contextproto.errors import (
     DEPENDENCY_UNAVAILABLE,
     INTERNAL_ERROR,
@@ -47,10 +47,14 @@ from contextproto.errors import (
     STATE_REVISION_INVALID,
     TOOL_CALL_ID_INVALID,
     ApplicationError,
+    error_body,
 )
-from contextproto.middleware import error_body
 from contextproto.parsers import check_storable
 from contextproto.protocol import catalog
+from contextproto.protocol.tool_results import tool_failure
+from sessions_app.auth import credential_for_key
+from sessions_app.reads.lists import session_get
+from sessions_app.services.dispatch import tool_call_record_and_dispatch
 
 SCHEME = "contextproto://"
 CATALOG_URI = f"{SCHEME}catalog"
@@ -131,8 +135,6 @@ def _prompt_of(name: str) -> catalog.ProtocolVersion:
 
 
 def _session_tools(session_id: uuid.UUID) -> list[dict[str, Any]]:
-    from sessions_app.selectors import session_get
-
     version = session_get(session_id=session_id).agent_version
     protocol = protocol_of(version)
     # The protocol tools exactly as GET sessions/{id}/tools/ lists them (host tools are the
@@ -147,8 +149,6 @@ def _call(
     arguments: Any,
     state_revision: int | None,
 ) -> dict[str, Any]:
-    from sessions_app.services.dispatch import tool_call_record_and_dispatch
-
     receipt = tool_call_record_and_dispatch(
         session_id=session_id,
         tool_call_id=call_id,
@@ -202,8 +202,9 @@ def _refusal(exc: ApplicationError, call_id: str | None) -> dict[str, Any]:
     # The caller can fix what a 4xx refuses (arguments, ids, the revision); not a 404 of its
     # own session or a refused credential.
     correctable = 400 <= exc.status < 500 and exc.status not in (401, 403, 404)
-    error = {**exc.details, "code": exc.code, "message": exc.message, "correctable": correctable}
-    result: dict[str, Any] = {"success": False, "error": error}
+    result: dict[str, Any] = {
+        **tool_failure(exc.code, exc.message, correctable=correctable, details=exc.details)
+    }
     if call_id is not None:
         result["toolCallId"] = call_id
     if "currentRevision" in exc.details:
@@ -225,10 +226,7 @@ def _failure(exc: Exception, call_id: str | None, name: str) -> dict[str, Any]:
         f"{why} Call again later with the same _meta.toolCallId: a call that was recorded "
         "replays its result, one that was not runs then."
     )
-    result: dict[str, Any] = {
-        "success": False,
-        "error": {"code": code, "message": message, "correctable": False},
-    }
+    result: dict[str, Any] = {**tool_failure(code, message, correctable=False)}
     if call_id is not None:
         result["toolCallId"] = call_id
     return result

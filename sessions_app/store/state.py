@@ -6,7 +6,7 @@ holds the session row lock (`SELECT ... FOR NO KEY UPDATE`), so revisions are se
 History (SPEC §17): `kv_apply_locked` is the one writer of KVEntry, and every row it
 upserts is appended to KVHistory at the new revision by a trigger on KVEntry (migration
 0011), in the same statement; removals append their marker here. So the state at any
-revision since the history began can be read back (sessions_app.history_reads).
+revision since the history began can be read back (sessions_app.reads.history).
 """
 
 from __future__ import annotations

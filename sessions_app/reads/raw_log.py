@@ -1,113 +1,45 @@
-"""Reads of the raw log and state, each bounded and index-backed.
+"""Reads of the raw log (hot and cold merged) and the state beside it, each bounded.
 
 Every reader of raw messages goes through `log_*` functions here, which merge the cold archive
-(sessions_app.services.cold_store) with the hot table by MessageIndex (SPEC §7).
+(sessions_app.store.cold_store) with the hot table by MessageIndex (SPEC §7).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 from uuid import UUID
 
 from django.db import transaction
 from django.db.models import CharField, Exists, Q, QuerySet, Value
-from django.utils.dateparse import parse_datetime
 
-from contextproto.errors import NotFound
-from contextproto.ids import canonical_uuid, parse_uuid
-from contextproto.pagination import (
-    BY_ID,
-    Keyset,
-    Page,
-    Position,
-    invalid_cursor,
-    keyset_page,
-    split_page,
-)
-from contextproto.protocol.messages import Fold, RawMessage
-from contextproto.protocol.state import checkpoint_key, covered_key, fold_key, window_key
+from contextproto.ids import canonical_uuid
+from contextproto.protocol.messages import KIND_TOOL_CALL, KIND_TOOL_RESULT, Fold, RawMessage
+from contextproto.protocol.state import fold_key
 from sessions_app.models import (
     ArchiveChunk,
     FoldRecord,
     KVEntry,
-    MaintenanceJob,
     Message,
-    ProjectionSnapshot,
     Run,
     Session,
-    WindowRecord,
 )
-from sessions_app.services import cold_store as cold
-from sessions_app.services.state import session_lock
-
-RAW_FIELDS = (
-    "id",
-    "index",
-    "window_id",
-    "role",
-    "kind",
-    "content",
-    "run_id",
-    "input_run",
-    "tool_call_id",
-    "tool_name",
-    "arguments",
-    "is_error",
-    "snapshot_id",
-    "created_at",
+from sessions_app.store import cold_store as cold
+from sessions_app.store.codec import (
+    RAW_COLUMNS,
+    MessageRecord,
+    raw_from_record,
+    raw_from_row,
+    raw_from_values,
+    record_of_row,
 )
-
-
-def to_raw(row: Message) -> RawMessage:
-    """The engine shape of a hot row; one mapping serves hot rows and archived records."""
-    return cold.record_to_raw(cold.message_record(row))
+from sessions_app.store.state import session_lock
 
 
 def _raw(rows: Iterable[Message]) -> list[RawMessage]:
-    return [to_raw(row) for row in rows]
-
-
-def raw_from_values(values: Sequence[Any]) -> RawMessage:
-    """RawMessage from a `values_list(*RAW_FIELDS)` row: equal to `to_raw` of the model row.
-
-    The hot path reads rows as tuples: building ~200 Message instances (and their foreign
-    key descriptors) per turn cost more than the query (BENCHMARKS.md).
-    """
-    (
-        message_id,
-        index,
-        window_id,
-        role,
-        kind,
-        content,
-        run_id,
-        input_run,
-        tool_call_id,
-        tool_name,
-        arguments,
-        is_error,
-        snapshot_id,
-        created_at,
-    ) = values[: len(RAW_FIELDS)]
-    return RawMessage(
-        id=str(message_id),
-        index=index,
-        window_id=window_id,
-        role=role,
-        kind=kind,
-        content=content,
-        run_id=run_id.hex if run_id else None,
-        input_run=input_run,
-        tool_call_id=tool_call_id,
-        tool_name=tool_name,
-        arguments=arguments,
-        is_error=is_error,
-        snapshot_id=str(snapshot_id) if snapshot_id else None,
-        created_at=created_at.isoformat(),
-    )
+    return [raw_from_row(row) for row in rows]
 
 
 def call_and_answer(
@@ -125,26 +57,26 @@ def call_and_answer(
         for values in Message.objects.filter(
             session_id=session_id,
             tool_call_id=tool_call_id,
-            kind__in=("tool_call", "tool_result"),
+            kind__in=(KIND_TOOL_CALL, KIND_TOOL_RESULT),
         )
         .order_by("index")
-        .values_list(*RAW_FIELDS)
+        .values_list(*RAW_COLUMNS)
     ]
-    call = next((m for m in rows if m.kind == "tool_call"), None)
+    call = next((m for m in rows if m.kind == KIND_TOOL_CALL), None)
     if call is None:
-        call = cold.archived_message_by_tool_call(session_id, tool_call_id, "tool_call")
+        call = cold.archived_message_by_tool_call(session_id, tool_call_id, KIND_TOOL_CALL)
     after = call.index if call is not None else 0
-    answer = next((m for m in rows if m.kind == "tool_result" and m.index > after), None)
+    answer = next((m for m in rows if m.kind == KIND_TOOL_RESULT and m.index > after), None)
     if answer is None and (call is None or not rows):
         # A result comes after its call, so it can be archived only if the call is.
         answer = cold.archived_message_by_tool_call(
-            session_id, tool_call_id, "tool_result", after_index=after
+            session_id, tool_call_id, KIND_TOOL_RESULT, after_index=after
         )
     return call, answer
 
 
 # Cold and hot are merged by MessageIndex (SPEC §7). The cold part is #1..B (see
-# sessions_app.services.cold_store). A reader takes the hot rows and B in one statement, then
+# sessions_app.store.cold_store). A reader takes the hot rows and B in one statement, then
 # decompresses only the chunks overlapping its range, each chunk query reporting B again: if
 # the two disagree, an archive or restore committed in between and the read starts over;
 # after a few tries it reads once under the session row lock, which every move takes. So no
@@ -183,7 +115,7 @@ OUTLINE_FIELDS = tuple(
     Value("" if name == "content" else None, output_field=CharField())
     if name in ("content", "arguments")
     else name
-    for name in RAW_FIELDS
+    for name in RAW_COLUMNS
 )
 
 
@@ -191,7 +123,7 @@ def _hot_and_boundary(
     session_id: Any,
     rows: QuerySet[Message],
     limit: int | None,
-    fields: Sequence[Any] = RAW_FIELDS,
+    fields: Sequence[Any] = RAW_COLUMNS,
 ) -> tuple[list[RawMessage], int] | None:
     """Hot rows of `rows` (ordered, limited) and B from the same statement; None: retry.
 
@@ -240,7 +172,7 @@ def _merged_range(
     rows = hot_rows.order_by("index")
 
     def attempt() -> list[RawMessage] | None:
-        hot = _hot_and_boundary(session_id, rows, limit, OUTLINE_FIELDS if outline else RAW_FIELDS)
+        hot = _hot_and_boundary(session_id, rows, limit, OUTLINE_FIELDS if outline else RAW_COLUMNS)
         if hot is None:
             return None
         hot_messages, boundary = hot
@@ -256,7 +188,7 @@ def _merged_range(
         )
         batch = cold.CHUNK_BATCH if limit is not None else None
         for chunk in cold.iter_chunks(session_id, after_index, through_index, batch=batch):
-            seen.add(chunk.archived_through)
+            seen.add(cold.boundary_of(chunk))
             reached = chunk.last_index
             found.extend(
                 replace(m, content="", arguments=None) if outline else m
@@ -359,11 +291,11 @@ def _cold_run_inputs(
             return []
     found: list[RawMessage] = []
     for chunk in cold.iter_chunks_newest_first(session_id, through_index):
-        if chunk.archived_through != boundary:
+        if cold.boundary_of(chunk) != boundary:
             return None
         records = cold.chunk_records(chunk)
         found.extend(
-            cold.record_to_raw(r)
+            raw_from_record(r)
             for r in records
             if r["kind"] == "input" and r["input_run"] == run_id and r["index"] <= through_index
         )
@@ -467,19 +399,19 @@ def log_at(session_id: Any, index: int) -> RawMessage | None:
     """The message #index, hot or cold, or None."""
     row = Message.objects.filter(session_id=session_id, index=index).first()
     if row is not None:
-        return to_raw(row)
+        return raw_from_row(row)
     for chunk in _chunks_holding(session_id, {index}):
         for message in cold.chunk_messages(chunk):
             if message.index == index:
                 return message
     row = Message.objects.filter(session_id=session_id, index=index).first()
-    return to_raw(row) if row is not None else None
+    return raw_from_row(row) if row is not None else None
 
 
-def log_records(session_id: Any, *, after_index: int, through_index: int) -> list[dict[str, Any]]:
+def log_records(session_id: Any, *, after_index: int, through_index: int) -> list[MessageRecord]:
     """Every column of the messages with after < index <= through, hot and cold merged.
 
-    In the archive's record format (cold_store.message_record), index order: what a copy of
+    In the archive's record format (cold_store.record_of_row), index order: what a copy of
     the log needs beyond the engine's RawMessage (the revision each message was written at).
     """
     after_index = max(after_index, 0)
@@ -489,7 +421,7 @@ def log_records(session_id: Any, *, after_index: int, through_index: int) -> lis
         session_id=session_id, index__gt=after_index, index__lte=through_index
     ).order_by("index")
 
-    def attempt() -> list[dict[str, Any]] | None:
+    def attempt() -> list[MessageRecord] | None:
         found = list(rows.annotate(archived_through=cold.archived_through_expr(session_id)))
         if found:
             boundary = found[0].archived_through
@@ -505,14 +437,14 @@ def log_records(session_id: Any, *, after_index: int, through_index: int) -> lis
             boundary, hot_now = state
             if hot_now:
                 return None
-        hot = {row.index: cold.message_record(row) for row in found}
+        hot = {row.index: record_of_row(row) for row in found}
         if boundary <= after_index:
             return list(hot.values())
-        merged: dict[int, dict[str, Any]] = {}
+        merged: dict[int, MessageRecord] = {}
         seen: set[int] = set()
         reached, end = after_index, min(through_index, boundary)
         for chunk in cold.iter_chunks(session_id, after_index, through_index, batch=None):
-            seen.add(chunk.archived_through)
+            seen.add(cold.boundary_of(chunk))
             reached = chunk.last_index
             merged.update(
                 (r["index"], r)
@@ -566,153 +498,3 @@ def folds_of_window_above(session_id: Any, window_id: str, after_index: int) -> 
         session_id=session_id, window_id=window_id, first_index__gt=after_index
     ).order_by("first_index")
     return folds_from_records(session_id, records)
-
-
-def session_get(*, session_id: Any, application_id: Any = None) -> Session:
-    sessions = Session.objects.select_related("agent_version", "agent_version__agent")
-    if application_id is not None:
-        sessions = sessions.filter(application_id=application_id)
-    session = sessions.filter(id=parse_uuid(session_id, "Session")).first()
-    if session is None:
-        raise NotFound("Session")
-    return session
-
-
-# ---------------------------------------------------------------- operator lists (SPEC §9)
-# Each list is keyset-paged by contextproto.pagination: a Keyset per list says its order and
-# what its cursor holds.
-
-
-def message_page(
-    session_id: Any, *, window_id: str | None, after_index: int, limit: int
-) -> tuple[list[RawMessage], int | None]:
-    """Up to `limit` messages above `after_index` and the afterIndex of the next page."""
-    found, more = split_page(
-        log_page(session_id, window_id=window_id, after_index=after_index, limit=limit + 1),
-        limit,
-    )
-    return found, found[-1].index if more else None
-
-
-WINDOWS = Keyset(
-    order=("created_at_index", "window_id"),
-    shape={"c": int, "w": str},
-    position=lambda row: {"c": row.created_at_index, "w": row.window_id},
-    after=lambda rows, at: rows.filter(created_at_index__gte=at["c"]).exclude(
-        created_at_index=at["c"], window_id__lte=at["w"]
-    ),
-)
-
-
-@dataclass(frozen=True)
-class WindowView:
-    """A window as operators list it: its KV record, checkpoint and compressed range."""
-
-    window_id: str
-    active: bool
-    record: Any
-    checkpoint: Any
-    covered_through: int
-
-
-def window_page(session: Session, *, cursor: str | None, limit: int) -> Page[WindowView]:
-    """The session's windows in creation order, with their KV state (two queries)."""
-    page = keyset_page(
-        WindowRecord.objects.filter(session=session), WINDOWS, cursor=cursor, limit=limit
-    )
-    keys = []
-    for row in page.items:
-        keys += [window_key(row.window_id), checkpoint_key(row.window_id)]
-        keys.append(covered_key(row.window_id))
-    values = kv_values(session.id, keys)
-    windows = [
-        WindowView(
-            window_id=row.window_id,
-            active=row.window_id == session.active_window,
-            record=values.get(window_key(row.window_id)),
-            checkpoint=values.get(checkpoint_key(row.window_id)),
-            covered_through=values.get(covered_key(row.window_id), 0),
-        )
-        for row in page.items
-    ]
-    return Page(windows, page.next_cursor)
-
-
-def window_record_get(session: Session, window_id: str) -> WindowRecord:
-    """The session's window `window_id`; NotFound (404) if it has none by that id."""
-    record = WindowRecord.objects.filter(session=session, window_id=window_id).first()
-    if record is None:
-        raise NotFound("Window", {"windowId": window_id})
-    return record
-
-
-@dataclass(frozen=True)
-class FoldView:
-    """A fold and whether maintenance has compressed its range (it lies within coveredThrough)."""
-
-    fold: Fold
-    compressed: bool
-
-
-def fold_page(session: Session, *, cursor: str | None, limit: int) -> Page[FoldView]:
-    """The session's folds in creation order, resolved to their KV records."""
-    page = keyset_page(
-        FoldRecord.objects.filter(session=session), BY_ID, cursor=cursor, limit=limit
-    )
-    folds = folds_from_records(session.id, page.items)
-    covered = kv_values(session.id, [covered_key(w) for w in {f.window_id for f in folds}])
-    return Page(
-        [FoldView(f, f.last_index <= int(covered.get(covered_key(f.window_id), 0))) for f in folds],
-        page.next_cursor,
-    )
-
-
-def _snapshots_after(rows: QuerySet, at: Position) -> QuerySet:
-    """Snapshots older than the cursor's (createdAt, id); `invalid_cursor` if it holds else."""
-    try:
-        created_at = parse_datetime(at["t"])
-        snapshot_id = UUID(at["id"])
-    except ValueError as exc:
-        raise invalid_cursor() from exc
-    if created_at is None or created_at.tzinfo is None:
-        raise invalid_cursor()
-    return rows.filter(created_at__lte=created_at).exclude(
-        created_at=created_at, id__gte=snapshot_id
-    )
-
-
-SNAPSHOTS = Keyset(
-    order=("-created_at", "-id"),
-    shape={"t": str, "id": str},
-    position=lambda row: {"t": row.created_at.isoformat(), "id": str(row.id)},
-    after=_snapshots_after,
-)
-
-
-def snapshot_page(session: Session, *, cursor: str | None, limit: int) -> Page[ProjectionSnapshot]:
-    """The session's stored views, newest first."""
-    rows = ProjectionSnapshot.objects.filter(session=session)
-    return keyset_page(rows, SNAPSHOTS, cursor=cursor, limit=limit)
-
-
-KV = Keyset(
-    order=("key",),
-    shape={"k": str},
-    position=lambda row: {"k": row.key},
-    after=lambda rows, at: rows.filter(key__gt=at["k"]),
-)
-
-
-def kv_page(
-    session: Session, *, prefix: str | None, cursor: str | None, limit: int
-) -> Page[KVEntry]:
-    """The session's KV entries in key order, only those starting with `prefix` if given."""
-    rows = KVEntry.objects.filter(session=session)
-    if prefix:
-        rows = rows.filter(key__startswith=prefix)
-    return keyset_page(rows, KV, cursor=cursor, limit=limit)
-
-
-def maintenance_jobs_recent(session: Session, *, limit: int) -> list[MaintenanceJob]:
-    """The session's last `limit` maintenance jobs, newest first."""
-    return list(session.maintenance_jobs.order_by("-created_at")[:limit])

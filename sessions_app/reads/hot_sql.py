@@ -7,21 +7,21 @@ they need are written here by hand, one statement each:
 * `view_rows`: the active window's messages in (C, U], the current run's inputs and the
   archive boundary B, from one snapshot of the table. When B says part of the range is in
   the cold archive, it answers None and the caller takes the merging readers of
-  `sessions_app.selectors`, which handle cold chunks and concurrent moves.
+  `sessions_app.reads.raw_log`, which handle cold chunks and concurrent moves.
 * `window_outline`: the same window range without the bodies, for the group scan of
   `context_fold_create`.
 * `dispatch_frame`: a call's snapshot (R, U) and the message before the call.
 * `kv_values` and `folds_of_window_above`: the view's KV values, and the folds of W above C
   (FoldRecord joined to their KV records).
 
-Each returns exactly what the ORM readers in `selectors` return for the same rows (tests in
+Each returns exactly what the ORM readers in `raw_log` return for the same rows (tests in
 tests/sessions_app/test_hot_reads.py compare them on SQLite and PostgreSQL).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -30,19 +30,16 @@ from uuid import UUID
 from django.db import connection, models
 
 from contextproto.protocol.messages import Fold, RawMessage
-from sessions_app.selectors import raw_from_values
+from sessions_app.store.codec import RAW_COLUMNS, raw_from_values, sql_columns
 
 _UUID = models.UUIDField()
 
-# The columns of RawMessage, in selectors.RAW_FIELDS order.
-_COLUMNS = (
-    'id, "index", window_id, role, kind, content, run_id, input_run, tool_call_id, '
-    "tool_name, arguments, is_error, snapshot_id, created_at"
-)
-# The same without the bodies (content as the JSON text of "", no arguments): what the group
-# structure needs, as selectors.OUTLINE_FIELDS.
-_OUTLINE_COLUMNS = _COLUMNS.replace(" content,", " '\"\"',").replace(" arguments,", " NULL,")
-_NULLS = ", ".join(["NULL"] * 12)  # the columns after "index" in part 2
+# The columns of RawMessage (the codec's RAW_COLUMNS), and the same without the bodies
+# (content as the JSON text of "", no arguments): what the group structure needs, as
+# raw_log.OUTLINE_FIELDS.
+_COLUMNS = sql_columns()
+_OUTLINE_COLUMNS = sql_columns(outline=True)
+_NULLS = ", ".join(["NULL"] * (len(RAW_COLUMNS) - 2))  # the columns after "index" in part 2
 _BOUNDARY_ROW = f"""SELECT 2, NULL, COALESCE(
     (SELECT MAX(last_index) FROM sessions_app_archivechunk WHERE session_id = %s), 0
 ), {_NULLS}"""
@@ -133,10 +130,12 @@ def _same(value: Any) -> Any:
     return value
 
 
-# What the ORM's field converters do to each column of selectors.RAW_FIELDS, on both
+# What the ORM's field converters do to each column of codec.RAW_COLUMNS, on both
 # backends; raw_from_values then builds the RawMessage exactly as for an ORM row.
-_CONVERTERS = (_uuid, _same, _same, _same, _same, _json, _uuid, _same, _same, _same, _json)
-_CONVERTERS += (_bool, _uuid, _datetime)
+_CONVERTERS: tuple[Callable[[Any], Any], ...] = (
+    *(_uuid, _same, _same, _same, _same, _json, _uuid),
+    *(_same, _same, _same, _json, _bool, _uuid, _datetime),
+)
 
 
 def _raw(row: Sequence[Any]) -> RawMessage:
@@ -152,8 +151,8 @@ def view_rows(
     run_id: str | None,
 ) -> ViewRows | None:
     """W's messages in (after, through] and run `run_id`'s inputs up to `through`, or None
-    when some of them may be archived (then read with `selectors.log_window` /
-    `selectors.log_run_inputs`)."""
+    when some of them may be archived (then read with `raw_log.log_window` /
+    `raw_log.log_run_inputs`)."""
     session = _db_uuid(session_id)
     after_index = max(after_index, 0)
     with connection.cursor() as cursor:
@@ -185,7 +184,7 @@ def window_outline(
     session_id: Any, window_id: str, after_index: int, through_index: int
 ) -> list[RawMessage] | None:
     """W's messages in (after, through] without content and arguments, or None when some of
-    them may be archived (then `selectors.log_window(..., outline=True)`)."""
+    them may be archived (then `raw_log.log_window(..., outline=True)`)."""
     session = _db_uuid(session_id)
     after_index = max(after_index, 0)
     with connection.cursor() as cursor:
@@ -200,7 +199,7 @@ def window_outline(
 class DispatchFrame:
     """The snapshot's frozen (revision, upper bound), None if the snapshot is unknown; the
     message before the call as (kind, tool_call_id, snapshot_id) and whether it was read
-    (False: archived, read it with `selectors.log_at`)."""
+    (False: archived, read it with `raw_log.log_at`)."""
 
     snapshot: tuple[int, int] | None
     previous: tuple[str, str | None, str | None] | None
@@ -227,7 +226,7 @@ def dispatch_frame(session_id: Any, snapshot_id: Any, call_index: int) -> Dispat
 
 
 def kv_values(session_id: Any, keys: Sequence[str]) -> dict[str, Any]:
-    """The values of those of `keys` that are set (as `selectors.kv_values`)."""
+    """The values of those of `keys` that are set (as `raw_log.kv_values`)."""
     if not keys:
         return {}
     sql = _KV_SQL.format(keys=", ".join(["%s"] * len(keys)))
@@ -238,7 +237,7 @@ def kv_values(session_id: Any, keys: Sequence[str]) -> dict[str, Any]:
 
 def folds_of_window_above(session_id: Any, window_id: str, after_index: int) -> list[Fold]:
     """W's folds starting above `after_index`, first index order, resolved to their KV
-    records (as `selectors.folds_of_window_above`)."""
+    records (as `raw_log.folds_of_window_above`)."""
     with connection.cursor() as cursor:
         cursor.execute(_FOLDS_SQL, [_db_uuid(session_id), window_id, after_index])
         return [Fold.from_kv(fold_id, _json(value)) for fold_id, value in cursor.fetchall()]

@@ -10,8 +10,8 @@ from django.db.models import Q
 
 from contextproto.protocol.messages import Fold, RawMessage
 from contextproto.protocol.state import window_key
-from sessions_app import hot_reads, selectors
 from sessions_app.models import FoldRecord, KVEntry, WindowRecord
+from sessions_app.reads import hot_sql, raw_log
 
 _UNSET = object()  # a key read and found unset
 
@@ -37,12 +37,12 @@ class DbSessionReader:
 
     def kv_get_many(self, keys: Sequence[str]) -> dict[str, Any]:
         if self._kv is None:
-            return selectors.kv_values(self.session_id, keys)
+            return raw_log.kv_values(self.session_id, keys)
         missing = [k for k in keys if k not in self._kv]
         if missing:
             wanted = list(dict.fromkeys([*missing, *self._prefetch]))
             self._prefetch = ()
-            found = hot_reads.kv_values(self.session_id, wanted)
+            found = hot_sql.kv_values(self.session_id, wanted)
             self._kv.update({k: found.get(k, _UNSET) for k in wanted})
         # Copies: a handler may change what it read and read the key again.
         return {k: copy.deepcopy(self._kv[k]) for k in keys if self._kv[k] is not _UNSET}
@@ -50,38 +50,38 @@ class DbSessionReader:
     def window_messages(
         self, window_id: str, after_index: int, through_index: int
     ) -> list[RawMessage]:
-        return selectors.log_window(self.session_id, window_id, after_index, through_index)
+        return raw_log.log_window(self.session_id, window_id, after_index, through_index)
 
     def window_outline(
         self, window_id: str, after_index: int, through_index: int
     ) -> list[RawMessage]:
-        hot = hot_reads.window_outline(self.session_id, window_id, after_index, through_index)
+        hot = hot_sql.window_outline(self.session_id, window_id, after_index, through_index)
         if hot is not None:
             return hot
-        return selectors.log_window(
+        return raw_log.log_window(
             self.session_id, window_id, after_index, through_index, outline=True
         )
 
     def message_windows(self, indices: Sequence[int]) -> dict[int, str]:
-        return selectors.log_windows_of(self.session_id, indices)
+        return raw_log.log_windows_of(self.session_id, indices)
 
     def messages_by_ids(self, message_ids: Sequence[str]) -> list[RawMessage]:
         index_range = self._fold_ranges.get(tuple(message_ids))
-        return selectors.log_by_ids(self.session_id, message_ids, index_range=index_range)
+        return raw_log.log_by_ids(self.session_id, message_ids, index_range=index_range)
 
     def message_at(self, index: int) -> RawMessage | None:
-        return selectors.log_at(self.session_id, index)
+        return raw_log.log_at(self.session_id, index)
 
     def fold(self, fold_id: str) -> Fold | None:
         records = FoldRecord.objects.filter(session_id=self.session_id, fold_id=fold_id)
-        folds = self._remember(selectors.folds_from_records(self.session_id, records))
+        folds = self._remember(raw_log.folds_from_records(self.session_id, records))
         return folds[0] if folds else None
 
     def folds_of_window(self, window_id: str, offset: int, limit: int) -> list[Fold]:
         records = FoldRecord.objects.filter(
             session_id=self.session_id, window_id=window_id
         ).order_by("first_index")[offset : offset + limit]
-        return selectors.folds_from_records(self.session_id, records)
+        return raw_log.folds_from_records(self.session_id, records)
 
     def folds_intersecting(self, window_id: str, first_index: int, last_index: int) -> list[Fold]:
         records = FoldRecord.objects.filter(
@@ -90,7 +90,7 @@ class DbSessionReader:
             first_index__lte=last_index,
             last_index__gte=first_index,
         ).order_by("first_index")
-        return selectors.folds_from_records(self.session_id, records)
+        return raw_log.folds_from_records(self.session_id, records)
 
     def folds_in_range(self, window_id: str, first_index: int, last_index: int) -> list[Fold]:
         records = FoldRecord.objects.filter(
@@ -99,13 +99,13 @@ class DbSessionReader:
             first_index__gte=first_index,
             last_index__lte=last_index,
         ).order_by("first_index")
-        return selectors.folds_from_records(self.session_id, records)
+        return raw_log.folds_from_records(self.session_id, records)
 
     def fold_count(self) -> int:
         return FoldRecord.objects.filter(session_id=self.session_id).count()
 
     def _records(self, window_ids: Sequence[str]) -> list[tuple[str, dict]]:
-        values = selectors.kv_values(self.session_id, [window_key(w) for w in window_ids])
+        values = raw_log.kv_values(self.session_id, [window_key(w) for w in window_ids])
         return [(w, values[window_key(w)]) for w in window_ids if window_key(w) in values]
 
     def windows(self, status: str | None, offset: int, limit: int) -> list[tuple[str, dict]]:

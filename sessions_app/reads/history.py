@@ -16,7 +16,7 @@ from django.db.models import Exists, OuterRef, QuerySet
 from contextproto.errors import REVISION_NOT_RECORDED, REVISION_OUT_OF_RANGE, ApplicationError
 from contextproto.pagination import Page, keyset_page
 from sessions_app.models import KVHistory, Session
-from sessions_app.selectors import KV
+from sessions_app.reads.lists import KV
 
 
 def revision_check(session: Session, revision: int) -> None:

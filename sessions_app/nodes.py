@@ -311,6 +311,6 @@ def _stop_worker_heartbeat(**_: object) -> None:
     heartbeat_stop()
 
 
-request_started.connect(_start_api_heartbeat, dispatch_uid="contextproto.nodes.api")
-worker_ready.connect(_start_worker_heartbeat, dispatch_uid="contextproto.nodes.worker")
-worker_shutdown.connect(_stop_worker_heartbeat, dispatch_uid="contextproto.nodes.worker_stop")
+request_started.connect(_start_api_heartbeat, dispatch_uid="sessions_app.nodes.api")
+worker_ready.connect(_start_worker_heartbeat, dispatch_uid="sessions_app.nodes.worker")
+worker_shutdown.connect(_stop_worker_heartbeat, dispatch_uid="sessions_app.nodes.worker_stop")

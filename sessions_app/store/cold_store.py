@@ -2,16 +2,14 @@
 
 Layout. The cold part of a session is a prefix of its log, #1..B: chunks of `chunk_size`
 consecutive MessageIndexes, never overlapping; everything above B is hot. Readers
-(`sessions_app.selectors.log_*`) merge both by MessageIndex. The moves between hot and cold
+(`sessions_app.reads.raw_log.log_*`) merge both by MessageIndex. The moves between hot and cold
 are in `sessions_app.services.archive`.
 
 Chunk format (`ArchiveChunk.data`): zlib of the UTF-8 JSON
-`{"v": 1, "messages": [record, ...]}` in index order, where a record holds every column of
-the row (`id`, `index`, `window_id`, `role`, `kind`, `content`, `run_id`, `input_run`,
-`tool_call_id`, `tool_name`, `arguments`, `is_error`, `snapshot_id`, `created_at` as ISO
-8601, and since migration 0010 `written_at_revision` and `forked_from_message_id`, which
-chunks written before lack: they read as null). Content is stored as the database returned
-it, so restore writes it back unchanged.
+`{"v": 1, "messages": [record, ...]}` in index order, where a record is a
+`sessions_app.store.codec.MessageRecord`: every column of the row (chunks written before
+migration 0010 lack `written_at_revision` and `forked_from_message_id`: they read as null).
+Content is stored as the database returned it, so restore writes it back unchanged.
 
 Archived tool calls. An unanswered call may be archived (an orphaned call must not pin the
 whole log hot forever); its result is written later as a hot row. Code that looks a call up
@@ -25,7 +23,7 @@ import threading
 import zlib
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 from uuid import UUID
 
@@ -33,7 +31,8 @@ from django.db.models import BigIntegerField, Subquery, Value
 from django.db.models.functions import Coalesce
 
 from contextproto.protocol.messages import RawMessage
-from sessions_app.models import ArchiveChunk, Message
+from sessions_app.models import ArchiveChunk
+from sessions_app.store.codec import MessageRecord, raw_from_record
 
 FORMAT_VERSION = 1
 # Bound on clock disagreement between nodes, used only to bound the search for a run's
@@ -49,83 +48,14 @@ TOOL_INDEX_CACHE_SIZE = 4096
 # --- the chunk format ---------------------------------------------------------------------
 
 
-def message_record(row: Message) -> dict[str, Any]:
-    """Every column of `row` as JSON values (UUIDs canonical, created_at ISO 8601)."""
-    return {
-        "id": str(row.id),
-        "index": row.index,
-        "window_id": row.window_id,
-        "role": row.role,
-        "kind": row.kind,
-        "content": row.content,
-        "run_id": str(row.run_id) if row.run_id else None,
-        "input_run": row.input_run,
-        "tool_call_id": row.tool_call_id,
-        "tool_name": row.tool_name,
-        "arguments": row.arguments,
-        "is_error": row.is_error,
-        "snapshot_id": str(row.snapshot_id) if row.snapshot_id else None,
-        "created_at": row.created_at.isoformat(),
-        "written_at_revision": row.written_at_revision,
-        "forked_from_message_id": (
-            str(row.forked_from_message_id) if row.forked_from_message_id else None
-        ),
-    }
-
-
-def record_to_raw(record: dict[str, Any]) -> RawMessage:
-    """The engine shape of an archived record; equal to `selectors.to_raw` of the hot row."""
-    return RawMessage(
-        id=record["id"],
-        index=record["index"],
-        window_id=record["window_id"],
-        role=record["role"],
-        kind=record["kind"],
-        content=record["content"],
-        run_id=UUID(record["run_id"]).hex if record["run_id"] else None,
-        input_run=record["input_run"],
-        tool_call_id=record["tool_call_id"],
-        tool_name=record["tool_name"],
-        arguments=record["arguments"],
-        is_error=record["is_error"],
-        snapshot_id=record["snapshot_id"],
-        created_at=record["created_at"],
-    )
-
-
-def record_to_row(session_id: UUID, record: dict[str, Any]) -> Message:
-    """An unsaved Message with the archived columns (for restore and read-only lookups)."""
-    return Message(
-        id=UUID(record["id"]),
-        session_id=session_id,
-        index=record["index"],
-        window_id=record["window_id"],
-        role=record["role"],
-        kind=record["kind"],
-        content=record["content"],
-        run_id=UUID(record["run_id"]) if record["run_id"] else None,
-        input_run=record["input_run"],
-        tool_call_id=record["tool_call_id"],
-        tool_name=record["tool_name"],
-        arguments=record["arguments"],
-        is_error=record["is_error"],
-        snapshot_id=UUID(record["snapshot_id"]) if record["snapshot_id"] else None,
-        created_at=datetime.fromisoformat(record["created_at"]),
-        written_at_revision=record.get("written_at_revision"),
-        forked_from_message_id=(
-            UUID(record["forked_from_message_id"]) if record.get("forked_from_message_id") else None
-        ),
-    )
-
-
-def chunk_encode(records: list[dict[str, Any]]) -> bytes:
+def chunk_encode(records: list[MessageRecord]) -> bytes:
     body = json.dumps(
         {"v": FORMAT_VERSION, "messages": records}, ensure_ascii=False, separators=(",", ":")
     )
     return zlib.compress(body.encode("utf-8"), 6)
 
 
-def chunk_records(chunk: ArchiveChunk) -> list[dict[str, Any]]:
+def chunk_records(chunk: ArchiveChunk) -> list[MessageRecord]:
     """Decompress one chunk; refuses a format it does not know or a count that disagrees."""
     payload = json.loads(zlib.decompress(bytes(chunk.data)).decode("utf-8"))
     if payload.get("v") != FORMAT_VERSION:
@@ -137,7 +67,7 @@ def chunk_records(chunk: ArchiveChunk) -> list[dict[str, Any]]:
 
 
 def chunk_messages(chunk: ArchiveChunk) -> list[RawMessage]:
-    return [record_to_raw(r) for r in chunk_records(chunk)]
+    return [raw_from_record(r) for r in chunk_records(chunk)]
 
 
 # --- chunk lookups used by the readers -----------------------------------------------------
@@ -169,6 +99,12 @@ def archived_through(session_id: Any) -> int:
         .first()
     )
     return last or 0
+
+
+def boundary_of(chunk: ArchiveChunk) -> int:
+    """B as the query that read `chunk` saw it (the `archived_through` annotation)."""
+    # An annotation of chunks_overlapping/iter_chunks, which the model class does not declare.
+    return int(chunk.archived_through)  # type: ignore[attr-defined]
 
 
 def chunks_overlapping(session_id: Any, after_index: int, through_index: int | None):
@@ -223,7 +159,7 @@ _tool_index: OrderedDict[tuple[str, int, int], dict[tuple[str, str], int]] = Ord
 _tool_index_lock = threading.Lock()
 
 
-def _tool_map(records: Iterable[dict[str, Any]]) -> dict[tuple[str, str], int]:
+def _tool_map(records: Iterable[MessageRecord]) -> dict[tuple[str, str], int]:
     return {
         (r["tool_call_id"], r["kind"]): r["index"] for r in records if r["tool_call_id"] is not None
     }
@@ -247,7 +183,7 @@ def _remember_tool_map(key: tuple[str, int, int], value: dict[tuple[str, str], i
 
 def _archived_tool_record(
     session_id: Any, tool_call_id: str, kind: str, after_index: int
-) -> dict[str, Any] | None:
+) -> MessageRecord | None:
     session_key = str(UUID(str(session_id)))
     ranges = list(
         ArchiveChunk.objects.filter(session_id=session_id, last_index__gt=after_index)
@@ -259,7 +195,7 @@ def _archived_tool_record(
         batch = ranges[start : start + CHUNK_BATCH]
         maps = {r: _cached_tool_map((session_key, *r)) for r in batch}
         missing = [r for r, m in maps.items() if m is None]
-        decoded: dict[tuple[int, int], list[dict[str, Any]]] = {}
+        decoded: dict[tuple[int, int], list[MessageRecord]] = {}
         if missing:
             chunks = ArchiveChunk.objects.filter(
                 session_id=session_id, first_index__in=[r[0] for r in missing]
@@ -268,16 +204,17 @@ def _archived_tool_record(
                 records = chunk_records(chunk)
                 span = (chunk.first_index, chunk.last_index)
                 decoded[span] = records
-                maps[span] = _tool_map(records)
-                _remember_tool_map((session_key, *span), maps[span])
+                tool_map = maps[span] = _tool_map(records)
+                _remember_tool_map((session_key, *span), tool_map)
         for span in batch:
             index = (maps.get(span) or {}).get((tool_call_id, kind))
             if index is None:
                 continue
-            records = decoded.get(span)
-            if records is None:
+            found = decoded.get(span)
+            if found is None:
                 chunk = ArchiveChunk.objects.get(session_id=session_id, first_index=span[0])
-                records = chunk_records(chunk)
+                found = chunk_records(chunk)
+            records = found
             return next(r for r in records if r["index"] == index)
     return None
 
@@ -293,4 +230,4 @@ def archived_message_by_tool_call(
     its call). Run it under the session row lock to get an answer no move can change.
     """
     record = _archived_tool_record(session_id, tool_call_id, kind, after_index)
-    return record_to_raw(record) if record is not None else None
+    return raw_from_record(record) if record is not None else None

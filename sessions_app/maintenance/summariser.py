@@ -1,0 +1,93 @@
+"""The built-in summariser: the maintainer Agent's version, the prompt and the provider call
+that turns a job's pages into a checkpoint (retried once, shorter, when it is too long).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import F, Sum
+
+from agents.models import AgentVersion
+from agents.selectors import effective_options, protocol_of
+from contextproto.protocol import maintenance as planning
+from contextproto.protocol.adapters import WireFormat
+from contextproto.protocol.errors import ProtocolError
+from contextproto.protocol.messages import RawMessage
+from sessions_app import providers
+from sessions_app.maintenance.jobs import JobFailed, save_fenced
+from sessions_app.models import MaintenanceJob, Session
+from sessions_app.reads import raw_log
+
+
+def _maintainer_version(session: Session) -> AgentVersion:
+    agent_id = session.agent_version.maintainer_agent_id
+    if agent_id is None:
+        raise JobFailed("no maintainer Agent is bound to this AgentVersion")
+    version = (
+        AgentVersion.objects.filter(agent_id=agent_id, status=AgentVersion.Status.PUBLISHED)
+        .order_by("-number")
+        .first()
+    )
+    if version is None:
+        raise JobFailed("the bound maintainer Agent has no published version")
+    return version
+
+
+def _summary_request(wire_format: str, prompt: list[dict[str, str]]) -> dict[str, Any]:
+    if wire_format == WireFormat.ANTHROPIC_MESSAGES:
+        system = "\n\n".join(m["content"] for m in prompt if m["role"] == "system")
+        rest = [m for m in prompt if m["role"] != "system"]
+        return {"system": system, "messages": rest}
+    return {"messages": prompt}
+
+
+def summarise(
+    job: MaintenanceJob, plan: planning.MaintenancePlan, pages: list[list[RawMessage]]
+) -> str:
+    """Ask the maintainer model for the checkpoint; one shorter retry if it is too long."""
+    session = Session.objects.select_related("agent_version").get(pk=job.session_id)
+    maintainer = _maintainer_version(session)
+    try:
+        protocol = protocol_of(session.agent_version)
+    except ProtocolError as exc:
+        raise JobFailed(f"protocol_unknown_on_worker: {exc.message}") from exc
+    limit = effective_options(session.agent_version, protocol)["checkpointMaxCharacters"]
+    goal = raw_log.kv_values(session.id, [f"window/{job.window_id}"]).get(
+        f"window/{job.window_id}", {}
+    )
+    provider = providers.provider_for(maintainer.model_provider, maintainer.model_config or {})
+    prompt = planning.summariser_prompt(
+        previous_checkpoint=plan.previous_checkpoint,
+        pages_text=[planning.render_page_text(page) for page in pages],
+        max_characters=limit,
+        window_goal=str(goal.get("goal", "")) if isinstance(goal, dict) else "",
+    )
+    usage_total = {"inputTokens": 0, "outputTokens": 0, "calls": 0}
+    for attempt in range(2):
+        step = (
+            MaintenanceJob.objects.filter(session_id=job.session_id).aggregate(
+                n=Sum("summary_calls")
+            )["n"]
+            or 0
+        )
+        reply = provider.complete(
+            _summary_request(provider.wire_format, prompt), model=maintainer.model_name, step=step
+        )
+        MaintenanceJob.objects.filter(pk=job.pk).update(summary_calls=F("summary_calls") + 1)
+        job.summary_calls += 1
+        for key in ("inputTokens", "outputTokens"):
+            usage_total[key] += int(reply.usage.get(key, 0) or 0)
+        usage_total["calls"] += 1
+        job.summarizer_usage = usage_total
+        save_fenced(job, ["summarizer_usage"])
+        answer = (reply.text or "").strip()
+        if reply.tool_calls and not answer:
+            raise JobFailed("the maintainer answered with a tool call instead of a checkpoint")
+        try:
+            return planning.validate_checkpoint(answer, limit)
+        except ProtocolError as exc:
+            if exc.code != "checkpoint_too_long" or attempt == 1:
+                raise JobFailed(f"{exc.code}: {exc.message}") from exc
+            prompt = planning.shorter_retry_prompt(prompt, answer, limit)
+    raise JobFailed("unreachable")  # pragma: no cover
