@@ -4,7 +4,7 @@ each view costs once the provider caches.
 unified@2 works through 10 tasks, each in its own window (two are resumed later): it
 opens the window, runs bulky host lookups, folds every 5 finished lookups, keeps a working
 memory, asks for maintenance twice, completes the window and answers in `main`. Every
-unified view of `scenario.PROTOCOL_VIEWS` (unified@1, @2, @3 A/B/C) runs that same script;
+unified view of `scenario.PROTOCOL_VIEWS` (unified@1, @2, @3 A/B/C, @4) runs that same script;
 prefix@2 gets the same inputs and the same host lookups turn for turn; where unified calls
 a context tool, prefix@2 (which has none) calls a tiny host tool `progress_note`, so every
 session has exactly the same number of turns and the same bulky tool output. All have
@@ -24,10 +24,13 @@ from __future__ import annotations
 
 import json
 import time
+from collections import Counter
 from typing import Any
 
 from benchlib import BENCH_DIR, banner, log, table
 from economy import economy_section
+
+from contextproto.protocol.messages import DERIVED_MASKED
 
 APPLICATION = "bench-tokens"
 TURNS = 300
@@ -468,6 +471,11 @@ def _svg(series: dict[str, list[int]], marks: dict[str, list[int]]) -> str:
     return "\n".join(out) + "\n"
 
 
+def _masked_results(snapshot: Any) -> int:
+    """How many tool results this turn's view shows as masked stubs (unified@4)."""
+    return sum(1 for s in snapshot.sources or [] if s.get("derivedType") == DERIVED_MASKED)
+
+
 def _commit_turns(session: Any, snapshots: list[Any]) -> list[int]:
     """Turns whose view is the first one built after a committed checkpoint."""
     from sessions_app.models import MaintenanceJob
@@ -531,11 +539,17 @@ def run() -> dict[str, Any]:
     stats = {}
     for label, session in sessions.items():
         jobs = MaintenanceJob.objects.filter(session=session)
+        masked = [_masked_results(s) for s in snaps[label]]
         stats[label] = {
             "folds": FoldRecord.objects.filter(session=session).count(),
             "committed": jobs.filter(status=MaintenanceJob.Status.COMMITTED).count(),
             "jobs": jobs.count(),
+            "triggers": dict(Counter(jobs.values_list("trigger", flat=True))),
             "windows": len({s.window_id for s in snaps[label]}),
+            # unified@4's masking tier: views showing stubs, and the most stubs in one.
+            "turns": len(masked),
+            "masked_turns": sum(1 for n in masked if n),
+            "most_masked": max(masked, default=0),
         }
     totals = [
         (
@@ -547,10 +561,13 @@ def run() -> dict[str, Any]:
             stats[label]["windows"],
             stats[label]["folds"],
             f"{stats[label]['committed']} / {stats[label]['jobs']}",
+            stats[label]["masked_turns"],
         )
         for label, found in tokens.items()
     ]
-    totals.append(("full history", sum(full), sum(full) // TURNS, max(full), "0%", "-", "-", "-"))
+    totals.append(
+        ("full history", sum(full), sum(full) // TURNS, max(full), "0%", "-", "-", "-", "-")
+    )
     summary = table(
         (
             "view",
@@ -561,6 +578,7 @@ def run() -> dict[str, Any]:
             "windows seen",
             "folds",
             "checkpoints committed / jobs",
+            "views with masked results",
         ),
         totals,
     )
