@@ -16,7 +16,7 @@ from tests.experiments.conftest import EXAMPLE_PLAN
 @pytest.mark.parametrize("provider", PROVIDERS)
 def test_the_example_plan_is_valid_for_every_provider(provider: str) -> None:
     loaded = load_plan(EXAMPLE_PLAN, provider=provider)
-    assert [g["id"] for g in loaded.data["groups"]] == ["A", "B", "C", "v2", "prefix"]
+    assert [g["id"] for g in loaded.data["groups"]] == ["A", "B", "C", "u4", "v2", "prefix"]
     assert len(loaded.sha256) == 64
 
 
@@ -29,6 +29,8 @@ def test_the_example_plan_matches_the_seed_experiment(example_plan: dict[str, An
         "A": ("unified", 3, {"stateMessagePlacement": "trailing_assistant"}),
         "B": ("unified", 3, {"stateMessagePlacement": "before_history_assistant"}),
         "C": ("unified", 3, {"stateMessagePlacement": "trailing_user"}),
+        # Issue 25: unified@4 with the catalog's defaults on the same stages.
+        "u4": ("unified", 4, {}),
         "v2": ("unified", 2, {}),
         "prefix": ("prefix", 2, {}),
     }
@@ -61,7 +63,7 @@ def test_an_invalid_plan_lists_every_error_at_once(example_plan: dict[str, Any])
         "$: 'budget' is a required property",
         "$.groups[1].protocol.options.stateMessagePlacement:",
         "$.groups[2].protocol: unified@9 is not in the catalog",
-        "$.groups[5].id: 'A' is used twice",
+        "$.groups[6].id: 'A' is used twice",
         "$.stages[0].runs[0].expect[2].appliesTo: no group 'Z'",
         "$.stages[2].runs[0].expect[1].sinceRun: must name an earlier run",
         "$.stages[1].runs[0].expect[2]: 'equals' is a required property",
