@@ -75,9 +75,7 @@ def designed_state(
     # the projection applies it; a fixed fallback would call a default group not comparable.
     entry = catalog.find_version(protocol_id, version)
     default = entry.defaults.get("stateMessagePlacement") if entry else None
-    return DESIGNED_STATE[
-        options.get("stateMessagePlacement") or default or "trailing_assistant"
-    ]
+    return DESIGNED_STATE[options.get("stateMessagePlacement") or default or "trailing_assistant"]
 
 
 # --------------------------------------------------------------------------- run facts
