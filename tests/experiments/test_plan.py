@@ -112,3 +112,62 @@ def test_a_file_that_is_not_json_is_refused(tmp_path: Path) -> None:
 def test_a_real_provider_needs_a_model(tmp_path: Path) -> None:
     with pytest.raises(CommandError, match="--model is required"):
         call_command("run_experiment", str(EXAMPLE_PLAN), "--provider", "openai-chat")
+
+
+PRICES = {"input": 3, "cacheRead": 0.3, "cacheWrite": 3.75, "output": 15}
+
+
+@pytest.mark.parametrize("prices", [PRICES, {**PRICES, "input": 0}, None])
+def test_prices_are_optional_and_take_the_model_configs_shape(
+    example_plan: dict[str, Any], prices: dict[str, Any] | None
+) -> None:
+    example_plan["prices"] = prices
+    assert plan_errors(example_plan, provider="scripted") == []
+
+
+@pytest.mark.parametrize(
+    ("prices", "expected"),
+    [
+        (
+            "3 per million",
+            "$.prices: prices must be an object {input, cacheRead, cacheWrite, output} of "
+            "prices per million tokens, or null. (prices_not_object)",
+        ),
+        (
+            {k: v for k, v in PRICES.items() if k != "cacheWrite"},
+            "$.prices.cacheWrite: prices.cacheWrite is required when prices are given (per "
+            "million tokens; 0 if it is free). (price_required)",
+        ),
+        (
+            {**PRICES, "output": -1},
+            "$.prices.output: prices.output must be between 0 and 1,000,000,000 per million "
+            "tokens, got -1. (price_out_of_range)",
+        ),
+        (
+            {**PRICES, "cacheRead": "0.3"},
+            "$.prices.cacheRead: prices.cacheRead must be a number (per million tokens), not "
+            "str. (price_wrong_type)",
+        ),
+        (
+            {**PRICES, "cached": 0.3},
+            "$.prices.cached: prices has no price 'cached'; the prices are input, cacheRead, "
+            "cacheWrite, output. (price_unknown)",
+        ),
+    ],
+)
+def test_bad_prices_are_refused_saying_what_to_fix(
+    example_plan: dict[str, Any], prices: Any, expected: str
+) -> None:
+    example_plan["prices"] = prices
+    assert plan_errors(example_plan, provider="scripted") == [expected]
+
+
+def test_the_command_refuses_bad_prices_before_running_anything(
+    example_plan: dict[str, Any], tmp_path: Path
+) -> None:
+    example_plan["prices"] = {**PRICES, "input": -3}
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(example_plan), encoding="utf-8")
+    with pytest.raises(CommandError) as refused:
+        call_command("run_experiment", str(path), "--provider", "scripted")
+    assert "$.prices.input: prices.input must be between 0 and" in str(refused.value)

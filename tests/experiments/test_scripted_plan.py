@@ -160,3 +160,35 @@ def test_stop_experiment_on_a_failed_stage_runs_no_later_stage(
     assert report["stop"] == {"reason": "group_failed_stage", "stage": "stage1", "groups": ["v2"]}
     assert all(stage(report, g["id"], "stage2")["verdict"] == "not_run" for g in report["groups"])
     assert group(report, "A")["outcome"] == "stopped in stage1 (pass)"
+
+
+def test_with_prices_each_group_costs_its_agent_and_maintainer_tokens(
+    example_plan: dict[str, Any], run_plan: Any
+) -> None:
+    keep_stages(example_plan, "stage3")  # the conversation: it asks the maintainer once
+    example_plan["groups"] = [g for g in example_plan["groups"] if g["id"] in ("u4", "prefix")]
+    for run in example_plan["stages"][0]["runs"]:
+        for expect in run.get("expect", []):
+            if "appliesTo" in expect:
+                expect["appliesTo"] = ["u4"]
+    example_plan["prices"] = {"input": 2, "cacheRead": 0.2, "cacheWrite": 2.5, "output": 8}
+    report, stdout = run_plan(example_plan)
+
+    for group_id in ("u4", "prefix"):
+        entry = group(report, group_id)
+        tokens, upkeep = entry["tokens"], entry["maintenanceTokens"]
+        # The scripted model reports no cache: every input token is uncached.
+        assert (tokens["cacheRead"], tokens["cacheWrite"]) == (0, 0)
+        assert tokens["uncachedInput"] == tokens["input"] > 0
+        agent = (tokens["input"] * 2 + tokens["output"] * 8) / 1_000_000
+        maintenance = (upkeep["input"] * 2 + upkeep["output"] * 8) / 1_000_000
+        assert entry["cost"] == {
+            "agent": pytest.approx(agent),
+            "maintenance": pytest.approx(maintenance),
+            "total": pytest.approx(agent + maintenance),
+        }
+    assert group(report, "u4")["maintenanceTokens"]["calls"] >= 1
+    # Scripted costs are labelled estimates like the tokens they come from.
+    row = next(line for line in stdout.splitlines() if line.startswith("| u4 "))
+    assert f"{group(report, 'u4')['cost']['total']:.4f} (est.)" in row
+    assert "per million tokens (the plan's prices; SPEC §15) on scripted estimates" in stdout
