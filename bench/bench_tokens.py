@@ -427,11 +427,16 @@ def _panel(
             )
 
 
-COLOURS = {"full history": "#888888", "prefix@2": "#d95f02", "unified@2": "#1b9e77"}
+COLOURS = {
+    "full history": "#888888",
+    "prefix@2": "#d95f02",
+    "unified@2": "#1b9e77",
+    "unified@4": "#7570b3",
+}
 
 
 def _svg(series: dict[str, list[int]], marks: dict[str, list[int]]) -> str:
-    """A hand-written chart: all three curves, then unified@2 and prefix@2 zoomed in."""
+    """A hand-written chart: every curve, then all but the full history zoomed in."""
     width, height = 900, 760
     left, right = 80, 24
     plot_w = width - left - right
@@ -448,7 +453,7 @@ def _svg(series: dict[str, list[int]], marks: dict[str, list[int]]) -> str:
         box=(left, 80, plot_w, 250),
         series=series,
         marks={},
-        title="All three views",
+        title="All views",
         show_x_label=False,
     )
     zoomed = {k: v for k, v in series.items() if k != "full history"}
@@ -457,7 +462,7 @@ def _svg(series: dict[str, list[int]], marks: dict[str, list[int]]) -> str:
         box=(left, 420, plot_w, 260),
         series=zoomed,
         marks=marks,
-        title="unified@2 and prefix@2 only (circles: first turn after a committed checkpoint)",
+        title="Without the full history (circles: first turn after a committed checkpoint)",
         show_x_label=True,
     )
     for n, name in enumerate(series):
@@ -588,7 +593,15 @@ def run() -> dict[str, Any]:
         "prefix@2": _commit_turns(sessions["prefix@2"], snaps["prefix@2"]),
     }
     SVG_PATH.write_text(
-        _svg({"full history": full, "prefix@2": tokens["prefix@2"], "unified@2": unified}, marks)
+        _svg(
+            {
+                "full history": full,
+                "prefix@2": tokens["prefix@2"],
+                "unified@2": unified,
+                "unified@4": tokens["unified@4"],
+            },
+            marks,
+        )
     )
     log(f"chart written to {SVG_PATH.relative_to(BENCH_DIR.parent)}")
     sessions_text = ", ".join(f"{label} {s.id}" for label, s in sessions.items())
