@@ -151,3 +151,21 @@ def test_without_job_counts_the_jobs_goal_is_not_measured(missing: str) -> None:
     stats[missing] = {}
     _economies, (_cost, _hit, jobs) = _goals(list(U2_TURNS), stats)
     assert jobs["status"] == "not measured"
+
+
+def test_the_report_lists_the_goals_and_explains_only_the_missed_ones() -> None:
+    import bench_report
+
+    stats = {"unified@2": _stats(2, {"tool": 2}), "unified@4": _stats(2, {"tool": 2})}
+    _economies, goals = _goals(list(U2_TURNS), stats)
+    goals[1] = {**goals[1], "status": "met"}
+    lines = bench_report.goal_lines("Goals of issue 25:", goals)
+
+    assert lines[:4] == ["Goals of issue 25:", "", "| goal | measured | status |", "|:--|:--|:--|"]
+    assert sum(1 for line in lines if line.startswith("| unified@4 ")) == 3
+    explained = [line for line in lines if line.startswith("**")]
+    assert [line.split(" - ")[0] for line in explained] == [
+        f"**{goals[0]['target']}",
+        f"**{goals[2]['target']}",
+    ]
+    assert bench_report.goal_lines("Goals of issue 25:", []) == []
