@@ -232,9 +232,8 @@ def _masking(stats: Mapping[str, Any]) -> str:
     if not masked:
         return (
             "Masking never applied: no view had maskKeepRecent + maskStep tool results "
-            "outside folds and checkpoints (the script folds every few lookups and the "
-            "maintainer compresses the rest), so unified@4 sent every result raw, like "
-            "unified@2. "
+            "outside folds and checkpoints (the script folds every few lookups), so "
+            "unified@4 sent every result raw, like unified@2. "
         )
     return (
         f"Masking applied in {masked} of {stats.get('turns', '?')} views (at most {most} "
@@ -253,10 +252,20 @@ def unified4_goals(
         return []
     u4, u2 = economies[U4][ANTHROPIC], economies[U2][ANTHROPIC]
     stats4, stats2 = stats.get(U4) or {}, stats.get(U2) or {}
+    rebilled4 = sum(b.rebilled_tokens for b in u4.breaks)
+    rebilled2 = sum(b.rebilled_tokens for b in u2.breaks)
+    header2 = sum(b.rebilled_tokens for b in u2.breaks if b.cause == CAUSE_HEADER)
+    moved = (
+        f", most of it header changes that {U4} moves to the state message"
+        if 2 * header2 > rebilled2
+        else ""
+    )
     comparison = (
-        f"{U4} sent {_k(u4.totals.input_tokens)} input tokens ({U2}: "
-        f"{_k(u2.totals.input_tokens)}), wrote {_k(u4.totals.cache_write_tokens)} to the cache "
-        f"({U2}: {_k(u2.totals.cache_write_tokens)}). "
+        f"Where the difference comes from: {U4} sent {_k(u4.totals.input_tokens)} input "
+        f"tokens ({U2}: {_k(u2.totals.input_tokens)}; a longer prompt, one more tool schema, "
+        f"a fuller state message), wrote {_k(u4.totals.cache_write_tokens)} to the cache "
+        f"({U2}: {_k(u2.totals.cache_write_tokens)}) and re-billed {_k(rebilled4)} tokens at "
+        f"cache breaks ({U2}: {_k(rebilled2)}{moved}). "
     )
     verdicts = []
     share = u4.cost / u2.cost
