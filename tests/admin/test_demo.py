@@ -60,7 +60,11 @@ def test_demo_tells_the_story_in_estimated_tokens_and_links_the_admin(transactio
     assert totals[0] < totals[2] < totals[3] and totals[1] < totals[2], totals
     assert re.search(r"unified@2 sent \d+% fewer input tokens than prefix@2 and \d+% fewer", output)
     turns = len(re.findall(r"^  turn +\d+ ", output, re.M)) // 3
-    assert f"unified@4 sent {totals[1]:,} input tokens over the same {turns} turns" in output
+    change = round(100 * totals[1] / totals[0]) - 100
+    more = f"{abs(change)}% {'more' if change > 0 else 'fewer'} than unified@2 (estimates)"
+    assert f"unified@4 sent {totals[1]:,} input tokens over the same {turns} turns: {more}" in (
+        output
+    )
 
     # With prompt caching: tokens, hit ratio and effective cost under both providers' rules
     # for each agent and the full history; unified@2 pays less than the full history.

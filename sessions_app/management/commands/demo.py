@@ -314,9 +314,10 @@ class Command(BaseCommand):
                 continue
             sent = sum(other["tokens"])
             opened = {s.window_id for s in other["snapshots"] if s.window_id != "main"}
+            change = round(100 * sent / u) - 100
             self.stdout.write(
                 f"{label} sent {sent:,} input tokens over the same {turns} turns: "
-                f"{100 - round(100 * sent / u)}% fewer than unified@2 (estimates); "
+                f"{abs(change)}% {'more' if change > 0 else 'fewer'} than unified@2 (estimates); "
                 f"{len(opened)} task windows, {other['folds']} folds, "
                 f"{len(other['commits'])} checkpoints written by the worker."
             )
