@@ -1,13 +1,13 @@
 """Replay report (issue 28): the demo's sessions rebuilt under another protocol version.
 
-Runs `manage.py demo` (its unified@2 agent and the prefix@2 twin work through the same story
-with the scripted model), then replays the sessions this run created without calling a
+Runs `manage.py demo` (its unified@2, unified@4 and prefix@2 agents work through the same
+story with the scripted model), then replays the sessions this run created without calling a
 model (sessions_app/replay.py): the unified@2 session under unified@4 (its defaults), the
 same session back under unified@2 (as recorded: every request must come out as sent), and
-the prefix@2 session as recorded. The demo has no unified@4 agent, so "back" is the unified@2
-session replayed under the version it ran. Prints the totals table and, with `--write`,
-puts it in BENCHMARKS.md between its markers (bench/run.py keeps the section when it
-rewrites the file).
+the prefix@2 session as recorded. "Back" is the unified@2 session replayed under the version
+it ran; the demo's own unified@4 agent is not replayed here (the demo's summary shows it).
+Prints the totals table and, with `--write`, puts it in BENCHMARKS.md between its markers
+(bench/run.py keeps the section when it rewrites the file).
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/contextproto_bench \\
         .venv/bin/python bench/bench_replay.py [--write]
@@ -165,14 +165,16 @@ def render_section(r: dict[str, Any]) -> str:
         [
             "## Replay: the demo under another protocol version (issue 28)",
             "",
-            "`bench/bench_replay.py --write` runs `manage.py demo` (the unified@2 agent and its "
-            "prefix@2 twin work through the story with the scripted model) and replays the "
-            "sessions it created with `sessions_app/replay.py`, the code behind `manage.py "
-            'replay_sessions` and the admin\'s "replay under…" pages: every recorded turn is '
-            "rebuilt from the state at its revision and the raw log through its bound, under the "
-            "target version, without calling a model. The demo has no unified@4 agent, so "
-            '"back" is the unified@2 session replayed under the version it ran, which must '
-            "reproduce every request as sent. Tokens: the request in its own wire format "
+            "`bench/bench_replay.py --write` runs `manage.py demo` (its unified@2, unified@4 "
+            "and prefix@2 agents work through the story with the scripted model) and replays "
+            "the unified@2 and prefix@2 sessions it created with `sessions_app/replay.py`, the "
+            'code behind `manage.py replay_sessions` and the admin\'s "replay under…" pages: '
+            "every recorded turn is rebuilt from the state at its revision and the raw log "
+            "through its bound, under the target version, without calling a model. "
+            '"Back" is the unified@2 session '
+            "replayed under the version it ran, which must reproduce every request as sent "
+            "(the demo's own unified@4 agent is not replayed here; the demo's summary shows "
+            "it). Tokens: the request in its own wire format "
             "(the demo's are neutral), and for the cache figures every turn rebuilt for "
             f"openai-chat and anthropic-messages with prompt caching on, a turn every "
             f"{r['think']:g} s, counted with {r['tokenizer']}. Effective cost in input-token "

@@ -382,6 +382,20 @@ def render(results: dict[str, Any], verdicts: list[dict[str, str]], ctx: dict[st
     return "\n".join(lines)
 
 
+def goal_lines(title: str, goals: list[dict[str, str]]) -> list[str]:
+    """A goals table and, under it, why each goal that is not met was missed."""
+    if not goals:
+        return []
+    lines = [title, "", "| goal | measured | status |", "|:--|:--|:--|"]
+    for goal in goals:
+        lines.append(f"| {goal['target']} | {goal['measured']} | **{goal['status']}** |")
+    lines.append("")
+    for goal in goals:
+        if goal["status"] != "met" and goal.get("why"):
+            lines += [f"**{goal['target']} - {goal['status']}.** {goal['why']}", ""]
+    return lines
+
+
 def token_section(t: dict[str, Any]) -> list[str]:
     """Section 3: raw tokens per view, then the cost once the provider caches, and the goals."""
     cache = t["cache"]
@@ -397,8 +411,10 @@ def token_section(t: dict[str, Any]) -> list[str]:
         "memory, `context_maintainer_run` twice, window complete, answer in `main`. Every "
         "view of `scenario.PROTOCOL_VIEWS` runs it: unified@1, unified@2 and unified@3 with "
         "the state message trailing as assistant (A), before the history (B) and trailing "
-        "as user (C) run the same script (its arguments cut to what each version's tools "
-        "accept: unified@1 has no `expectedWindowId`); prefix@2 gets the same inputs and "
+        "as user (C), and unified@4 with its default options (masking: maskKeepRecent 6, "
+        "maskMinChars 1000, maskStep 10; state message trailing as user) run the same "
+        "script (its arguments cut to what each version's tools accept: unified@1 has no "
+        "`expectedWindowId`); prefix@2 gets the same inputs and "
         "the same lookups turn for turn (a tiny `progress_note` host call where a unified "
         "agent calls a context tool). All: maxInputTokens 16000, maintenance at 0.75, a "
         "scripted maintainer. Raw tokens are estimates (characters / 4 of the request as "
@@ -443,8 +459,9 @@ def token_section(t: dict[str, Any]) -> list[str]:
         "the view (its coverage moved); `header` when the header changed otherwise (task "
         "or window memory); `fold` when the first difference is a new fold or the first "
         "message it replaced; `state message` when a state message placed before the "
-        "history changed; `history` for another change of the shown history (here: a new "
-        "run drops the previous run's inputs that a checkpoint covers).",
+        "history changed; `masking` when unified@4's masking boundary moved a step (tool "
+        "results became stubs); `history` for another change of the shown history (here: "
+        "a new run drops the previous run's inputs that a checkpoint covers).",
         "",
         cache["breaks"],
         "",
@@ -459,6 +476,11 @@ def token_section(t: dict[str, Any]) -> list[str]:
     for goal in cache["goals"]:
         if goal["status"] != "met":
             lines += [f"**{goal['target']} - {goal['status']}.** {goal['why']}", ""]
+    lines += goal_lines(
+        "Goals of issue 25, unified@4 (default options) against unified@2 (reported, not "
+        "CI-gated):",
+        cache.get("goals_unified4", []),
+    )
     for note in cache.get("notes", []):
         lines += [note, ""]
     lines += [

@@ -4,7 +4,7 @@ each view costs once the provider caches.
 unified@2 works through 10 tasks, each in its own window (two are resumed later): it
 opens the window, runs bulky host lookups, folds every 5 finished lookups, keeps a working
 memory, asks for maintenance twice, completes the window and answers in `main`. Every
-unified view of `scenario.PROTOCOL_VIEWS` (unified@1, @2, @3 A/B/C) runs that same script;
+unified view of `scenario.PROTOCOL_VIEWS` (unified@1, @2, @3 A/B/C, @4) runs that same script;
 prefix@2 gets the same inputs and the same host lookups turn for turn; where unified calls
 a context tool, prefix@2 (which has none) calls a tiny host tool `progress_note`, so every
 session has exactly the same number of turns and the same bulky tool output. All have
@@ -24,10 +24,13 @@ from __future__ import annotations
 
 import json
 import time
+from collections import Counter
 from typing import Any
 
 from benchlib import BENCH_DIR, banner, log, table
 from economy import economy_section
+
+from contextproto.protocol.messages import DERIVED_MASKED
 
 APPLICATION = "bench-tokens"
 TURNS = 300
@@ -424,11 +427,16 @@ def _panel(
             )
 
 
-COLOURS = {"full history": "#888888", "prefix@2": "#d95f02", "unified@2": "#1b9e77"}
+COLOURS = {
+    "full history": "#888888",
+    "prefix@2": "#d95f02",
+    "unified@2": "#1b9e77",
+    "unified@4": "#7570b3",
+}
 
 
 def _svg(series: dict[str, list[int]], marks: dict[str, list[int]]) -> str:
-    """A hand-written chart: all three curves, then unified@2 and prefix@2 zoomed in."""
+    """A hand-written chart: every curve, then all but the full history zoomed in."""
     width, height = 900, 760
     left, right = 80, 24
     plot_w = width - left - right
@@ -445,7 +453,7 @@ def _svg(series: dict[str, list[int]], marks: dict[str, list[int]]) -> str:
         box=(left, 80, plot_w, 250),
         series=series,
         marks={},
-        title="All three views",
+        title="All views",
         show_x_label=False,
     )
     zoomed = {k: v for k, v in series.items() if k != "full history"}
@@ -454,7 +462,7 @@ def _svg(series: dict[str, list[int]], marks: dict[str, list[int]]) -> str:
         box=(left, 420, plot_w, 260),
         series=zoomed,
         marks=marks,
-        title="unified@2 and prefix@2 only (circles: first turn after a committed checkpoint)",
+        title="Without the full history (circles: first turn after a committed checkpoint)",
         show_x_label=True,
     )
     for n, name in enumerate(series):
@@ -466,6 +474,11 @@ def _svg(series: dict[str, list[int]], marks: dict[str, list[int]]) -> str:
         out.append(f'<text x="{lx + 30}" y="54">{name}</text>')
     out.append("</svg>")
     return "\n".join(out) + "\n"
+
+
+def _masked_results(snapshot: Any) -> int:
+    """How many tool results this turn's view shows as masked stubs (unified@4)."""
+    return sum(1 for s in snapshot.sources or [] if s.get("derivedType") == DERIVED_MASKED)
 
 
 def _commit_turns(session: Any, snapshots: list[Any]) -> list[int]:
@@ -531,11 +544,17 @@ def run() -> dict[str, Any]:
     stats = {}
     for label, session in sessions.items():
         jobs = MaintenanceJob.objects.filter(session=session)
+        masked = [_masked_results(s) for s in snaps[label]]
         stats[label] = {
             "folds": FoldRecord.objects.filter(session=session).count(),
             "committed": jobs.filter(status=MaintenanceJob.Status.COMMITTED).count(),
             "jobs": jobs.count(),
+            "triggers": dict(Counter(jobs.values_list("trigger", flat=True))),
             "windows": len({s.window_id for s in snaps[label]}),
+            # unified@4's masking tier: views showing stubs, and the most stubs in one.
+            "turns": len(masked),
+            "masked_turns": sum(1 for n in masked if n),
+            "most_masked": max(masked, default=0),
         }
     totals = [
         (
@@ -547,10 +566,13 @@ def run() -> dict[str, Any]:
             stats[label]["windows"],
             stats[label]["folds"],
             f"{stats[label]['committed']} / {stats[label]['jobs']}",
+            stats[label]["masked_turns"],
         )
         for label, found in tokens.items()
     ]
-    totals.append(("full history", sum(full), sum(full) // TURNS, max(full), "0%", "-", "-", "-"))
+    totals.append(
+        ("full history", sum(full), sum(full) // TURNS, max(full), "0%", "-", "-", "-", "-")
+    )
     summary = table(
         (
             "view",
@@ -561,6 +583,7 @@ def run() -> dict[str, Any]:
             "windows seen",
             "folds",
             "checkpoints committed / jobs",
+            "views with masked results",
         ),
         totals,
     )
@@ -570,7 +593,15 @@ def run() -> dict[str, Any]:
         "prefix@2": _commit_turns(sessions["prefix@2"], snaps["prefix@2"]),
     }
     SVG_PATH.write_text(
-        _svg({"full history": full, "prefix@2": tokens["prefix@2"], "unified@2": unified}, marks)
+        _svg(
+            {
+                "full history": full,
+                "prefix@2": tokens["prefix@2"],
+                "unified@2": unified,
+                "unified@4": tokens["unified@4"],
+            },
+            marks,
+        )
     )
     log(f"chart written to {SVG_PATH.relative_to(BENCH_DIR.parent)}")
     sessions_text = ", ".join(f"{label} {s.id}" for label, s in sessions.items())

@@ -156,6 +156,9 @@ def main() -> None:
         benchlib.banner("Goals (issue 24): cost with prompt caching")
         for goal in results["tokens"]["cache"]["goals"]:
             print(f"  [{goal['status']}] {goal['target']}: {goal['measured']}")
+        benchlib.banner("Goals (issue 25): unified@4 against unified@2")
+        for goal in results["tokens"]["cache"].get("goals_unified4", []):
+            print(f"  [{goal['status']}] {goal['target']}: {goal['measured']}")
     full_run = set(wanted) == set(SECTIONS)
     output = args.output or ("BENCHMARKS.md" if full_run or args.refresh else None)
     if output:

@@ -158,7 +158,7 @@ def prices_problems(prices: Any, field: str = "model.prices") -> list[Problem]:
                 "field": field,
                 "code": "prices_not_object",
                 "message": f"{field} must be an object {{input, cacheRead, cacheWrite, "
-                "output}} of prices per million tokens, or null.",
+                "output} of prices per million tokens, or null.",
             }
         ]
     problems: list[Problem] = []

@@ -61,10 +61,12 @@ PROTOCOL_VIEWS = (
         "unified@3 B", UNIFIED, 3, {"stateMessagePlacement": PLACEMENT_BEFORE_HISTORY_ASSISTANT}
     ),
     ProtocolView("unified@3 C", UNIFIED, 3, {"stateMessagePlacement": PLACEMENT_TRAILING_USER}),
+    # The catalog's defaults (masking tier, cache-stable header): what an operator gets.
+    ProtocolView("unified@4", UNIFIED, 4),
     ProtocolView("prefix@2", PREFIX, 2),
 )
 # The agents of `manage.py demo` (it runs each view's story once, so it stays short).
-DEMO_VIEWS = ("unified@2", "prefix@2")
+DEMO_VIEWS = ("unified@2", "unified@4", "prefix@2")
 
 
 def protocol_view(label: str) -> ProtocolView:

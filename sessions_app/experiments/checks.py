@@ -16,6 +16,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from contextproto.protocol import catalog
 from contextproto.protocol.foldtext import render_fold_text
 from contextproto.protocol.messages import (
     KIND_TOOL_CALL,
@@ -75,7 +76,11 @@ def designed_state(
         return None
     if version == 2:
         return DESIGNED_STATE["trailing_assistant"]
-    return DESIGNED_STATE[options.get("stateMessagePlacement") or "trailing_assistant"]
+    # Without the option, the version's own default applies (unified@4: trailing user), as
+    # the projection applies it; a fixed fallback would call a default group not comparable.
+    entry = catalog.find_version(protocol_id, version)
+    default = entry.defaults.get("stateMessagePlacement") if entry else None
+    return DESIGNED_STATE[options.get("stateMessagePlacement") or default or "trailing_assistant"]
 
 
 # --------------------------------------------------------------------------- run facts

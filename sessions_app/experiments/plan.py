@@ -22,6 +22,7 @@ from contextproto.protocol import catalog
 from contextproto.protocol.adapters import WireFormat
 from contextproto.protocol.options import validate_options
 from contextproto.protocol.vocabulary import SYSTEM_PLACEHOLDER
+from contextproto.usage import prices_problems
 from sessions_app.providers.base import ProviderError
 from sessions_app.providers.scripted import validate_script
 
@@ -127,6 +128,11 @@ def _reference_errors(plan: dict[str, Any], provider: str) -> list[str]:
                 "other names"
             )
     errors += _group_errors(plan, groups)
+    # The same checks and messages as an AgentVersion's model.prices (SPEC §15).
+    errors += [
+        f"$.{problem['field']}: {problem['message']} ({problem['code']})"
+        for problem in prices_problems(plan.get("prices"), "prices")
+    ]
     group_ids = {g.get("id") for g in groups}
     for s, stage in enumerate(stages):
         for r, run in enumerate(_objects(stage.get("runs"))):

@@ -30,16 +30,44 @@ def _stage_cell(group: dict[str, Any], stage_id: str) -> str:
     return stage["verdict"] if stage else "-"
 
 
+def _estimated(tokens: dict[str, Any], scripted: bool) -> str:
+    return " (est.)" if scripted or tokens["source"] != "provider-reported" else ""
+
+
 def _tokens(tokens: dict[str, Any], scripted: bool) -> str:
-    text = f"{tokens['input']}+{tokens['output']}"
-    return text + (" (est.)" if scripted or tokens["source"] != "provider-reported" else "")
+    return f"{tokens['input']}+{tokens['output']}" + _estimated(tokens, scripted)
+
+
+def _cache(tokens: dict[str, Any], scripted: bool) -> str:
+    """Input tokens by kind: uncached / cache-read / cache-written (reports before the
+    kinds were recorded count every input token as uncached)."""
+    read, written = tokens.get("cacheRead", 0), tokens.get("cacheWrite", 0)
+    uncached = tokens.get("uncachedInput", tokens["input"] - read - written)
+    return f"{uncached}/{read}/{written}" + _estimated(tokens, scripted)
+
+
+def _cost(cost: dict[str, float] | None, scripted: bool) -> str:
+    if cost is None:
+        return "-"
+    return f"{cost['total']:.4f}" + (" (est.)" if scripted else "")
 
 
 def summary_lines(report: dict[str, Any]) -> list[str]:
     """The per-group table: stage verdicts, runs, tokens, repeats, comparability."""
     scripted = report["resultsKind"] == "scripted"
     stages = [s["id"] for s in report["stages"]]
-    header = ["group", "protocol", *stages, "runs ok", "tokens in+out", "repeats", "comparable"]
+    priced = report.get("prices") is not None
+    header = [
+        "group",
+        "protocol",
+        *stages,
+        "runs ok",
+        "tokens in+out",
+        "in: uncached/cache read/cache written",
+        *(["cost"] if priced else []),
+        "repeats",
+        "comparable",
+    ]
     rows = []
     for group in report["groups"]:
         comparable = group["comparability"]["comparable"]
@@ -55,6 +83,8 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
                 *[_stage_cell(group, s) for s in stages],
                 f"{group['runs']['passed']}/{group['runs']['total']}",
                 _tokens(group["tokens"], scripted),
+                _cache(group["tokens"], scripted),
+                *([_cost(group.get("cost"), scripted)] if priced else []),
                 str(group["repeatedToolCalls"]),
                 {True: "yes", False: "NO", None: "unknown"}[comparable],
             ]
@@ -74,6 +104,16 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
         + (" (scripted estimates)" if scripted else " (as reported by the provider)")
         + (" - EXHAUSTED" if budget["exhausted"] else ""),
     ]
+    if priced:
+        prices = report["prices"]
+        out.append(
+            f"Cost: agent and maintainer calls at {prices['input']} input, "
+            f"{prices['cacheRead']} cache read, {prices['cacheWrite']} cache write, "
+            f"{prices['output']} output per million tokens (the plan's prices; SPEC §15)"
+            + (" on scripted estimates" if scripted else "")
+        )
+    else:
+        out.append("Cost: the plan gives no prices (add `prices` to price the tokens).")
     if report.get("stop"):
         out.append(f"Stopped: {_stop_text(report['stop'])}")
     return out
@@ -113,12 +153,23 @@ def render_markdown(report: dict[str, Any]) -> str:
     ]
     for group in report["groups"]:
         lines.append(f"- **{group['id']}** ({group['label']}): {group['comparability']['reason']}")
+    scripted = report["resultsKind"] == "scripted"
     for group in report["groups"]:
         lines += ["", f"## Group {group['id']}: {group['label']}", ""]
+        upkeep = group["maintenanceTokens"]
+        cost = group.get("cost")
         lines.append(
             f"{group['protocol']} {json.dumps(group['options'], ensure_ascii=False)}; "
-            f"outcome: **{group['outcome']}**; maintenance tokens "
-            f"{group['maintenanceTokens']['input']}+{group['maintenanceTokens']['output']}"
+            f"outcome: **{group['outcome']}**; input tokens uncached/cache read/cache written "
+            f"{_cache(group['tokens'], scripted)}; maintenance tokens "
+            f"{upkeep['input']}+{upkeep['output']} (cache read/written "
+            f"{upkeep.get('cacheRead', 0)}/{upkeep.get('cacheWrite', 0)})"
+            + (
+                f"; cost {cost['total']:.6f} (agent {cost['agent']:.6f}, maintenance "
+                f"{cost['maintenance']:.6f})"
+                if cost is not None
+                else ""
+            )
         )
         for error in group["providerErrors"]:
             lines.append(

@@ -34,6 +34,7 @@ from contextproto.errors import EXPERIMENT_BUDGET_EXHAUSTED, ApplicationError
 from contextproto.protocol import catalog
 from contextproto.protocol.adapters import WireFormat
 from contextproto.protocol.messages import KIND_TOOL_CALL, KIND_TOOL_RESULT
+from contextproto.usage import TokenUsage, tokens_of, turn_cost
 from sessions_app.experiments import checks
 from sessions_app.experiments.plan import (
     PROVIDER_ANTHROPIC,
@@ -120,30 +121,53 @@ class BudgetExhausted(ApplicationError):
 
 @dataclass
 class Tokens:
-    """Tokens of model calls as the provider reported them (or estimated, and then said)."""
+    """Tokens of model calls as the provider reported them (or estimated, and then said).
+
+    `input` counts every input token, cache reads and writes included (SPEC §15);
+    `cache_read` and `cache_write` are the parts of it the provider read from or wrote to
+    its prompt cache.
+    """
 
     input: int = 0
     output: int = 0
+    cache_read: int = 0
+    cache_write: int = 0
     calls: int = 0
     estimated_calls: int = 0
 
     def add(self, usage: dict[str, Any] | None) -> int:
+        """Count one model call's usage; return the tokens it spent (input + output)."""
         usage = usage or {}
-        spent_in, spent_out = (
-            int(usage.get("inputTokens") or 0),
-            int(usage.get("outputTokens") or 0),
-        )
-        self.input += spent_in
-        self.output += spent_out
-        self.calls += 1
+        # Lenient like the usage reports: missing counts are 0, cache counts fit the input.
+        found = tokens_of(usage) or TokenUsage(0, 0)
+        self.add_usage(found)
         self.estimated_calls += 1 if usage.get("estimated") else 0
-        return spent_in + spent_out
+        return found.input_tokens + found.output_tokens
+
+    def add_usage(self, found: TokenUsage) -> None:
+        """Count one model call's tokens by kind."""
+        self.input += found.input_tokens
+        self.output += found.output_tokens
+        self.cache_read += found.cache_read_input_tokens
+        self.cache_write += found.cache_write_input_tokens
+        self.calls += 1
 
     def merge(self, other: Tokens) -> None:
         self.input += other.input
         self.output += other.output
+        self.cache_read += other.cache_read
+        self.cache_write += other.cache_write
         self.calls += other.calls
         self.estimated_calls += other.estimated_calls
+
+    @property
+    def usage(self) -> TokenUsage:
+        return TokenUsage(
+            input_tokens=self.input,
+            output_tokens=self.output,
+            cache_read_input_tokens=self.cache_read,
+            cache_write_input_tokens=self.cache_write,
+        )
 
     def to_dict(self, scripted: bool) -> dict[str, Any]:
         if scripted:
@@ -154,11 +178,28 @@ class Tokens:
             source = "provider-reported"
         return {
             "input": self.input,
+            "uncachedInput": self.usage.uncached_input_tokens,
+            "cacheRead": self.cache_read,
+            "cacheWrite": self.cache_write,
             "output": self.output,
             "total": self.input + self.output,
             "calls": self.calls,
             "source": source,
         }
+
+
+def group_cost(
+    tokens: Tokens, maintenance: Tokens, prices: dict[str, Any] | None
+) -> dict[str, float] | None:
+    """SPEC §15's cost of a group's model calls at the plan's prices; None without prices.
+
+    The formula is linear in the token counts, so the cost of the summed calls is the sum
+    of the calls' costs; uncached input is the input less cache reads and writes.
+    """
+    agent, upkeep = turn_cost(tokens.usage, prices), turn_cost(maintenance.usage, prices)
+    if agent is None or upkeep is None:
+        return None
+    return {"agent": float(agent), "maintenance": float(upkeep), "total": float(agent + upkeep)}
 
 
 @dataclass
@@ -203,6 +244,7 @@ class ExperimentRunner:
             for t in self.plan.get("hostTools", [])
         }
         self._charged_jobs: dict[str, int] = {}
+        self._charged_usage: dict[str, TokenUsage] = {}
 
     # ------------------------------------------------------------------ entry point
 
@@ -271,6 +313,8 @@ class ExperimentRunner:
                 "model_name": self.setup.model,
                 "max_input_tokens": self.plan["agent"]["maxInputTokens"],
                 "model_config": config,
+                # The plan's prices, so the sessions' usage shows the same cost everywhere.
+                "prices": self.plan.get("prices"),
             },
         )
         agent_version_publish(version=version)
@@ -316,6 +360,7 @@ class ExperimentRunner:
                     "max_input_tokens": agent["maxInputTokens"],
                     "maintenance_trigger_ratio": agent.get("maintenanceTriggerRatio", 0.75),
                     "model_config": config,
+                    "prices": self.plan.get("prices"),
                     "max_turns_per_run": agent["maxTurnsPerRun"],
                 },
                 tool_ids=list(self.application.tools.values_list("id", flat=True)),
@@ -515,11 +560,22 @@ class ExperimentRunner:
             total = int(usage.get("inputTokens", 0)) + int(usage.get("outputTokens", 0))
             before = self._charged_jobs.get(str(job_id), 0)
             if total > before:
-                # One job may call the maintainer twice (a shorter retry): charge the delta.
+                # One job may call the maintainer twice (a shorter retry), its usage summed
+                # over both: charge the delta, by kind, so nothing is counted twice.
                 self._charged_jobs[str(job_id)] = total
-                tokens.input += int(usage.get("inputTokens", 0))
-                tokens.output += int(usage.get("outputTokens", 0))
-                tokens.calls += 1
+                current = tokens_of(usage) or TokenUsage(0, 0)
+                previous = self._charged_usage.get(str(job_id)) or TokenUsage(0, 0)
+                self._charged_usage[str(job_id)] = current
+                tokens.add_usage(
+                    TokenUsage(
+                        input_tokens=current.input_tokens - previous.input_tokens,
+                        output_tokens=current.output_tokens - previous.output_tokens,
+                        cache_read_input_tokens=current.cache_read_input_tokens
+                        - previous.cache_read_input_tokens,
+                        cache_write_input_tokens=current.cache_write_input_tokens
+                        - previous.cache_write_input_tokens,
+                    )
+                )
                 spent += total - before
         return spent
 
@@ -594,6 +650,7 @@ class ExperimentRunner:
         return result
 
     def _report(self, started: datetime, finished: datetime) -> dict[str, Any]:
+        prices = self.plan.get("prices")
         groups = []
         for group in self.groups:
             protocol = group.spec["protocol"]
@@ -627,6 +684,7 @@ class ExperimentRunner:
                     "comparability": self._comparability(group),
                     "tokens": group.tokens.to_dict(self.scripted),
                     "maintenanceTokens": group.maintenance_tokens.to_dict(self.scripted),
+                    "cost": group_cost(group.tokens, group.maintenance_tokens, prices),
                     "runs": {
                         "total": len([r for r in runs if r["verdict"] != "not_run"]),
                         "passed": len([r for r in runs if r["verdict"] == checks.PASS]),
@@ -662,6 +720,8 @@ class ExperimentRunner:
                 "exhausted": self.spent >= self.budget,
             },
             "stop": self.stop,
+            # Per million tokens, SPEC §15; each group's `cost` uses them (null without).
+            "prices": prices,
             "stages": [{"id": s["id"], "title": s["title"]} for s in self.plan["stages"]],
             "groups": groups,
         }

@@ -49,6 +49,10 @@ def test_a_report_links_each_run_to_its_session_and_snapshots(
     assert page.status_code == 200
     html = page.content.decode()
     assert "not a model result" in html
+    # Input tokens by kind (the scripted model reports no cache); no prices, no cost column.
+    tokens = small_report["groups"][0]["tokens"]
+    assert f"input uncached {tokens['input']}, cache read 0, cache written 0" in html
+    assert "<th>Cost</th>" not in html
     session = small_report["groups"][0]["stages"][0]["sessions"][0]
     run = session["runs"][0]
     assert url("overview", session["sessionId"]) in html

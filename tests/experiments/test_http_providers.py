@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from contextproto.protocol.projection import HEADER_LEAD, STATE_LEAD
+from sessions_app.experiments.report import render_markdown
 from tests.experiments.conftest import group, runs
 from tests.providers.servers import Answer, FakeAPI, serve
 
@@ -26,7 +27,13 @@ OPENAI_TEXT_REPLY = {
             "finish_reason": "stop",
         }
     ],
-    "usage": {"prompt_tokens": 123, "completion_tokens": 7, "total_tokens": 130},
+    # 100 of the 123 prompt tokens came from the provider's prompt cache.
+    "usage": {
+        "prompt_tokens": 123,
+        "completion_tokens": 7,
+        "total_tokens": 130,
+        "prompt_tokens_details": {"cached_tokens": 100},
+    },
 }
 ANTHROPIC_TEXT_REPLY = {
     "id": "msg_1",
@@ -36,8 +43,16 @@ ANTHROPIC_TEXT_REPLY = {
     "content": [{"type": "text", "text": "The total is 4150 EUR, within budget."}],
     "stop_reason": "end_turn",
     "stop_sequence": None,
-    "usage": {"input_tokens": 321, "output_tokens": 9},
+    # Anthropic's three input counts: uncached, read from and written to the cache.
+    "usage": {
+        "input_tokens": 321,
+        "cache_read_input_tokens": 1000,
+        "cache_creation_input_tokens": 200,
+        "output_tokens": 9,
+    },
 }
+# Per million tokens (SPEC §15).
+PRICES = {"input": 2.5, "cacheRead": 0.25, "cacheWrite": 3.75, "output": 10}
 
 
 @pytest.fixture
@@ -90,6 +105,7 @@ def _shape(body: dict[str, Any]) -> list[tuple[str, str]]:
 def test_openai_requests_carry_the_three_placements_and_reported_tokens(
     placements_plan: dict[str, Any], run_plan: Any, openai_api: FakeAPI, api_key: str
 ) -> None:
+    placements_plan["prices"] = PRICES
     report, stdout = run_plan(
         placements_plan,
         "--model",
@@ -116,16 +132,31 @@ def test_openai_requests_carry_the_three_placements_and_reported_tokens(
         entry = group(report, group_id)
         assert entry["tokens"] == {
             "input": 123,
+            "uncachedInput": 23,
+            "cacheRead": 100,
+            "cacheWrite": 0,
             "output": 7,
             "total": 130,
             "calls": 1,
             "source": "provider-reported",
+        }
+        # (23 x 2.5 + 100 x 0.25 + 0 x 3.75 + 7 x 10) / 1,000,000; no maintainer call.
+        assert entry["cost"] == {
+            "agent": pytest.approx(152.5e-6),
+            "maintenance": 0.0,
+            "total": pytest.approx(152.5e-6),
         }
         assert entry["comparability"]["comparable"] is True
         (run,) = runs(report, group_id, "stage1")
         assert run["verdict"] == "pass"
         assert run["tokens"]["source"] == "provider-reported"
     assert report["budget"]["spentTokens"] == 3 * 130
+    assert report["prices"] == PRICES
+    # The summary's columns: input by kind and the cost at the plan's prices.
+    row = next(line for line in stdout.splitlines() if line.startswith("| A "))
+    cells = [cell.strip() for cell in row.strip("|").split("|")]
+    assert cells[4:7] == ["123+7", "23/100/0", "0.0002"], cells
+    assert "Cost: agent and maintainer calls at 2.5 input, 0.25 cache read" in stdout
 
 
 @pytest.mark.parametrize("adaptation", ["prefill", "user_role"])
@@ -166,5 +197,13 @@ def test_anthropic_marks_groups_whose_state_role_changed_as_not_comparable(
         assert [m["role"] for m in a["messages"]] == ["user"]
         assert comparable["A"]["comparable"] is False
         assert comparable["A"]["observed"] == [{"role": "user", "position": "trailing"}]
-    assert group(report, "A")["tokens"]["input"] == 321
-    assert group(report, "A")["tokens"]["source"] == "provider-reported"
+    # inputTokens counts every input token: 321 uncached + 1000 read + 200 written.
+    tokens = group(report, "A")["tokens"]
+    assert (tokens["input"], tokens["uncachedInput"]) == (1521, 321)
+    assert (tokens["cacheRead"], tokens["cacheWrite"]) == (1000, 200)
+    assert tokens["source"] == "provider-reported"
+    # No prices in the plan: no cost, and the report says how to get one.
+    assert report["prices"] is None and group(report, "A")["cost"] is None
+    markdown = render_markdown(report)
+    assert "the plan gives no prices" in markdown
+    assert "input tokens uncached/cache read/cache written 321/1000/200;" in markdown

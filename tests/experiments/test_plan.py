@@ -16,7 +16,7 @@ from tests.experiments.conftest import EXAMPLE_PLAN
 @pytest.mark.parametrize("provider", PROVIDERS)
 def test_the_example_plan_is_valid_for_every_provider(provider: str) -> None:
     loaded = load_plan(EXAMPLE_PLAN, provider=provider)
-    assert [g["id"] for g in loaded.data["groups"]] == ["A", "B", "C", "v2", "prefix"]
+    assert [g["id"] for g in loaded.data["groups"]] == ["A", "B", "C", "u4", "v2", "prefix"]
     assert len(loaded.sha256) == 64
 
 
@@ -29,6 +29,8 @@ def test_the_example_plan_matches_the_seed_experiment(example_plan: dict[str, An
         "A": ("unified", 3, {"stateMessagePlacement": "trailing_assistant"}),
         "B": ("unified", 3, {"stateMessagePlacement": "before_history_assistant"}),
         "C": ("unified", 3, {"stateMessagePlacement": "trailing_user"}),
+        # Issue 25: unified@4 with the catalog's defaults on the same stages.
+        "u4": ("unified", 4, {}),
         "v2": ("unified", 2, {}),
         "prefix": ("prefix", 2, {}),
     }
@@ -61,7 +63,7 @@ def test_an_invalid_plan_lists_every_error_at_once(example_plan: dict[str, Any])
         "$: 'budget' is a required property",
         "$.groups[1].protocol.options.stateMessagePlacement:",
         "$.groups[2].protocol: unified@9 is not in the catalog",
-        "$.groups[5].id: 'A' is used twice",
+        "$.groups[6].id: 'A' is used twice",
         "$.stages[0].runs[0].expect[2].appliesTo: no group 'Z'",
         "$.stages[2].runs[0].expect[1].sinceRun: must name an earlier run",
         "$.stages[1].runs[0].expect[2]: 'equals' is a required property",
@@ -110,3 +112,62 @@ def test_a_file_that_is_not_json_is_refused(tmp_path: Path) -> None:
 def test_a_real_provider_needs_a_model(tmp_path: Path) -> None:
     with pytest.raises(CommandError, match="--model is required"):
         call_command("run_experiment", str(EXAMPLE_PLAN), "--provider", "openai-chat")
+
+
+PRICES = {"input": 3, "cacheRead": 0.3, "cacheWrite": 3.75, "output": 15}
+
+
+@pytest.mark.parametrize("prices", [PRICES, {**PRICES, "input": 0}, None])
+def test_prices_are_optional_and_take_the_model_configs_shape(
+    example_plan: dict[str, Any], prices: dict[str, Any] | None
+) -> None:
+    example_plan["prices"] = prices
+    assert plan_errors(example_plan, provider="scripted") == []
+
+
+@pytest.mark.parametrize(
+    ("prices", "expected"),
+    [
+        (
+            "3 per million",
+            "$.prices: prices must be an object {input, cacheRead, cacheWrite, output} of "
+            "prices per million tokens, or null. (prices_not_object)",
+        ),
+        (
+            {k: v for k, v in PRICES.items() if k != "cacheWrite"},
+            "$.prices.cacheWrite: prices.cacheWrite is required when prices are given (per "
+            "million tokens; 0 if it is free). (price_required)",
+        ),
+        (
+            {**PRICES, "output": -1},
+            "$.prices.output: prices.output must be between 0 and 1,000,000,000 per million "
+            "tokens, got -1. (price_out_of_range)",
+        ),
+        (
+            {**PRICES, "cacheRead": "0.3"},
+            "$.prices.cacheRead: prices.cacheRead must be a number (per million tokens), not "
+            "str. (price_wrong_type)",
+        ),
+        (
+            {**PRICES, "cached": 0.3},
+            "$.prices.cached: prices has no price 'cached'; the prices are input, cacheRead, "
+            "cacheWrite, output. (price_unknown)",
+        ),
+    ],
+)
+def test_bad_prices_are_refused_saying_what_to_fix(
+    example_plan: dict[str, Any], prices: Any, expected: str
+) -> None:
+    example_plan["prices"] = prices
+    assert plan_errors(example_plan, provider="scripted") == [expected]
+
+
+def test_the_command_refuses_bad_prices_before_running_anything(
+    example_plan: dict[str, Any], tmp_path: Path
+) -> None:
+    example_plan["prices"] = {**PRICES, "input": -3}
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(example_plan), encoding="utf-8")
+    with pytest.raises(CommandError) as refused:
+        call_command("run_experiment", str(path), "--provider", "scripted")
+    assert "$.prices.input: prices.input must be between 0 and" in str(refused.value)

@@ -35,7 +35,7 @@ def test_the_example_plan_runs_end_to_end_with_the_scripted_model(
     assert report["provider"] == "scripted" and report["wireFormat"] == "openai-chat"
     assert len(report["plan"]["sha256"]) == 64 and report["codeVersion"]["catalogFingerprint"]
     assert report["stop"] is None and not report["budget"]["exhausted"]
-    assert stdout.count("[stage") == 15 + 8 + 12  # a progress line per run
+    assert stdout.count("[stage") == 18 + 10 + 15  # a progress line per run
 
     # The v2 sentinel is scripted to answer the wrong question: it fails stage 1 and is
     # excluded from stages 2 and 3 (no session created for it there).
@@ -48,7 +48,7 @@ def test_the_example_plan_runs_end_to_end_with_the_scripted_model(
     assert check(failed, "expect.notContains")["status"] == "fail"
     assert Session.objects.filter(agent_version__agent_id=v2["agentId"]).count() == 3
 
-    for group_id in ("A", "B", "C", "prefix"):
+    for group_id in ("A", "B", "C", "u4", "prefix"):
         entry = group(report, group_id)
         assert [s["verdict"] for s in entry["stages"]] == ["pass", "pass", "pass"], group_id
         assert entry["runs"] == {"total": 8, "passed": 8}
@@ -69,6 +69,8 @@ def test_the_example_plan_runs_end_to_end_with_the_scripted_model(
         "A": {"role": "assistant", "position": "trailing"},
         "B": {"role": "assistant", "position": "before_history"},
         "C": {"role": "user", "position": "trailing"},
+        # unified@4 without options: its catalog default, the state trailing as user.
+        "u4": {"role": "user", "position": "trailing"},
     }
     for group_id, sent in designed.items():
         entry = group(report, group_id)
@@ -115,7 +117,7 @@ def test_a_low_budget_ends_the_running_run_early_and_stops_the_experiment(
     assert run.status == Run.Status.FAILED and run.error["code"] == "experiment_budget_exhausted"
     assert [second["verdict"], third["verdict"]] == ["not_run", "not_run"]
     assert stage(report, "A", "stage3")["verdict"] == "incomplete"
-    for group_id in ("B", "C", "v2", "prefix"):
+    for group_id in ("B", "C", "u4", "v2", "prefix"):
         entry = stage(report, group_id, "stage3")
         assert entry["verdict"] == "not_run" and entry["sessions"] == []
         assert "budget_exhausted" in entry["reason"]
@@ -143,7 +145,7 @@ def test_a_group_failing_a_stage_stops_at_that_stage(
     }
     agent = Agent.objects.get(id=c["agentId"])
     assert Session.objects.filter(agent_version__agent=agent).count() == 1
-    for group_id in ("A", "B", "v2", "prefix"):
+    for group_id in ("A", "B", "u4", "v2", "prefix"):
         assert stage(report, group_id, "stage2")["verdict"] == "pass", group_id
 
 
@@ -158,3 +160,35 @@ def test_stop_experiment_on_a_failed_stage_runs_no_later_stage(
     assert report["stop"] == {"reason": "group_failed_stage", "stage": "stage1", "groups": ["v2"]}
     assert all(stage(report, g["id"], "stage2")["verdict"] == "not_run" for g in report["groups"])
     assert group(report, "A")["outcome"] == "stopped in stage1 (pass)"
+
+
+def test_with_prices_each_group_costs_its_agent_and_maintainer_tokens(
+    example_plan: dict[str, Any], run_plan: Any
+) -> None:
+    keep_stages(example_plan, "stage3")  # the conversation: it asks the maintainer once
+    example_plan["groups"] = [g for g in example_plan["groups"] if g["id"] in ("u4", "prefix")]
+    for run in example_plan["stages"][0]["runs"]:
+        for expect in run.get("expect", []):
+            if "appliesTo" in expect:
+                expect["appliesTo"] = ["u4"]
+    example_plan["prices"] = {"input": 2, "cacheRead": 0.2, "cacheWrite": 2.5, "output": 8}
+    report, stdout = run_plan(example_plan)
+
+    for group_id in ("u4", "prefix"):
+        entry = group(report, group_id)
+        tokens, upkeep = entry["tokens"], entry["maintenanceTokens"]
+        # The scripted model reports no cache: every input token is uncached.
+        assert (tokens["cacheRead"], tokens["cacheWrite"]) == (0, 0)
+        assert tokens["uncachedInput"] == tokens["input"] > 0
+        agent = (tokens["input"] * 2 + tokens["output"] * 8) / 1_000_000
+        maintenance = (upkeep["input"] * 2 + upkeep["output"] * 8) / 1_000_000
+        assert entry["cost"] == {
+            "agent": pytest.approx(agent),
+            "maintenance": pytest.approx(maintenance),
+            "total": pytest.approx(agent + maintenance),
+        }
+    assert group(report, "u4")["maintenanceTokens"]["calls"] >= 1
+    # Scripted costs are labelled estimates like the tokens they come from.
+    row = next(line for line in stdout.splitlines() if line.startswith("| u4 "))
+    assert f"{group(report, 'u4')['cost']['total']:.4f} (est.)" in row
+    assert "per million tokens (the plan's prices; SPEC §15) on scripted estimates" in stdout

@@ -159,3 +159,35 @@ def test_turns_are_paced_by_the_think_time_or_by_their_recorded_times(story):
 def test_loading_takes_a_fixed_number_of_queries(story, django_assert_max_num_queries):
     with django_assert_max_num_queries(4):
         session_turns(story.id)
+
+
+def test_under_unified4_the_memory_write_appends_instead_of_breaking_the_header(
+    application, make_version
+):
+    """The same script on scenario.PROTOCOL_VIEWS' unified@4: its working memory lives in
+    the trailing state message, so turn 7 (the memory write) no longer re-bills the view."""
+    view = scenario.protocol_view("unified@4")
+    version = make_version(
+        application,
+        version=view.version,
+        options=dict(view.options),
+        provider="scripted",
+        model_config=_script(),
+        max_input_tokens=16000,
+        name="assistant (unified@4)",
+    )
+    for name in scenario.HOST_TOOLS:
+        version.tools.add(Tool.objects.create(application=application, name=name))
+    session, _ = session_create(agent_version=version, inputs={"customer": "ACME"})
+    assert scenario.drive_run(session.id, "Prepare a quote for ACME.") == "completed"
+    # Every call of unified@2's script validates under unified@4.
+    assert not Message.objects.filter(session=session, kind="tool_result", is_error=True).exists()
+
+    report = session_cache_economy(session.id, full_history=False)
+    assert report.view.view == "unified@4"
+    expected = list(EXPECTED)
+    expected[6] = CAUSE_APPEND
+    for provider in PROVIDERS:
+        economy = report.view[provider]
+        assert [t.cause for t in economy.turns] == expected, provider
+        assert economy.turns[6].rebilled_tokens == 0

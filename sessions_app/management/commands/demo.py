@@ -1,11 +1,11 @@
 """`manage.py demo`: seed a demo Application, run the long story with the scripted model,
 print a per-turn progress line, compare the token economy, and create the admin login.
 
-The agents of `scenario.DEMO_VIEWS` (unified@2 and its prefix@2 twin) work through the same
-five tasks of an ACME sales desk (scenario.STORY: quotes, a delivery, a resumed window),
-turn for turn. Maintenance jobs are executed as a Celery worker beside the runtime would:
-through the `maintenance_job_run` task body, one turn after they were queued
-(deterministic, so the figures repeat). Token counts are estimates (characters / 4 of each
+The agents of `scenario.DEMO_VIEWS` (unified@2, unified@4 and their prefix@2 twin) work
+through the same five tasks of an ACME sales desk (scenario.STORY: quotes, a delivery, a
+resumed window), turn for turn. Maintenance jobs are executed as a Celery worker beside
+the runtime would: through the `maintenance_job_run` task body, one turn after they were
+queued (deterministic, so the figures repeat). Token counts are estimates (characters / 4 of each
 request as sent), labelled as such. The summary then compares what each agent and the
 full history cost once the provider caches (`sessions_app/cache_economy.py`: every turn
 rebuilt for openai-chat and anthropic-messages with caching on, cl100k_base counts).
@@ -145,7 +145,11 @@ class Command(BaseCommand):
         full = full_history_tokens(base["session"], base["snapshots"])
         self._summary(results, full)
         self._cache_summary(results)
-        self._pages(results["unified@2"], results["prefix@2"])
+        self._pages(
+            results["unified@2"],
+            results["prefix@2"],
+            [r for label, r in results.items() if label not in ("unified@2", "prefix@2")],
+        )
         self._login()
 
     # ------------------------------------------------------------ seeding
@@ -306,6 +310,18 @@ class Command(BaseCommand):
             f"unified@2: {len(opened)} task windows (one resumed), {unified['folds']} folds, "
             f"{len(unified['commits'])} checkpoints written by the worker: {triggers or 'none'}."
         )
+        for label, other in results.items():
+            if label in ("unified@2", FULL_HISTORY_OF):
+                continue
+            sent = sum(other["tokens"])
+            opened = {s.window_id for s in other["snapshots"] if s.window_id != "main"}
+            change = round(100 * sent / u) - 100
+            self.stdout.write(
+                f"{label} sent {sent:,} input tokens over the same {turns} turns: "
+                f"{abs(change)}% {'more' if change > 0 else 'fewer'} than unified@2 (estimates); "
+                f"{len(opened)} task windows, {other['folds']} folds, "
+                f"{len(other['commits'])} checkpoints written by the worker."
+            )
         self.stdout.write(
             f"prefix@2: one window, no folds, {len(prefix['commits'])} checkpoints written by "
             "the worker."
@@ -361,6 +377,19 @@ class Command(BaseCommand):
                 + "."
             )
         unified = economies["unified@2"]
+        for label, other in economies.items():
+            if label in ("unified@2", FULL_HISTORY_OF, FULL_HISTORY):
+                continue
+            self.stdout.write(
+                f"{label} beside unified@2 with caching on: "
+                + " and ".join(
+                    f"{100 * other[p].cost / unified[p].cost:.0f}% of its cost on {name} "
+                    f"(hit ratio {100 * other[p].hit_ratio:.0f}% vs "
+                    f"{100 * unified[p].hit_ratio:.0f}%)"
+                    for p, name in CACHED_PROVIDERS
+                )
+                + " (estimates)."
+            )
         sent = unified[PROVIDER_ANTHROPIC_MESSAGES].totals.input_tokens
         share = sent / full[PROVIDER_ANTHROPIC_MESSAGES].totals.input_tokens
         self.stdout.write(
@@ -373,7 +402,12 @@ class Command(BaseCommand):
             + " (estimates)."
         )
 
-    def _pages(self, unified: dict[str, Any], prefix: dict[str, Any]) -> None:
+    def _pages(
+        self,
+        unified: dict[str, Any],
+        prefix: dict[str, Any],
+        others: list[dict[str, Any]],
+    ) -> None:
         from sessions_app.admin_views import url
 
         session, snapshots = unified["session"], unified["snapshots"]
@@ -399,6 +433,8 @@ class Command(BaseCommand):
                 lines.append(
                     ("the turn after a checkpoint (diff)", url("snapshot_diff", session, after.pk))
                 )
+        for other in others:
+            lines.append((f"session browser, {other['label']}", url("overview", other["session"])))
         lines.append(("session browser, prefix@2", url("overview", prefix["session"])))
         self.stdout.write("\nLook inside (admin, login below):")
         for label, path in lines:

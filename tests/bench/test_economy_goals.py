@@ -1,0 +1,171 @@
+"""`make bench`'s goals for unified@4 (issue 25), computed from hand-made cache figures.
+
+Each view's turns are built directly (TurnCache per turn), so the expected verdicts follow
+by arithmetic: cost shares under Anthropic's prices (read 0.1, write 1.25), the hit ratio,
+and the maintenance jobs the bench counted.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from contextproto.protocol.adapters import PROVIDER_ANTHROPIC_MESSAGES, PROVIDER_OPENAI_CHAT
+from contextproto.protocol.cache_report import (
+    CAUSE_APPEND,
+    CAUSE_HEADER,
+    CacheEconomy,
+    ProviderEconomy,
+    TurnEconomy,
+)
+from contextproto.protocol.cache_sim import Prices, TurnCache
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+if str(BENCH) not in sys.path:
+    sys.path.insert(0, str(BENCH))
+
+import economy  # noqa: E402  (bench/ is a script directory, not a package)
+
+OPENAI_PRICES = Prices(cache_write=1.0)
+
+
+def _economy(view: str, turns: list[tuple[int, int, int, str | None]]) -> CacheEconomy:
+    """A view whose turns are (cache read, cache write, uncached, cause), both providers."""
+
+    def provider(name: str, prices: Prices) -> ProviderEconomy:
+        return ProviderEconomy(
+            provider=name,
+            model="test-model",
+            prices=prices,
+            turns=tuple(
+                TurnEconomy(
+                    turn=n,
+                    label=f"t{n}",
+                    cache=TurnCache(
+                        input_tokens=read + write + uncached,
+                        cache_read_tokens=read,
+                        cache_write_tokens=write,
+                        cache_write_1h_tokens=0,
+                        uncached_tokens=uncached,
+                        rule="test",
+                        detail="",
+                    ),
+                    cost=0.0,
+                    cause=cause,
+                    divergence="",
+                    rebilled_tokens=write if cause == CAUSE_HEADER else 0,
+                )
+                for n, (read, write, uncached, cause) in enumerate(turns, start=1)
+            ),
+        )
+
+    return CacheEconomy(
+        view=view,
+        turns=len(turns),
+        tokenizer="chars/4",
+        providers={
+            PROVIDER_OPENAI_CHAT: provider(PROVIDER_OPENAI_CHAT, OPENAI_PRICES),
+            PROVIDER_ANTHROPIC_MESSAGES: provider(PROVIDER_ANTHROPIC_MESSAGES, Prices()),
+        },
+    )
+
+
+# unified@2: a header break every other turn (1000 written again), 100 uncached state.
+U2_TURNS = [(0, 1000, 100, None)] + [
+    (1000, 1000, 100, CAUSE_HEADER) if n % 2 else (2000, 100, 100, CAUSE_APPEND)
+    for n in range(1, 10)
+]
+
+
+def _stats(jobs: int, triggers: dict[str, int], masked_turns: int = 0) -> dict[str, Any]:
+    return {
+        "jobs": jobs,
+        "committed": jobs,
+        "triggers": triggers,
+        "turns": 10,
+        "masked_turns": masked_turns,
+        "most_masked": 10 if masked_turns else 0,
+    }
+
+
+def _goals(u4_turns: list[tuple[int, int, int, str | None]], stats: dict[str, Any]):
+    economies = {
+        "unified@2": _economy("unified@2", U2_TURNS),
+        "unified@4": _economy("unified@4", u4_turns),
+    }
+    found = economy.unified4_goals(economies, stats)
+    assert [g["target"].split(" ", 2)[1] for g in found] == ["effective", "cache", "maintenance"]
+    return economies, found
+
+
+def test_a_cheaper_cache_stable_unified4_meets_every_goal() -> None:
+    # Appends only: a little written each turn, the rest read; a small uncached state.
+    u4 = [(0, 1000, 50, None)] + [(3000, 100, 20, CAUSE_APPEND) for _ in range(9)]
+    stats = {"unified@2": _stats(4, {"input_tokens": 4}), "unified@4": _stats(2, {"tool": 2}, 5)}
+    economies, (cost, hit, jobs) = _goals(u4, stats)
+
+    share = (
+        economies["unified@4"][PROVIDER_ANTHROPIC_MESSAGES].cost
+        / economies["unified@2"][PROVIDER_ANTHROPIC_MESSAGES].cost
+    )
+    assert share <= 0.60
+    assert cost["status"] == "met" and cost["measured"].startswith(f"{100 * share:.0f}% (")
+    # 27,000 of 29,130 input tokens read from the cache.
+    assert hit["status"] == "met" and hit["measured"].startswith("92.7% (")
+    assert jobs == {
+        "target": "unified@4 maintenance jobs <= 50% of unified@2's",
+        "measured": "2 vs 4 jobs (2 vs 4 committed)",
+        "status": "met",
+        "why": jobs["why"],
+    }
+    # The issue's thresholds, as written there.
+    assert cost["target"] == "unified@4 effective cost <= 60% of unified@2's (Anthropic rules)"
+    assert hit["target"] == "unified@4 cache hit ratio >= 90% (Anthropic rules)"
+
+
+def test_missed_goals_say_why_with_the_figures_behind_them() -> None:
+    # unified@4 as expensive as unified@2, no masking, the same two asked-for jobs.
+    stats = {"unified@2": _stats(2, {"tool": 2}), "unified@4": _stats(2, {"tool": 2})}
+    _economies, (cost, hit, jobs) = _goals(list(U2_TURNS), stats)
+
+    assert cost["status"] == "missed" and cost["measured"].startswith("100% (")
+    assert "Masking never applied" in cost["why"]
+    assert "header 5 (" in cost["why"]  # the breaks that cost the most are named
+    assert hit["status"] == "missed"
+    assert jobs["status"] == "missed" and jobs["measured"] == "2 vs 2 jobs (2 vs 2 committed)"
+    assert "Jobs by trigger: unified@4 tool 2; unified@2 tool 2." in jobs["why"]
+    assert "context_maintainer_run" in jobs["why"]
+
+
+def test_without_unified4_in_the_run_there_are_no_issue_25_goals() -> None:
+    economies = {"unified@2": _economy("unified@2", U2_TURNS)}
+    assert economy.unified4_goals(economies, {"unified@2": _stats(2, {})}) == []
+
+
+@pytest.mark.parametrize("missing", ["unified@2", "unified@4"])
+def test_without_job_counts_the_jobs_goal_is_not_measured(missing: str) -> None:
+    stats = {"unified@2": _stats(2, {}), "unified@4": _stats(1, {})}
+    stats[missing] = {}
+    _economies, (_cost, _hit, jobs) = _goals(list(U2_TURNS), stats)
+    assert jobs["status"] == "not measured"
+
+
+def test_the_report_lists_the_goals_and_explains_only_the_missed_ones() -> None:
+    import bench_report
+
+    stats = {"unified@2": _stats(2, {"tool": 2}), "unified@4": _stats(2, {"tool": 2})}
+    _economies, goals = _goals(list(U2_TURNS), stats)
+    goals[1] = {**goals[1], "status": "met"}
+    lines = bench_report.goal_lines("Goals of issue 25:", goals)
+
+    assert lines[:4] == ["Goals of issue 25:", "", "| goal | measured | status |", "|:--|:--|:--|"]
+    assert sum(1 for line in lines if line.startswith("| unified@4 ")) == 3
+    explained = [line for line in lines if line.startswith("**")]
+    assert [line.split(" - ")[0] for line in explained] == [
+        f"**{goals[0]['target']}",
+        f"**{goals[2]['target']}",
+    ]
+    assert bench_report.goal_lines("Goals of issue 25:", []) == []
