@@ -23,6 +23,7 @@ from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import redirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
+from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.views.decorators.http import require_POST
 
@@ -58,6 +59,7 @@ from contextproto.usage import PRICE_KEYS
 from sessions_app.usage_reads import agent_version_usage
 
 PUBLISH_PROBLEMS_SESSION_KEY = "agentversion-publish-problems"
+STAMP = "%Y-%m-%d %H:%M:%S"
 
 
 def _member_applications(request: HttpRequest) -> QuerySet[Application]:
@@ -180,16 +182,16 @@ class AgentAdmin(ApplicationScopedAdmin):
 @admin.register(AgentVersion)
 class AgentVersionAdmin(ApplicationScopedAdmin):
     application_path = "agent__application"
+    # Five narrow columns, so the list reads without scrolling sideways at 1400 px beside the
+    # navigation and the filter (change_list.html lets long names wrap).
     list_display = (
-        "__str__",
-        "agent",
-        "number",
-        "status",
+        "version_display",
+        "status_display",
         "protocol_display",
         "model_display",
-        "created_at",
-        "published_at",
+        "dates_display",
     )
+    list_display_links = ("version_display",)
     list_filter = ("status",)
     list_select_related = ("agent", "agent__application")
     search_fields = ("agent__name",)
@@ -615,13 +617,41 @@ class AgentVersionAdmin(ApplicationScopedAdmin):
             "{} <small>({})</small>", obj.protocol_key, found.status if found else "not in catalog"
         )
 
+    @admin.display(description="Version", ordering="agent__name")
+    def version_display(self, obj: AgentVersion) -> str:
+        return format_html(
+            '<strong>{}</strong> v{}<br><small class="quiet">{}</small>',
+            obj.agent.name,
+            obj.number,
+            obj.agent.application.name,
+        )
+
+    @admin.display(description="Status", ordering="status")
+    def status_display(self, obj: AgentVersion) -> str:
+        return format_html(
+            '<span class="version-status status-{}">{}</span>', obj.status, obj.status
+        )
+
     @admin.display(description="Model")
     def model_display(self, obj: AgentVersion) -> str:
         if not obj.model_provider:
             return "—"
+        tokens = f"{obj.max_input_tokens:,} input tokens" if obj.max_input_tokens else "no max"
         return format_html(
-            "{}:{} ({} tokens)", obj.model_provider, obj.model_name, obj.max_input_tokens
+            '{}<br><code class="model-name">{}</code><br><small class="quiet">{}</small>',
+            obj.model_provider,
+            obj.model_name or "—",
+            tokens,
         )
+
+    @admin.display(description="Created / published", ordering="created_at")
+    def dates_display(self, obj: AgentVersion) -> str:
+        # Seconds shown: versions made in one sitting differ by seconds only.
+        created = timezone.localtime(obj.created_at).strftime(STAMP)
+        if obj.published_at is None:
+            return format_html('{}<br><small class="quiet">not published</small>', created)
+        published = timezone.localtime(obj.published_at).strftime(STAMP)
+        return format_html('{}<br><small class="quiet">published {}</small>', created, published)
 
     @admin.display(description="Model settings")
     def model_settings_table(self, obj: AgentVersion) -> str:

@@ -27,6 +27,7 @@ from agents.model_schema import (
     PRICES,
     PROMPT_CACHE,
     ModelField,
+    Store,
     fields_of,
     stored_value,
 )
@@ -51,7 +52,7 @@ PROBLEM_FIELDS = {
     "maxTurnsPerRun": "max_turns_per_run",
 }
 # The admin's fieldsets of the model settings, one per place a setting is stored.
-MODEL_FIELDSETS = (
+MODEL_FIELDSETS: tuple[tuple[Store, str, str], ...] = (
     (COLUMN, "Model", ""),
     (
         CONFIG,
@@ -94,7 +95,7 @@ def model_fieldsets() -> list[tuple[str, dict[str, Any]]]:
     """The model settings' fieldsets, generated from MODEL_FIELDS, then the JSON box."""
     sets: list[tuple[str, dict[str, Any]]] = []
     for store, title, description in MODEL_FIELDSETS:
-        names = [field.form_name for field in fields_of(store)]  # type: ignore[arg-type]
+        names = [field.form_name for field in fields_of(store)]
         sets.append((title, {"fields": names, "description": description}))
     sets.append(
         (
@@ -174,9 +175,8 @@ def model_form_field(field: ModelField, current: Any = None) -> forms.Field:
         return forms.IntegerField(widget=forms.NumberInput(attrs={**bounds, "step": 1}), **common)
     if field.type == "number":
         return forms.FloatField(widget=forms.NumberInput(attrs={**bounds, "step": "any"}), **common)
-    max_length = (
-        AgentVersion._meta.get_field(field.key).max_length if field.store == COLUMN else 2000
-    )
+    column = AgentVersion._meta.get_field(field.key) if field.store == COLUMN else None
+    max_length = getattr(column, "max_length", None) or 2000
     return forms.CharField(
         max_length=max_length,
         widget=forms.TextInput(attrs={"size": 60}),
@@ -411,10 +411,10 @@ class AgentVersionForm(forms.ModelForm):
             options[option] = value
         return options
 
-    def _chosen(self, store: str) -> dict[str, Any]:
+    def _chosen(self, store: Store) -> dict[str, Any]:
         """The filled-in fields of one store, by key ("" and None: not given)."""
         chosen = {}
-        for field in fields_of(store):  # type: ignore[arg-type]
+        for field in fields_of(store):
             value = self.cleaned_data.get(field.form_name)
             if value not in (None, ""):
                 chosen[field.key] = _json_number(value)

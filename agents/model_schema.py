@@ -19,14 +19,17 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from agents.models import AgentVersion
 from contextproto.protocol.prompt_cache import PROMPT_CACHE_SCHEMA, validate_prompt_cache
 from contextproto.usage import PRICE_KEYS, PRICE_MAX, Problem, prices_problems
 
 # Where a setting lives on AgentVersion.
-COLUMN, CONFIG, PROMPT_CACHE, PRICES = "column", "config", "promptCache", "prices"
+COLUMN: Final = "column"
+CONFIG: Final = "config"
+PROMPT_CACHE: Final = "promptCache"
+PRICES: Final = "prices"
 # The storage range of the integer columns (PositiveIntegerField): past it, the database
 # fails. The form holds every integer setting to it; publish rules say nothing about it.
 COLUMN_INT_MAX = 2**31 - 1
@@ -162,8 +165,7 @@ def _price_fields() -> tuple[ModelField, ...]:
         ModelField(
             name=f"prices.{key}",
             title=PRICE_TITLES[key],
-            help=f"model.prices.{key}: currency units per million tokens. Leave all four "
-            "empty for no prices (no cost is computed); fill all four to price the turns.",
+            help="Currency units per million tokens.",
             type="number",
             store=PRICES,
             key=key,

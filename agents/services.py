@@ -342,7 +342,10 @@ def agent_version_problems(version: AgentVersion) -> list[dict[str, str]]:
                     "message": "An agent cannot be its own maintainer; bind a separate agent.",
                 }
             )
-    problems.extend(dict(problem) for problem in model_problems(version))
+    problems.extend(
+        {"field": p["field"], "code": p["code"], "message": p["message"]}
+        for p in model_problems(version)
+    )
     if not 1 <= version.max_turns_per_run <= 1000:
         problems.append(
             {
