@@ -358,3 +358,20 @@ def test_diff_page_compares_with_the_turn_before_and_handles_the_first(operator,
     assert f"/browse/snapshots/{turns.views[-2].pk}/" in html  # the view before
     snapshots = operator.get(browse(session, "snapshots/")).content.decode()
     assert f"/browse/snapshots/{last.pk}/diff/" in snapshots
+
+
+def test_the_range_counts_hold_when_the_log_is_archived(operator, built):
+    """Compressed messages counted in the cold archive as in the hot table."""
+    from sessions_app.models import ArchiveChunk
+    from sessions_app.services.archive import archive_session
+
+    session, turns, named, _fold_id = built
+    snapshot = turns.views[-1]
+    hot = operator.get(browse(session, f"snapshots/{snapshot.pk}/?raw_limit=4")).content.decode()
+    archive_session(session_id=session.id, keep_last=0, chunk_size=5)
+    assert ArchiveChunk.objects.filter(session=session).count() == 3
+    cold = operator.get(browse(session, f"snapshots/{snapshot.pk}/?raw_limit=4")).content.decode()
+    assert legend_counts(cold) == legend_counts(hot)
+    assert legend_counts(cold)["compressed"] == 2
+    indices = [int(i) for i in re.findall(r'<tr id="r(\d+)"', cold)]
+    assert indices[0] == named["input"].index
