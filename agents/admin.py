@@ -23,6 +23,7 @@ from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import redirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
+from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.views.decorators.http import require_POST
 
@@ -32,11 +33,13 @@ from agents.forms import (
     ApplicationNameChoiceField,
     ApplicationNameMultipleChoiceField,
     agent_version_form_for,
+    model_fieldsets,
+    model_help_text,
     option_field_names,
     option_help_text,
     parse_protocol_key,
-    prompt_cache_field_names,
 )
+from agents.model_schema import CONFIG_KEYS, MODEL_FIELDS, PROMPT_CACHE, stored_value
 from agents.models import Agent, AgentVersion, ApiKey, Application, Tool
 from agents.services import (
     agent_create,
@@ -52,9 +55,11 @@ from contextproto.admin_site import ApplicationScopedAdmin, ReadOnlyAdmin, scope
 from contextproto.errors import ApplicationError
 from contextproto.protocol import catalog
 from contextproto.protocol.prompt_cache import PROMPT_CACHE_SCHEMA, effective_prompt_cache
+from contextproto.usage import PRICE_KEYS
 from sessions_app.reads.usage import agent_version_usage
 
 PUBLISH_PROBLEMS_SESSION_KEY = "agentversion-publish-problems"
+STAMP = "%Y-%m-%d %H:%M:%S"
 
 
 def _member_applications(request: HttpRequest) -> QuerySet[Application]:
@@ -177,16 +182,16 @@ class AgentAdmin(ApplicationScopedAdmin):
 @admin.register(AgentVersion)
 class AgentVersionAdmin(ApplicationScopedAdmin):
     application_path = "agent__application"
+    # Five narrow columns, so the list reads without scrolling sideways at 1400 px beside the
+    # navigation and the filter (change_list.html lets long names wrap).
     list_display = (
-        "__str__",
-        "agent",
-        "number",
-        "status",
+        "version_display",
+        "status_display",
         "protocol_display",
         "model_display",
-        "created_at",
-        "published_at",
+        "dates_display",
     )
+    list_display_links = ("version_display",)
     list_filter = ("status",)
     list_select_related = ("agent", "agent__application")
     search_fields = ("agent__name",)
@@ -219,20 +224,13 @@ class AgentVersionAdmin(ApplicationScopedAdmin):
         return found
 
     def get_fieldsets(self, request: HttpRequest, obj: AgentVersion | None = None) -> list:
-        model = (
-            "model_provider",
-            "model_name",
-            "max_input_tokens",
-            "maintenance_trigger_ratio",
-            "model_config",
-        )
         bindings = ("tools", "maintainer_agent", "max_turns_per_run")
         if not self.is_editable(obj):
             return [
                 ("Version", {"fields": ("agent", "number", "status", "published_at")}),
                 ("Protocol", {"fields": ("protocol_display", "options_table")}),
                 ("System prompt", {"fields": ("system_prompt",)}),
-                ("Model", {"fields": (*model, "prompt_cache_display")}),
+                ("Model", {"fields": ("model_settings_table", "model_config_extra_display")}),
                 ("Bindings", {"fields": bindings}),
             ]
         protocol = self.form_protocol(request, obj)
@@ -249,15 +247,8 @@ class AgentVersionAdmin(ApplicationScopedAdmin):
                 },
             ),
             ("System prompt", {"fields": ("system_prompt",)}),
-            ("Model", {"fields": model}),
-            (
-                "Prompt caching",
-                {
-                    "fields": prompt_cache_field_names(),
-                    "description": "model.promptCache, generated from its schema. Leave a "
-                    "field at its default to follow the default.",
-                },
-            ),
+            # Generated from the model schema (agents/model_schema.py).
+            *model_fieldsets(),
             ("Bindings", {"fields": bindings}),
         ]
 
@@ -274,12 +265,8 @@ class AgentVersionAdmin(ApplicationScopedAdmin):
             "protocol_display",
             "options_table",
             "system_prompt",
-            "model_provider",
-            "model_name",
-            "max_input_tokens",
-            "maintenance_trigger_ratio",
-            "model_config",
-            "prompt_cache_display",
+            "model_settings_table",
+            "model_config_extra_display",
             "tools",
             "maintainer_agent",
             "max_turns_per_run",
@@ -342,6 +329,8 @@ class AgentVersionAdmin(ApplicationScopedAdmin):
             cache = obj.prompt_cache if isinstance(obj.prompt_cache, dict) else {}
             cache_keys = PROMPT_CACHE_SCHEMA["properties"]
             dropped_cache = sorted(str(k) for k in cache if k not in cache_keys)
+            prices = obj.prices if isinstance(obj.prices, dict) else {}
+            dropped_prices = sorted(str(k) for k in prices if k not in PRICE_KEYS)
             saved = agent_version_update_draft(
                 version=obj, fields=fields, tool_ids=tool_ids, maintainer_agent_id=maintainer_id
             )
@@ -355,6 +344,12 @@ class AgentVersionAdmin(ApplicationScopedAdmin):
                 self.message_user(
                     request,
                     f"Dropped unknown model.promptCache keys: {', '.join(dropped_cache)}.",
+                    messages.WARNING,
+                )
+            if dropped_prices:
+                self.message_user(
+                    request,
+                    f"Dropped unknown model.prices keys: {', '.join(dropped_prices)}.",
                     messages.WARNING,
                 )
         else:
@@ -622,22 +617,75 @@ class AgentVersionAdmin(ApplicationScopedAdmin):
             "{} <small>({})</small>", obj.protocol_key, found.status if found else "not in catalog"
         )
 
+    @admin.display(description="Version", ordering="agent__name")
+    def version_display(self, obj: AgentVersion) -> str:
+        return format_html(
+            '<strong>{}</strong> v{}<br><small class="quiet">{}</small>',
+            obj.agent.name,
+            obj.number,
+            obj.agent.application.name,
+        )
+
+    @admin.display(description="Status", ordering="status")
+    def status_display(self, obj: AgentVersion) -> str:
+        return format_html(
+            '<span class="version-status status-{}">{}</span>', obj.status, obj.status
+        )
+
     @admin.display(description="Model")
     def model_display(self, obj: AgentVersion) -> str:
         if not obj.model_provider:
             return "—"
+        tokens = f"{obj.max_input_tokens:,} input tokens" if obj.max_input_tokens else "no max"
         return format_html(
-            "{}:{} ({} tokens)", obj.model_provider, obj.model_name, obj.max_input_tokens
+            '{}<br><code class="model-name">{}</code><br><small class="quiet">{}</small>',
+            obj.model_provider,
+            obj.model_name or "—",
+            tokens,
         )
 
-    @admin.display(description="Prompt caching")
-    def prompt_cache_display(self, obj: AgentVersion) -> str:
-        value = effective_prompt_cache(obj.prompt_cache)
-        if not isinstance(value, dict):
-            return format_html("<code>{}</code>", json.dumps(value))
-        return format_html(
-            "mode <code>{}</code>, TTL <code>{}</code>", value.get("mode"), value.get("ttl")
+    @admin.display(description="Created / published", ordering="created_at")
+    def dates_display(self, obj: AgentVersion) -> str:
+        # Seconds shown: versions made in one sitting differ by seconds only.
+        created = timezone.localtime(obj.created_at).strftime(STAMP)
+        if obj.published_at is None:
+            return format_html('{}<br><small class="quiet">not published</small>', created)
+        published = timezone.localtime(obj.published_at).strftime(STAMP)
+        return format_html('{}<br><small class="quiet">published {}</small>', created, published)
+
+    @admin.display(description="Model settings")
+    def model_settings_table(self, obj: AgentVersion) -> str:
+        """Every model setting of the schema with its stored value (promptCache: in effect)."""
+        cache = effective_prompt_cache(obj.prompt_cache)
+        rows = []
+        for field in MODEL_FIELDS:
+            value = stored_value(obj, field)
+            if field.store == PROMPT_CACHE and isinstance(cache, dict):
+                value = cache.get(field.key)
+            if value in (None, ""):
+                shown = "—"
+            else:
+                shown = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+            rows.append((field.path, field.title, shown, model_help_text(field)))
+        body = format_html_join(
+            "",
+            '<tr data-setting="{}"><th>{}</th><td><code>{}</code></td><td class="help">{}</td>'
+            "</tr>",
+            rows,
         )
+        return format_html('<table class="options-table" id="model-settings">{}</table>', body)
+
+    @admin.display(description="Other model.config")
+    def model_config_extra_display(self, obj: AgentVersion) -> str:
+        config = obj.model_config
+        extra = (
+            {k: v for k, v in config.items() if k not in CONFIG_KEYS}
+            if isinstance(config, dict)
+            else config
+        )
+        if not extra:
+            return "—"
+        return format_html("<pre>{}</pre>", json.dumps(extra, indent=2, ensure_ascii=False))
 
     @admin.display(description="Options")
     def options_table(self, obj: AgentVersion) -> str:

@@ -1,9 +1,11 @@
-"""Admin forms for AgentVersions: option fields generated from the catalog's option schema.
+"""Admin forms for AgentVersions: option fields generated from the catalog's option schema,
+model fields from the model schema (agents/model_schema.py).
 
 The option fields of a form belong to one protocol version (`option_protocol`). Changing the
 protocol select and saving stores the options that carry over and re-renders the form with
-the new protocol's fields (see AgentVersionAdmin). The `model.promptCache` fields are
-generated the same way, from the engine's PROMPT_CACHE_SCHEMA.
+the new protocol's fields (see AgentVersionAdmin). The model settings (provider, name,
+tokens, connection, `model.promptCache`, `model.prices`) are one typed field per entry of
+MODEL_FIELDS; what no entry names (a scripted model's script) stays a JSON box of its own.
 """
 
 from __future__ import annotations
@@ -11,30 +13,64 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from django import forms
+from django.core.exceptions import ValidationError
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.forms.utils import ErrorDict
 from django.utils.html import escape
 
+from agents.model_schema import (
+    COLUMN,
+    COLUMN_INT_MAX,
+    CONFIG,
+    CONFIG_KEYS,
+    MODEL_FIELDS,
+    PRICES,
+    PROMPT_CACHE,
+    ModelField,
+    Store,
+    fields_of,
+    stored_value,
+)
 from agents.models import Agent, AgentVersion, Tool
 from contextproto.protocol import catalog
-from contextproto.protocol.prompt_cache import PROMPT_CACHE_SCHEMA
 
 OPTION_PREFIX = "option_"
-PROMPT_CACHE_PREFIX = "prompt_cache_"
 DEFAULT_PROTOCOL = "unified@2"
+MODEL_EXTRA_FIELD = "model_config_extra"
 
 # Publish problem field (API spelling) -> admin form field.
 PROBLEM_FIELDS = {
     "contextProtocolId": "protocol",
     "contextProtocolVersion": "protocol",
     "systemPrompt": "system_prompt",
-    "model.provider": "model_provider",
-    "model.name": "model_name",
-    "model.maxInputTokens": "max_input_tokens",
-    "model.maintenanceTriggerRatio": "maintenance_trigger_ratio",
+    **{field.path: field.form_name for field in MODEL_FIELDS},
+    # A whole-object problem (not an object, unknown key) goes to the object's first field.
+    "model.promptCache": fields_of(PROMPT_CACHE)[0].form_name,
+    "model.prices": fields_of(PRICES)[0].form_name,
     "tools": "tools",
     "maintainerAgentId": "maintainer_agent",
     "maxTurnsPerRun": "max_turns_per_run",
 }
+# The admin's fieldsets of the model settings, one per place a setting is stored.
+MODEL_FIELDSETS: tuple[tuple[Store, str, str], ...] = (
+    (COLUMN, "Model", ""),
+    (
+        CONFIG,
+        "Connection",
+        "model.config: where the workers reach the provider. Empty fields follow the node's "
+        "settings.",
+    ),
+    (
+        PROMPT_CACHE,
+        "Prompt caching",
+        "model.promptCache. Leave a field at its default to follow the default.",
+    ),
+    (
+        PRICES,
+        "Prices per million tokens",
+        "model.prices: all four, or none (no cost is computed). Currency units per million tokens.",
+    ),
+)
 
 
 def protocol_choices() -> list[tuple[str, str]]:
@@ -55,12 +91,102 @@ def option_field_name(option: str) -> str:
     return OPTION_PREFIX + option
 
 
-def prompt_cache_field_name(key: str) -> str:
-    return PROMPT_CACHE_PREFIX + key
+def model_fieldsets() -> list[tuple[str, dict[str, Any]]]:
+    """The model settings' fieldsets, generated from MODEL_FIELDS, then the JSON box."""
+    sets: list[tuple[str, dict[str, Any]]] = []
+    for store, title, description in MODEL_FIELDSETS:
+        names = [field.form_name for field in fields_of(store)]
+        sets.append((title, {"fields": names, "description": description}))
+    sets.append(
+        (
+            "Script and other model settings",
+            {
+                "fields": [MODEL_EXTRA_FIELD],
+                "description": "model.config keys without a field above: a scripted model's "
+                "script (steps, tokens, wireFormat), assistantPrefill, maxTokensParam.",
+            },
+        )
+    )
+    return sets
 
 
-def prompt_cache_field_names() -> list[str]:
-    return [prompt_cache_field_name(k) for k in PROMPT_CACHE_SCHEMA["properties"]]
+def model_help_text(field: ModelField) -> str:
+    """Help under a model field: what it is, what a valid value is, its default."""
+    if field.type == "choice":
+        rule = "One of " + ", ".join(field.choices) + "."
+    else:
+        text = field.rule()
+        rule = "" if text == "is required" else text[0].upper() + text[1:] + "."
+    parts = [
+        field.help,
+        rule,
+        "Publishing requires it." if field.required else "",
+        f"Default: {field.default}." if field.default is not None else "",
+        f"({field.path})",
+    ]
+    return " ".join(p for p in parts if p)
+
+
+def _schema_validator(field: ModelField) -> Any:
+    """The form-side check of a setting publish does not check (refused when saved)."""
+
+    def check(value: Any) -> None:
+        if value not in (None, "") and not field.valid(value):
+            # Not code "invalid": a field's own "invalid" message would replace this one.
+            raise ValidationError(f"{field.path} {field.rule()}.", code="model_setting")
+
+    return check
+
+
+def model_form_field(field: ModelField, current: Any = None) -> forms.Field:
+    """A typed form field for one model setting.
+
+    Settings publish checks keep their bounds on the widget and in the help, not in
+    validators: a draft may hold a value publish refuses, and publish then names it next to
+    this field. Settings publish never checked are refused here, when saved. Integers stay
+    within the columns' storage range either way.
+    """
+    help_text = escape(model_help_text(field))  # the admin renders help text with |safe
+    validators = [_schema_validator(field)] if field.checked_at == "save" else []
+    common: dict[str, Any] = {
+        "label": field.title,
+        "help_text": help_text,
+        "required": not field.nullable,
+        "initial": field.default,
+        "validators": validators,
+    }
+    bounds: dict[str, Any] = {}
+    if field.minimum is not None:
+        bounds["min"] = field.minimum
+    if field.maximum is not None:
+        bounds["max"] = field.maximum
+    if field.type == "choice":
+        choices = [(v, f"{v} (default)" if v == field.default else v) for v in field.choices]
+        if field.default is None:
+            choices.insert(0, ("", "---------"))
+        if current not in (None, "") and current not in field.choices:
+            # Keep a stored invalid value visible so publish can point at it.
+            choices.append((str(current), f"{current} (not allowed)"))
+        return forms.ChoiceField(choices=choices, **common)
+    if field.type == "integer":
+        # Validators, not min_value/max_value: those would replace the schema's bounds on
+        # the widget with the storage range.
+        common["validators"] += [MinValueValidator(0), MaxValueValidator(COLUMN_INT_MAX)]
+        return forms.IntegerField(widget=forms.NumberInput(attrs={**bounds, "step": 1}), **common)
+    if field.type == "number":
+        return forms.FloatField(widget=forms.NumberInput(attrs={**bounds, "step": "any"}), **common)
+    column = AgentVersion._meta.get_field(field.key) if field.store == COLUMN else None
+    max_length = getattr(column, "max_length", None) or 2000
+    return forms.CharField(
+        max_length=max_length,
+        widget=forms.TextInput(attrs={"size": 60}),
+        **{**common, "initial": field.default or ""},
+    )
+
+
+def _json_number(value: Any) -> Any:
+    """A float the form parsed, as JSON would hold it (3.0 -> 3)."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
 def _range_text(schema: dict[str, Any]) -> str:
@@ -146,11 +272,6 @@ class AgentVersionForm(forms.ModelForm):
         fields = [
             "agent",
             "system_prompt",
-            "model_provider",
-            "model_name",
-            "max_input_tokens",
-            "maintenance_trigger_ratio",
-            "model_config",
             "tools",
             "maintainer_agent",
             "max_turns_per_run",
@@ -186,15 +307,28 @@ class AgentVersionForm(forms.ModelForm):
                 )
         else:
             self.fields["protocol"].initial = protocol.key
-        stored_cache = instance.prompt_cache if isinstance(instance.prompt_cache, dict) else {}
-        for key, schema in PROMPT_CACHE_SCHEMA["properties"].items():
-            if key in stored_cache:
-                name = prompt_cache_field_name(key)
-                self.initial[name] = stored_cache[key]
-                # Rebuilt with the stored value, so an invalid one stays visible for publish.
-                self.fields[name] = option_form_field(schema, stored_cache[key])
+        if not instance._state.adding:
+            self._model_initial(instance)
         if self.publish_problems and not self.is_bound:
             self._attach_problems(self.publish_problems)
+
+    def _model_initial(self, instance: AgentVersion) -> None:
+        """Fill the model fields from the stored settings (the JSON box: keys without a field)."""
+        for field in MODEL_FIELDS:
+            value = stored_value(instance, field)
+            if value is None:
+                continue
+            self.initial[field.form_name] = value
+            if field.type == "choice":
+                # Rebuilt with the stored value, so an invalid one stays visible for publish.
+                self.fields[field.form_name] = model_form_field(field, value)
+        config = instance.model_config
+        if isinstance(config, dict):
+            self.initial[MODEL_EXTRA_FIELD] = {
+                k: v for k, v in config.items() if k not in CONFIG_KEYS
+            }
+        else:
+            self.initial[MODEL_EXTRA_FIELD] = config
 
     def _attach_problems(self, problems: list[dict]) -> None:
         """Show publish problems next to their fields (the form stays unbound)."""
@@ -211,11 +345,8 @@ class AgentVersionForm(forms.ModelForm):
             return None
         if api_field.startswith("options."):
             name = option_field_name(api_field[len("options.") :])
-        elif api_field.startswith("model.promptCache."):
-            name = prompt_cache_field_name(api_field[len("model.promptCache.") :])
-        elif api_field == "model.promptCache":
-            name = prompt_cache_field_name("mode")
         else:
+            # An unknown key of promptCache or prices ("model.prices.euro") has no field.
             name = PROBLEM_FIELDS.get(api_field, "")
         return name if name in self.fields else None
 
@@ -223,6 +354,20 @@ class AgentVersionForm(forms.ModelForm):
         # Browsers submit textareas with CRLF line ends; prompts are stored with LF, as the
         # API stores them, so the model never sees stray carriage returns.
         return (self.cleaned_data.get("system_prompt") or "").replace("\r\n", "\n")
+
+    def clean_model_config_extra(self) -> dict[str, Any]:
+        value = self.cleaned_data.get(MODEL_EXTRA_FIELD)
+        if value in (None, ""):
+            return {}
+        if not isinstance(value, dict):
+            raise ValidationError("Enter a JSON object ({} for none).", code="invalid")
+        own = sorted(k for k in value if k in CONFIG_KEYS)
+        if own:
+            raise ValidationError(
+                f"Set {', '.join(own)} in the Connection fields above, not here.",
+                code="invalid",
+            )
+        return value
 
     def clean(self) -> dict[str, Any]:
         super().clean()
@@ -266,14 +411,29 @@ class AgentVersionForm(forms.ModelForm):
             options[option] = value
         return options
 
+    def _chosen(self, store: Store) -> dict[str, Any]:
+        """The filled-in fields of one store, by key ("" and None: not given)."""
+        chosen = {}
+        for field in fields_of(store):
+            value = self.cleaned_data.get(field.form_name)
+            if value not in (None, ""):
+                chosen[field.key] = _json_number(value)
+        return chosen
+
     def prompt_cache_value(self) -> dict[str, Any]:
         """The `model.promptCache` to store: values that differ from the defaults ({} = all)."""
-        value: dict[str, Any] = {}
-        for key, schema in PROMPT_CACHE_SCHEMA["properties"].items():
-            chosen = self.cleaned_data.get(prompt_cache_field_name(key))
-            if chosen not in (None, "") and chosen != schema["default"]:
-                value[key] = chosen
-        return value
+        defaults = {field.key: field.default for field in fields_of(PROMPT_CACHE)}
+        return {k: v for k, v in self._chosen(PROMPT_CACHE).items() if v != defaults[k]}
+
+    def prices_value(self) -> dict[str, Any] | None:
+        """`model.prices`: None when no price is filled in; else the ones given (publish
+        names any missing one)."""
+        return self._chosen(PRICES) or None
+
+    def model_config_value(self) -> dict[str, Any]:
+        """`model.config`: the JSON box's keys and the connection fields that are set."""
+        extra = self.cleaned_data.get(MODEL_EXTRA_FIELD) or {}
+        return {**extra, **self._chosen(CONFIG)}
 
     def service_fields(self) -> dict[str, Any]:
         """The VERSION_FIELDS values for agent_version_create / agent_version_update_draft."""
@@ -284,12 +444,13 @@ class AgentVersionForm(forms.ModelForm):
             "context_protocol_id": protocol.protocol_id,
             "context_protocol_version": protocol.version,
             "options": self.options_value(),
-            "model_provider": data.get("model_provider", ""),
-            "model_name": data.get("model_name", ""),
+            "model_provider": data.get("model_provider") or "",
+            "model_name": data.get("model_name") or "",
             "max_input_tokens": data.get("max_input_tokens"),
             "maintenance_trigger_ratio": data.get("maintenance_trigger_ratio"),
-            "model_config": data.get("model_config") or {},
+            "model_config": self.model_config_value(),
             "prompt_cache": self.prompt_cache_value(),
+            "prices": self.prices_value(),
             "max_turns_per_run": data.get("max_turns_per_run"),
         }
 
@@ -298,7 +459,7 @@ def agent_version_form_for(
     protocol: catalog.ProtocolVersion, publish_problems: list[dict[str, Any]] | None = None
 ) -> type[AgentVersionForm]:
     """Return an AgentVersionForm subclass declaring one typed field per option of `protocol`
-    and per key of `model.promptCache`."""
+    and per model setting (MODEL_FIELDS), and the JSON box for the rest of `model.config`."""
     attrs: dict[str, Any] = {
         "option_protocol": protocol,
         "publish_problems": list(publish_problems or []),
@@ -306,8 +467,15 @@ def agent_version_form_for(
     }
     for option, schema in protocol.option_schema["properties"].items():
         attrs[option_field_name(option)] = option_form_field(schema)
-    for key, schema in PROMPT_CACHE_SCHEMA["properties"].items():
-        attrs[prompt_cache_field_name(key)] = option_form_field(schema)
+    for field in MODEL_FIELDS:
+        attrs[field.form_name] = model_form_field(field)
+    attrs[MODEL_EXTRA_FIELD] = forms.JSONField(
+        label="Other model.config",
+        required=False,
+        initial=dict,
+        help_text="A JSON object, merged with the connection fields into model.config.",
+        widget=forms.Textarea(attrs={"rows": 6, "cols": 90}),
+    )
     name = f"AgentVersionForm_{protocol.protocol_id}{protocol.version}"
     return type(name, (AgentVersionForm,), attrs)
 

@@ -9,6 +9,7 @@ from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 
+from agents.model_schema import model_problems
 from agents.models import Agent, AgentVersion, ApiKey, Application, Tool, hash_key
 from agents.selectors import protocol_of
 from contextproto.errors import (
@@ -29,7 +30,6 @@ from contextproto.protocol.errors import ProtocolError
 from contextproto.protocol.options import validate_options
 from contextproto.protocol.prompt_cache import validate_prompt_cache
 from contextproto.protocol.vocabulary import SYSTEM_PLACEHOLDER
-from contextproto.usage import prices_problems
 
 APPLICATION_KEY_PREFIX = "cpa_"
 KEY_PREFIX_LENGTH = 10  # "cpa_" + 6 characters: enough to recognise a key in a list
@@ -342,7 +342,10 @@ def agent_version_problems(version: AgentVersion) -> list[dict[str, str]]:
                     "message": "An agent cannot be its own maintainer; bind a separate agent.",
                 }
             )
-    problems.extend(_model_problems(version))
+    problems.extend(
+        {"field": p["field"], "code": p["code"], "message": p["message"]}
+        for p in model_problems(version)
+    )
     if not 1 <= version.max_turns_per_run <= 1000:
         problems.append(
             {
@@ -352,63 +355,6 @@ def agent_version_problems(version: AgentVersion) -> list[dict[str, str]]:
             }
         )
     return problems
-
-
-def _model_problems(version: AgentVersion) -> list[dict[str, str]]:
-    problems = []
-    providers = ", ".join(AgentVersion.Provider.values)
-    if version.model_provider not in AgentVersion.Provider.values:
-        problems.append(
-            {
-                "field": "model.provider",
-                "code": "model_provider_invalid",
-                "message": f"model.provider must be one of {providers}.",
-            }
-        )
-    if not version.model_name:
-        problems.append(
-            {"field": "model.name", "code": "required", "message": "model.name is required."}
-        )
-    if version.max_input_tokens is None or version.max_input_tokens < 1000:
-        problems.append(
-            {
-                "field": "model.maxInputTokens",
-                "code": "out_of_range" if version.max_input_tokens is not None else "required",
-                "message": "model.maxInputTokens must be an integer of at least 1000.",
-            }
-        )
-    ratio = version.maintenance_trigger_ratio
-    if ratio is None or not 0 < ratio < 1:
-        problems.append(
-            {
-                "field": "model.maintenanceTriggerRatio",
-                "code": "out_of_range",
-                "message": "model.maintenanceTriggerRatio must be strictly between 0 and 1.",
-            }
-        )
-    problems.extend(_prompt_cache_problems(version))
-    problems.extend(_prices_problems(version))
-    return problems
-
-
-def _prompt_cache_problems(version: AgentVersion) -> list[dict[str, str]]:
-    """`model.promptCache` problems (SPEC §15), each naming its key (`model.promptCache.ttl`)."""
-    return [
-        {
-            "field": "model.promptCache" + (f".{error['key']}" if error["key"] else ""),
-            "code": error["code"],
-            "message": error["message"],
-        }
-        for error in validate_prompt_cache(version.prompt_cache).errors
-    ]
-
-
-def _prices_problems(version: AgentVersion) -> list[dict[str, str]]:
-    """`model.prices` (SPEC §15): null, or all four prices per million tokens, each >= 0."""
-    return [
-        {"field": problem["field"], "code": problem["code"], "message": problem["message"]}
-        for problem in prices_problems(version.prices, "model.prices")
-    ]
 
 
 @transaction.atomic

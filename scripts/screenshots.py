@@ -153,6 +153,13 @@ def shoot(base: str, pages: dict[str, str], out: Path, chromium: str) -> list[Pa
         expect(page.locator("#id_protocol")).to_have_value("unified@2")
         top(page, "#id_protocol", 120)
         save("agent-version-form")
+        # Further down the same form: the model settings, generated from the model schema.
+        top(page, "fieldset:has(#id_model_provider)", 10)
+        save("agent-version-model-settings")
+
+        page.goto(f"{base}/admin/agents/agentversion/")
+        expect(page.locator("#result_list")).to_be_visible()
+        save("agent-version-list")
         browser.close()
     return written
 

@@ -59,6 +59,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "agents.selectors",
             "agents.services",
             "agents.services_tools",
+            "agents.model_schema",
             "agents.management*",
         ),
     ),

@@ -17,6 +17,9 @@ PAGE_SIZE = 100
 MAX_PAGE_SIZE = 500
 RAW_INLINE_LIMIT = 20_000
 PREVIEW_CHARS = 400
+# Tool-call arguments up to this size show open; longer ones fold behind a <details>.
+ARGUMENTS_OPEN_LINES = 12
+ARGUMENTS_OPEN_CHARS = 800
 SNAPSHOT_HEAVY_FIELDS = ("body", "options", "notes")
 
 # The pages render a content as the engine flattens it (text, `[image <type>]` markers,
@@ -27,6 +30,7 @@ __all__ = [
     "PREVIEW_CHARS",
     "RAW_INLINE_LIMIT",
     "SNAPSHOT_HEAVY_FIELDS",
+    "arguments_block",
     "content_text",
     "int_param",
     "limit_param",
@@ -46,6 +50,20 @@ def url(name: str, session: Session | UUID | str, *args: Any) -> str:
 def pretty(value: Any) -> str:
     """Indented JSON for <pre> blocks (non-ASCII kept readable)."""
     return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False, default=str)
+
+
+def arguments_block(arguments: Any) -> dict[str, Any] | None:
+    """A tool call's arguments as pretty JSON, and whether they are long enough to fold.
+
+    None when the message has no arguments. Short arguments are what an operator reads a
+    call by, so they show open; long ones would push the rest of the page away.
+    """
+    if arguments is None:
+        return None
+    text = pretty(arguments)
+    lines = text.count("\n") + 1
+    long = lines > ARGUMENTS_OPEN_LINES or len(text) > ARGUMENTS_OPEN_CHARS
+    return {"text": text, "lines": lines, "chars": len(text), "long": long}
 
 
 def preview(text: str, limit: int = PREVIEW_CHARS) -> str:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from contextproto.protocol.messages import RawMessage
-from sessions_app.admin_views.common import content_text, pretty, preview
+from sessions_app.admin_views.common import arguments_block, content_text, preview
 from sessions_app.models import ProjectionSnapshot
 from sessions_app.providers.base import canonical_json, estimate_tokens
 
@@ -198,6 +198,7 @@ class ViewIndex:
     masked_at: dict[str, int] = field(default_factory=dict)
     fold_at: dict[str, int] = field(default_factory=dict)
     fold_ids: dict[int, str] = field(default_factory=dict)
+    window_of: dict[str, str] = field(default_factory=dict)  # MessageId -> its source's window
     header_at: int | None = None
     state_at: int | None = None
 
@@ -224,6 +225,8 @@ def view_index(snapshot: ProjectionSnapshot) -> ViewIndex:
     for position, source in enumerate(snapshot.sources or []):
         derived = source.get("derivedType")
         ids = [str(i) for i in source.get("messageIds") or []]
+        if derived in (RAW, MASKED, FOLD):
+            index.window_of.update(dict.fromkeys(ids, str(source.get("windowId") or "")))
         if derived == RAW:
             index.raw_at.update(dict.fromkeys(ids, position))
         elif derived == MASKED:
@@ -240,6 +243,56 @@ def view_index(snapshot: ProjectionSnapshot) -> ViewIndex:
 
 def _int_or_none(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+@dataclass(frozen=True)
+class ViewRange:
+    """The raw messages one view was built from: #first through the turn's bound, all windows.
+
+    `counts` says where every message of the range went (status -> messages), whatever page
+    of it the raw pane shows.
+    """
+
+    first: int
+    last: int
+    counts: dict[str, int]
+
+
+def view_range_start(snapshot: ProjectionSnapshot, window_first: int | None) -> int:
+    """The range's first index: the earliest message a source names, or W's first message
+    (the checkpoint covers W from its start)."""
+    starts = [
+        int(source["firstIndex"])
+        for source in snapshot.sources or []
+        if isinstance(source.get("firstIndex"), int)
+    ]
+    if window_first is not None and window_first <= snapshot.upper_bound:
+        starts.append(window_first)
+    return min(starts) if starts else max(snapshot.upper_bound, 1)
+
+
+def view_range(index: ViewIndex, *, first: int, window_count: int) -> ViewRange:
+    """Count each status over #first..bound; `window_count` is W's messages in that range.
+
+    Shown, masked and folded come from the view's sources; W's other messages are the ones
+    the checkpoint covers; everything else in the range is another window's history.
+    """
+    last = index.upper_bound
+    in_window = sum(
+        1
+        for position_of in (index.raw_at, index.masked_at, index.fold_at)
+        for message_id in position_of
+        if index.window_of.get(message_id) == index.window_id
+    )
+    counts = {
+        SHOWN: len(index.raw_at),
+        MASKED: len(index.masked_at),
+        FOLDED: len(index.fold_at),
+        COMPRESSED: max(window_count - in_window, 0),
+    }
+    size = max(last - first + 1, 0)
+    counts[HIDDEN] = max(size - sum(counts.values()), 0)
+    return ViewRange(first=first, last=last, counts=counts)
 
 
 def raw_rows(
@@ -268,6 +321,7 @@ def raw_rows(
                 "position": position,
                 "note": note,
                 "preview": preview(content_text(message.content), 240),
+                "arguments": arguments_block(message.arguments),
                 "detail_url": detail_url(message),
             }
         )
@@ -300,7 +354,7 @@ def view_rows(
                 "position": position,
                 "message": message,
                 "text": content_text(message.get("content")),
-                "arguments": pretty(message["arguments"]) if message.get("arguments") else None,
+                "arguments": arguments_block(message.get("arguments")),
                 "source": source,
                 "derived": derived,
                 "badge": derived_badge(derived),

@@ -37,6 +37,7 @@ from contextproto.protocol.state import (
 from sessions_app.admin_views import context as ctx
 from sessions_app.admin_views.common import (
     SNAPSHOT_HEAVY_FIELDS,
+    arguments_block,
     content_text,
     int_param,
     limit_param,
@@ -56,6 +57,7 @@ from sessions_app.admin_views.reads import (
     neighbours,
     raw_pane,
     record_counts,
+    view_range_of,
     windows_table,
 )
 from sessions_app.models import (
@@ -329,6 +331,7 @@ class SessionBrowser:
             message=message,
             in_view=in_view,
             text=content_text(message.content),
+            arguments=arguments_block(message.arguments),
             raw=pretty(message.to_wire()),
             receipt=receipt,
             snapshot_url=url("snapshot", session, message.snapshot_id)
@@ -434,11 +437,15 @@ class SessionBrowser:
         index = ctx.view_index(snapshot)
         only_window = request.GET.get("raw_window") == "1"
         limit = limit_param(request, RAW_PANE_SIZE, name="raw_limit")
+        view_range = view_range_of(session, snapshot, index)
+        after, before = int_param(request, "raw_after"), int_param(request, "raw_before")
+        # By default the pane opens on the range the view was built from, from its start.
+        in_range = after is None and before is None and not only_window
         found, earlier, later, from_start = raw_pane(
             session,
             snapshot,
-            after=int_param(request, "raw_after"),
-            before=int_param(request, "raw_before"),
+            after=view_range.first - 1 if in_range else after,
+            before=before,
             window=snapshot.window_id if only_window else None,
             limit=limit,
         )
@@ -450,9 +457,6 @@ class SessionBrowser:
             return f"{target}#r{message_index}"
 
         raw = ctx.raw_rows(found, index, detail_url=lambda m: url("message", session, m.id))
-        statuses = {status: 0 for status in ctx.STATUS_HELP}
-        for row in raw:
-            statuses[row["status"]] += 1
         return self.render(
             request,
             session,
@@ -472,8 +476,16 @@ class SessionBrowser:
             raw_rows=raw,
             raw_statuses=[
                 (status, ctx.STATUS_BADGE[status], ctx.STATUS_HELP[status], n)
-                for status, n in statuses.items()
+                for status, n in view_range.counts.items()
             ],
+            view_range=view_range,
+            in_range=in_range,
+            range_url=None
+            if in_range
+            else query(request, raw_after=None, raw_before=None, raw_window=None),
+            tail_url=query(
+                request, raw_before=snapshot.upper_bound + 1, raw_after=None, raw_window=None
+            ),
             only_window=only_window,
             raw_first=found[0].index if found else None,
             raw_last=found[-1].index if found else None,

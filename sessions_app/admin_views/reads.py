@@ -17,6 +17,7 @@ from contextproto.pagination import split_page
 from contextproto.protocol.messages import RawMessage
 from contextproto.protocol.state import checkpoint_key, covered_key, fold_key, window_key
 from sessions_app import charts
+from sessions_app.admin_views import context as ctx
 from sessions_app.admin_views.common import RAW_INLINE_LIMIT, content_text, pretty, preview, url
 from sessions_app.models import (
     FoldRecord,
@@ -343,6 +344,21 @@ def latest_view(session: Session) -> ProjectionSnapshot | None:
         .order_by("-created_at", "-pk")
         .first()
     )
+
+
+def view_range_of(
+    session: Session, snapshot: ProjectionSnapshot, index: ctx.ViewIndex
+) -> ctx.ViewRange:
+    """The raw range `snapshot` was built from, with every status counted (two index reads:
+    W's first message and a count of W's messages in the range)."""
+    first_of_window = raw_log.log_page(
+        session.id, window_id=snapshot.window_id, after_index=0, limit=1
+    )
+    first = ctx.view_range_start(snapshot, first_of_window[0].index if first_of_window else None)
+    count = raw_log.log_window_count(
+        session.id, snapshot.window_id, first - 1, snapshot.upper_bound
+    )
+    return ctx.view_range(index, first=first, window_count=count)
 
 
 def raw_pane(

@@ -237,6 +237,24 @@ def log_window(
     )
 
 
+def log_window_count(session_id: Any, window_id: str, after_index: int, through_index: int) -> int:
+    """How many of W's messages have after < index <= through, hot and cold.
+
+    All hot: one COUNT on the (session, window, index) index. A range reaching into the
+    archive is read in outline (no bodies) and counted, as log_window reads it.
+    """
+    if through_index <= after_index:
+        return 0
+    if cold.archived_through(session_id) <= after_index:
+        return Message.objects.filter(
+            session_id=session_id,
+            window_id=window_id,
+            index__gt=after_index,
+            index__lte=through_index,
+        ).count()
+    return len(log_window(session_id, window_id, after_index, through_index, outline=True))
+
+
 def log_run_inputs(session_id: Any, run_id: str, through_index: int) -> list[RawMessage]:
     """The current run's input messages, any window (message_run_inputs).
 

@@ -128,11 +128,11 @@ class HostTurns:
         )
         return call_id, call
 
-    def host(self, name: str, result: str):
+    def host(self, name: str, result: str, arguments: dict | None = None):
         """A host tool call and its result: returns (call, result) messages."""
         from sessions_app.services.messages import message_write
 
-        call_id, call = self._call(name, {"q": name})
+        call_id, call = self._call(name, {"q": name} if arguments is None else arguments)
         answer = message_write(
             session_id=self.session.id,
             role="tool",

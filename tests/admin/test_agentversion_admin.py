@@ -39,7 +39,7 @@ def draft_post(agent, **overrides) -> dict:
         "model_name": "host-model",
         "max_input_tokens": "8000",
         "maintenance_trigger_ratio": "0.75",
-        "model_config": "{}",
+        "model_config_extra": "{}",
         "max_turns_per_run": "50",
         "_continue": "Save and continue editing",
     }

@@ -81,4 +81,6 @@ def test_a_published_version_shows_its_setting_read_only(operator, published_ver
     assert version.prompt_cache == {"mode": "auto", "ttl": "1h"}
     html = operator.get(change_url(version)).content.decode()
     assert 'name="prompt_cache_mode"' not in html
-    assert "mode <code>auto</code>, TTL <code>1h</code>" in html
+    # The generated model-settings table shows the setting in effect.
+    assert re.search(r'data-setting="model.promptCache.mode"><th>[^<]+</th><td><code>auto<', html)
+    assert re.search(r'data-setting="model.promptCache.ttl"><th>[^<]+</th><td><code>1h<', html)

@@ -123,12 +123,111 @@ def test_raw_messages_and_folds_link_back_to_their_place_in_the_latest_view(oper
     assert f"#v{at['context_fold']}" in cell[:800]
 
 
+def legend_counts(html: str) -> dict[str, int]:
+    legend = html[html.index('id="raw-legend"') :]
+    legend = legend[: legend.index("</p>")]
+    return {
+        status: int(count)
+        for status, count in re.findall(
+            r'data-status="(\w+)">.*?class="status-count">(\d+)<', legend
+        )
+    }
+
+
+def test_raw_pane_opens_on_the_views_range_and_counts_it_whole(operator, built):
+    session, turns, named, _fold_id = built
+    snapshot = turns.views[-1]
+    bound = snapshot.upper_bound
+    # A page smaller than the range: the counts still describe the whole range, so a view
+    # with a fold and a checkpoint never reports "folded 0, compressed 0".
+    html = operator.get(browse(session, f"snapshots/{snapshot.pk}/?raw_limit=4")).content.decode()
+    first = named["input"].index  # the carried input is the earliest message the view uses
+    assert f'data-first="{first}" data-last="{bound}"' in html
+    assert legend_counts(html) == {
+        "shown": 5,  # the input, the fold call and its result, lookup D
+        "masked": 0,
+        "folded": 4,  # lookups B and C
+        "compressed": 2,  # lookup A, under research's checkpoint
+        "hidden": bound - first + 1 - 11,  # main's lookup and the window_open call/result
+    }
+    # The pane starts at the range's first message and pages forward to the bound.
+    indices = [int(i) for i in re.findall(r'<tr id="r(\d+)"', html)]
+    assert indices == [first, first + 1, first + 2, first + 3]
+    assert f"raw_after={first + 3}" in html and 'id="raw-range"' not in html
+    later = operator.get(
+        browse(session, f"snapshots/{snapshot.pk}/?raw_limit=50&raw_after={first + 3}")
+    ).content.decode()
+    assert re.findall(r'<tr id="r(\d+)"', later)[-1] == str(bound)
+    assert 'id="raw-range"' in later  # the way back to the view's range
+    assert legend_counts(later) == legend_counts(html)
+
+    # With the default page size the whole range is on the page, every status in its row.
+    html = operator.get(browse(session, f"snapshots/{snapshot.pk}/")).content.decode()
+    rows = re.findall(r'<tr id="r(\d+)" class="raw-row status-(\w+)"', html)
+    assert [int(i) for i, _ in rows] == list(range(first, bound + 1))
+    seen = {status: sum(1 for _, s in rows if s == status) for status in ctx.STATUS_HELP}
+    assert seen == legend_counts(html)
+
+
+def test_a_window_with_its_first_message_under_the_checkpoint_starts_the_range(
+    operator, published_version
+):
+    """Without a carried input, the range starts at the window's first message (compressed)."""
+    from sessions_app.services.sessions import session_create
+    from sessions_app.store.state import kv_commit
+    from tests.admin.builders import HostTurns
+
+    session, _key = session_create(agent_version=published_version(version=2), inputs={})
+    turns = HostTurns(session)
+    first_call, first_result = turns.host("lookup", "one")
+    turns.host("lookup", "two")
+    kv_commit(session_id=session.id, writes={"coveredThrough/main": first_result.index})
+    snapshot = turns.project()
+    html = operator.get(browse(session, f"snapshots/{snapshot.pk}/")).content.decode()
+    assert f'data-first="{first_call.index}"' in html
+    counts = legend_counts(html)
+    assert counts["compressed"] == 2 and counts["shown"] == 2 and counts["hidden"] == 0
+    assert 'data-status="compressed"' in raw_row(html, first_call.index)
+
+
+def test_tool_call_arguments_show_inline_and_fold_only_when_long(operator, published_version):
+    from sessions_app.services.sessions import session_create
+    from tests.admin.builders import HostTurns
+
+    session, _key = session_create(agent_version=published_version(version=2), inputs={})
+    turns = HostTurns(session)
+    short_call, _ = turns.host("crm_lookup", "ok", arguments={"customer": "ACME <Corp>"})
+    rows = [{"sku": f"L-{n}", "price": 1000 + n} for n in range(40)]
+    long_call, long_result = turns.host("quote_create", "ok", arguments={"rows": rows})
+    snapshot = turns.project()
+    at = positions(snapshot)
+    html = operator.get(browse(session, f"snapshots/{snapshot.pk}/")).content.decode()
+
+    short = view_row(html, at[str(short_call.id)])
+    assert '<div class="tool-arguments">' in short and "<details" not in short
+    assert "&quot;customer&quot;: &quot;ACME &lt;Corp&gt;&quot;" in short  # pretty, escaped
+    long = view_row(html, at[str(long_call.id)])
+    assert '<details class="tool-arguments"><summary>arguments (' in long
+    assert "&quot;sku&quot;: &quot;L-39&quot;" in long
+    # The raw pane shows them beside the call too.
+    assert "&quot;customer&quot;: &quot;ACME &lt;Corp&gt;&quot;" in raw_row(html, short_call.index)
+    assert '<details class="tool-arguments">' in raw_row(html, long_call.index)
+
+    detail = operator.get(browse(session, f"messages/{long_call.id}/")).content.decode()
+    section = detail[detail.index('id="message-arguments"') :]
+    assert "&quot;rows&quot;: [" in section[:200] and "&quot;price&quot;: 1039" in section
+    result = operator.get(browse(session, f"messages/{long_result.id}/")).content.decode()
+    assert 'id="message-arguments"' not in result
+
+
 def test_raw_pane_pages_by_index_and_filters_to_the_views_window(operator, built):
     session, turns, named, _fold_id = built
     snapshot = turns.views[-1]
     bound = snapshot.upper_bound
-    page = operator.get(browse(session, f"snapshots/{snapshot.pk}/?raw_limit=4")).content.decode()
-    # By default the page ends at the turn's bound.
+    page = operator.get(
+        browse(session, f"snapshots/{snapshot.pk}/?raw_limit=4&raw_before={bound + 1}")
+    ).content.decode()
+    # The log's tail: the page ends at the turn's bound.
     assert f'id="r{bound}"' in page and f'id="r{bound - 3}"' in page
     assert f'id="r{bound - 4}"' not in page and f'id="r{bound + 1}"' not in page
     assert f"raw_before={bound - 3}" in page
@@ -259,3 +358,20 @@ def test_diff_page_compares_with_the_turn_before_and_handles_the_first(operator,
     assert f"/browse/snapshots/{turns.views[-2].pk}/" in html  # the view before
     snapshots = operator.get(browse(session, "snapshots/")).content.decode()
     assert f"/browse/snapshots/{last.pk}/diff/" in snapshots
+
+
+def test_the_range_counts_hold_when_the_log_is_archived(operator, built):
+    """Compressed messages counted in the cold archive as in the hot table."""
+    from sessions_app.models import ArchiveChunk
+    from sessions_app.services.archive import archive_session
+
+    session, turns, named, _fold_id = built
+    snapshot = turns.views[-1]
+    hot = operator.get(browse(session, f"snapshots/{snapshot.pk}/?raw_limit=4")).content.decode()
+    archive_session(session_id=session.id, keep_last=0, chunk_size=5)
+    assert ArchiveChunk.objects.filter(session=session).count() == 3
+    cold = operator.get(browse(session, f"snapshots/{snapshot.pk}/?raw_limit=4")).content.decode()
+    assert legend_counts(cold) == legend_counts(hot)
+    assert legend_counts(cold)["compressed"] == 2
+    indices = [int(i) for i in re.findall(r'<tr id="r(\d+)"', cold)]
+    assert indices[0] == named["input"].index

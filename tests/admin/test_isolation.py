@@ -103,7 +103,7 @@ def test_add_form_offers_only_the_members_agents(client, tenants):
             "options_protocol": "unified@2",
             "max_turns_per_run": "50",
             "maintenance_trigger_ratio": "0.75",
-            "model_config": "{}",
+            "model_config_extra": "{}",
         },
     )
     assert response.status_code == 200
