@@ -95,6 +95,7 @@ class SessionAdmin(HugeTableAdmin):
     def get_urls(self) -> list:
         return (
             admin_views.SessionBrowser(self).get_urls()
+            + admin_views.TimelinePages(self).get_urls()
             + ReplayPages(self).get_urls()
             + ExperimentPages(self).get_urls()
             + super().get_urls()
@@ -113,7 +114,8 @@ class RunAdmin(SessionChildAdmin):
 
     @admin.display(description="RunId")
     def run_hex(self, obj: Run) -> str:
-        return obj.id.hex
+        # The run's timeline: its turns, model calls and dispatches.
+        return format_html('<a href="{}">{}</a>', url("run", obj.session_id, obj.pk), obj.id.hex)
 
 
 @admin.register(Message)
