@@ -109,6 +109,8 @@ class SessionAdmin(HugeTableAdmin):
 @admin.register(Run)
 class RunAdmin(SessionChildAdmin):
     list_display = ("run_hex", "session_link", "status", "turns", "created_at", "finished_at")
+    # A run's page is its timeline (linked from the RunId), not a read-only form.
+    list_display_links = None
     list_filter = ("status",)
     ordering = ("session", "created_at")
 
