@@ -30,7 +30,7 @@ from contextproto.protocol.messages import RawMessage
 from sessions_app import selectors
 from sessions_app.admin_views.common import (
     SNAPSHOT_HEAVY_FIELDS,
-    content_text,
+    pretty,
     preview,
     url,
 )
@@ -115,7 +115,7 @@ class CallStep:
 
     @property
     def arguments(self) -> str:
-        return preview(content_text(self.call.arguments or {}), 300)
+        return preview(pretty(self.call.arguments or {}), 600)
 
 
 @dataclass

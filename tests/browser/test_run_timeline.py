@@ -1,4 +1,5 @@
-"""An operator follows a host-driven run on its timeline while the host works (issue 27)."""
+"""An operator follows a host-driven run on its overview and timeline while the host works
+(issue 27): new turns appear without a reload, and the refresh stops when the run ends."""
 
 from __future__ import annotations
 
@@ -49,13 +50,19 @@ def test_the_run_timeline_shows_turns_and_a_new_turn_appears_live(
     page.click("input[type=submit]")
     expect(page.locator("#site-name")).to_be_visible()
 
-    # From the session overview's Runs table to the run's timeline.
+    # The session overview refreshes while the host works: its Runs table counts the turn.
     page.goto(f"{live_server.url}/admin/sessions_app/session/{session.pk}/browse/")
     expect(page.locator("#live-badge")).to_contain_text("live")
+    run_turns = page.locator("tr.run-row").first.locator("td").nth(2)
+    expect(run_turns).to_have_text("2")
+    turns.host("price_lookup", "Laptop A2: 1290 EUR.")
+    expect(run_turns).to_have_text("3", timeout=15_000)
+
+    # From the Runs table to the run's timeline.
     page.locator("a.run-timeline-link").first.click()
     expect(page.locator("#run-facts h2")).to_contain_text(run.id.hex)
     rows = page.locator("tr.timeline-turn")
-    expect(rows).to_have_count(2)
+    expect(rows).to_have_count(3)
     first = rows.nth(0)
     expect(first.locator(".turn-latency")).to_contain_text("host")
     expect(first.locator(".turn-tokens")).to_have_text("5000 / 0 / 4000 / 100")
@@ -65,16 +72,16 @@ def test_the_run_timeline_shows_turns_and_a_new_turn_appears_live(
     expect(rows.nth(1).locator(".call-duration")).to_have_text(
         re.compile(r"^\d+ ms$|^\d+\.\d{3} s$")
     )
-    expect(page.locator("#run-turns")).to_have_text("2")
+    expect(page.locator("#run-turns")).to_have_text("3")
     expect(page.locator("#live-badge")).to_contain_text("refreshing every 3 s")
     screenshot("run-timeline")
 
     # The host takes another turn: the open page shows it without a reload.
     page.evaluate("window.__notReloaded = true")
     turns.host("price_lookup", "Laptop B: 1250 EUR.")
-    expect(rows).to_have_count(3, timeout=15_000)
-    expect(rows.nth(2).locator(".turn-calls")).to_contain_text("price_lookup")
-    expect(page.locator("#run-turns")).to_have_text("3")
+    expect(rows).to_have_count(4, timeout=15_000)
+    expect(rows.nth(3).locator(".turn-calls")).to_contain_text("price_lookup")
+    expect(page.locator("#run-turns")).to_have_text("4")
     assert page.evaluate("window.__notReloaded") is True
 
     # The next input ends the run: the page shows it and stops refreshing.

@@ -1,5 +1,9 @@
-"""`{{ value|stamp }}`: a datetime or an ISO string (a RawMessage's `created_at`) rendered
-like every other timestamp of the admin (DATETIME_FORMAT, with seconds)."""
+"""Filters of the session browser.
+
+`{{ value|stamp }}`: a datetime or an ISO string (a RawMessage's `created_at`) rendered like
+every other timestamp of the admin (DATETIME_FORMAT, with seconds). `{{ message|said:400 }}`:
+what a raw message says, flattened as the engine does (text parts, image markers) and cut.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +12,9 @@ from typing import Any
 
 from django import template
 from django.utils import formats, timezone
+
+from contextproto.protocol.messages import RawMessage, content_text
+from sessions_app.admin_views.common import preview
 
 register = template.Library()
 
@@ -27,3 +34,9 @@ def stamp(value: Any) -> str:
     if timezone.is_aware(value):
         value = timezone.localtime(value)
     return formats.date_format(value, "DATETIME_FORMAT")
+
+
+@register.filter
+def said(message: RawMessage, limit: int = 400) -> str:
+    """The message's content as text, cut to `limit` characters (saying how long it was)."""
+    return preview(content_text(message.content), int(limit))
