@@ -154,6 +154,7 @@ class ToolReceiptAdmin(SessionChildAdmin):
         "session_link",
         "tool_name",
         "success",
+        "duration_ms",
         "state_revision",
         "created_at",
     )

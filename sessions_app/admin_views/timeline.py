@@ -11,6 +11,7 @@ from django.urls import path
 from sessions_app.admin_views.common import limit_param, query, url
 from sessions_app.admin_views.pages import SessionBrowser
 from sessions_app.admin_views.turns import (
+    TIMELINE_MESSAGES,
     TIMELINE_TURNS,
     latest_projection_at,
     live_context,
@@ -55,6 +56,7 @@ class TimelinePages(SessionBrowser):
             tab="overview",
             timeline=timeline,
             cost=timeline_cost(timeline),
+            message_cap=TIMELINE_MESSAGES,
             messages_url=url("messages", session) + f"?run={run.id.hex}",
             next_url=query(request, after=timeline.next_cursor) if timeline.next_cursor else None,
             first_url=query(request, after=None) if request.GET.get("after") else None,

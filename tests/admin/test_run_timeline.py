@@ -369,3 +369,27 @@ def test_timestamps_show_seconds_in_the_browser_and_the_changelists(
     for changelist in ("run", "toolreceipt", "projectionsnapshot", "session"):
         html = client.get(f"/admin/sessions_app/{changelist}/").content.decode()
         assert re.search(SECONDS, html), changelist
+
+
+def test_a_turn_followed_by_more_messages_than_a_page_reads_says_so(
+    host_session, superuser, client, monkeypatch
+):
+    from sessions_app.admin_views import turns
+
+    session, run, _turns = host_session
+    client.force_login(superuser)
+    full = client.get(timeline_url(session, run)).content.decode()
+    assert 'id="timeline-truncated"' not in full
+    monkeypatch.setattr(turns, "TIMELINE_MESSAGES", 4)
+    cut = client.get(timeline_url(session, run)).content.decode()
+    assert 'id="timeline-truncated"' in cut
+    # The first messages are still placed in their turns; the rest are not invented.
+    assert "price_lookup" in cut and "Laptop A costs 1300 EUR." not in cut
+
+
+def test_the_receipts_page_says_how_long_each_dispatch_took(host_session, superuser, client):
+    session, _run, _turns = host_session
+    client.force_login(superuser)
+    html = client.get(browse(session, "receipts/")).content.decode()
+    receipt = ToolReceipt.objects.get(session=session)
+    assert f"<td>{receipt.duration_ms} ms</td>" in html
