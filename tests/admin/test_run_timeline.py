@@ -393,3 +393,27 @@ def test_the_receipts_page_says_how_long_each_dispatch_took(host_session, superu
     html = client.get(browse(session, "receipts/")).content.decode()
     receipt = ToolReceipt.objects.get(session=session)
     assert f"<td>{receipt.duration_ms} ms</td>" in html
+
+
+def test_the_timeline_is_scoped_to_the_users_applications(
+    host_session, published_version, staff_member, client
+):
+    from agents.models import Application
+
+    session, run, _turns = host_session
+    outsider = staff_member("mallory", Application.objects.create(name="Elsewhere"))
+    client.force_login(outsider)
+    assert client.get(timeline_url(session, run)).status_code == 404
+    member = staff_member("carol", session.application)
+    client.force_login(member)
+    assert client.get(timeline_url(session, run)).status_code == 200
+
+
+@pytest.mark.parametrize("cursor", ["junk", "junk|junk", "2026-01-01T00:00:00|nope", "|"])
+def test_a_malformed_timeline_cursor_shows_the_first_turns(host_session, superuser, client, cursor):
+    session, run, _turns = host_session
+    client.force_login(superuser)
+    response = client.get(timeline_url(session, run), {"after": cursor})
+    assert response.status_code == 200
+    numbers = re.findall(r'<tr class="timeline-turn" id="turn-(\d+)"', response.content.decode())
+    assert numbers == ["1", "2", "3"]
