@@ -279,9 +279,13 @@ class SnapshotRow:
     href: str
     diff_href: str
     run_href: str | None
+    host_driven: bool = False
 
     @property
     def latency(self) -> str:
+        """The runtime's provider call; "host" when the host calls its own model."""
+        if self.host_driven and self.snapshot.model_latency_ms is None:
+            return "host"
         return duration_text(self.snapshot.model_latency_ms)
 
 
@@ -313,6 +317,7 @@ def snapshot_rows(session: Session, found: list[ProjectionSnapshot]) -> list[Sna
         .filter(ranges)
         .values_list("index", "role", "kind", "tool_name", "snapshot_id", "id")
     }
+    host_driven = session.agent_version.model_provider == "external"
     rows = []
     last = len(found) - 1
     for position, snapshot in enumerate(found):
@@ -347,6 +352,7 @@ def snapshot_rows(session: Session, found: list[ProjectionSnapshot]) -> list[Sna
                 href=url("snapshot", session, snapshot.pk),
                 diff_href=url("snapshot_diff", session, snapshot.pk),
                 run_href=url("run", session, snapshot.run_id) if snapshot.run_id else None,
+                host_driven=host_driven,
             )
         )
     return rows

@@ -224,6 +224,10 @@ def test_the_runtime_records_model_latency_and_dispatch_duration(
         "answer",
         "context_window_open",
     ]
+    latencies = re.findall(r'class="snapshot-latency">(.*?)<', snapshots_html)
+    assert len(latencies) == 2
+    for latency in latencies:
+        assert re.fullmatch(r"\d+ ms|\d+\.\d{3} s", latency), latency
 
 
 def test_the_timeline_pages_by_turns(host_session, superuser, client):
@@ -300,6 +304,7 @@ def test_the_snapshot_list_numbers_turns_and_says_what_the_model_did(
         "price_lookup",
     ]
     assert "5000 / 0 / 4000 / 100" in html and "0.0195" in html
+    assert re.findall(r'class="snapshot-latency">(.*?)<', html) == ["host"] * 3
     assert html.count('class="diff-link"') == 3
     older = client.get(browse(session, "snapshots/?limit=2")).content.decode()
     cursor = re.search(r'href="(\?[^"]+)">older', older).group(1).replace("&amp;", "&")
