@@ -76,13 +76,17 @@ def test_the_run_timeline_shows_turns_and_a_new_turn_appears_live(
     expect(page.locator("#live-badge")).to_contain_text("refreshing every 3 s")
     screenshot("run-timeline")
 
-    # The host takes another turn: the open page shows it without a reload.
+    # The host takes another turn: the open page shows it without a reload, and what the
+    # operator unfolded stays open.
     page.evaluate("window.__notReloaded = true")
+    rows.nth(0).locator("details summary").click()
+    expect(rows.nth(0).locator("details pre")).to_contain_text('"q": "price_lookup"')
     turns.host("price_lookup", "Laptop B: 1250 EUR.")
     expect(rows).to_have_count(4, timeout=15_000)
     expect(rows.nth(3).locator(".turn-calls")).to_contain_text("price_lookup")
     expect(page.locator("#run-turns")).to_have_text("4")
     assert page.evaluate("window.__notReloaded") is True
+    expect(rows.nth(0).locator("details pre")).to_be_visible()
 
     # The next input ends the run: the page shows it and stops refreshing.
     run_start(session_id=session.id, content="Now the monitors.")
