@@ -4,7 +4,8 @@
 bounded read-only selectors they use, `context` the context viewer (a turn's view beside
 its raw log, the token breakdown), `diff` the diff of two consecutive turns, `timeline`
 the run timeline page with `turns` its reads (a run's turns, the snapshot list's answers,
-whether a page refreshes live), and `common` URL and text helpers. The names below are what other modules import from here.
+whether a page refreshes live), and `common` URL and text helpers. The names below are
+what other modules import from here.
 """
 
 from sessions_app.admin_views.common import (
