@@ -36,7 +36,7 @@ from sessions_app.admin_views.common import (
 )
 from sessions_app.models import Message, ProjectionSnapshot, Run, Session, ToolReceipt
 from sessions_app.services.runs import ACTIVE_RUN_STATUSES
-from sessions_app.usage_reads import run_usage
+from sessions_app.usage_reads import UsageTotals, run_usage
 
 TIMELINE_TURNS = 50
 # Log rows one timeline page reads at most; a turn's steps beyond it are cut, and said so.
@@ -155,7 +155,7 @@ class Timeline:
     more: bool
     truncated: bool
     next_cursor: str | None
-    usage: Any
+    usage: UsageTotals | None
 
 
 def timeline_cursor(request: HttpRequest) -> tuple[datetime, UUID] | None:
