@@ -150,6 +150,8 @@ LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
+# Timestamps with seconds on every operator page (contextproto/formats/en/formats.py).
+FORMAT_MODULE_PATH = ["contextproto.formats"]
 STATIC_URL = "static/"
 STATIC_ROOT = VAR_DIR / "static"
 # Serve straight from the apps' static folders too, so a checkout works before (or without)

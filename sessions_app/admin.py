@@ -95,6 +95,7 @@ class SessionAdmin(HugeTableAdmin):
     def get_urls(self) -> list:
         return (
             admin_views.SessionBrowser(self).get_urls()
+            + admin_views.TimelinePages(self).get_urls()
             + ReplayPages(self).get_urls()
             + ExperimentPages(self).get_urls()
             + super().get_urls()
@@ -108,12 +109,15 @@ class SessionAdmin(HugeTableAdmin):
 @admin.register(Run)
 class RunAdmin(SessionChildAdmin):
     list_display = ("run_hex", "session_link", "status", "turns", "created_at", "finished_at")
+    # A run's page is its timeline (linked from the RunId), not a read-only form.
+    list_display_links = None
     list_filter = ("status",)
     ordering = ("session", "created_at")
 
     @admin.display(description="RunId")
     def run_hex(self, obj: Run) -> str:
-        return obj.id.hex
+        # The run's timeline: its turns, model calls and dispatches.
+        return format_html('<a href="{}">{}</a>', url("run", obj.session_id, obj.pk), obj.id.hex)
 
 
 @admin.register(Message)
@@ -150,6 +154,7 @@ class ToolReceiptAdmin(SessionChildAdmin):
         "session_link",
         "tool_name",
         "success",
+        "duration_ms",
         "state_revision",
         "created_at",
     )

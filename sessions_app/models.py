@@ -330,6 +330,10 @@ class ProjectionSnapshot(models.Model):
     cache_write_input_tokens = models.BigIntegerField(default=0)
     output_tokens = models.BigIntegerField(null=True, blank=True)
     cost = models.DecimalField(max_digits=32, decimal_places=12, null=True, blank=True)
+    # How long the built-in runtime's provider call of this turn took, in milliseconds. Null
+    # for a host-driven turn (the host calls its model, the service never sees the call) and
+    # for turns recorded before it was measured.
+    model_latency_ms = models.PositiveIntegerField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -357,6 +361,9 @@ class ToolReceipt(models.Model):
     result_message = models.ForeignKey(
         Message, on_delete=models.DO_NOTHING, related_name="+", db_constraint=False
     )
+    # How long the dispatch took under the session lock (handler, KV writes, result), in
+    # milliseconds; null on receipts written before it was measured.
+    duration_ms = models.PositiveIntegerField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

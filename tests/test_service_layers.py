@@ -46,6 +46,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "contextproto.staticfiles",
             "contextproto.admin_site",
             "contextproto.settings",
+            "contextproto.formats*",
             "contextproto.celery",
         ),
     ),

@@ -2,8 +2,10 @@
 
 `pages` holds the views (SessionBrowser, mounted by SessionAdmin.get_urls), `reads` the
 bounded read-only selectors they use, `context` the context viewer (a turn's view beside
-its raw log, the token breakdown), `diff` the diff of two consecutive turns, and `common`
-URL and text helpers. The names below are what other modules import from here.
+its raw log, the token breakdown), `diff` the diff of two consecutive turns, `timeline`
+the run timeline page with `turns` its reads (a run's turns, the snapshot list's answers,
+whether a page refreshes live), and `common` URL and text helpers. The names below are
+what other modules import from here.
 """
 
 from sessions_app.admin_views.common import (
@@ -14,5 +16,14 @@ from sessions_app.admin_views.common import (
     url,
 )
 from sessions_app.admin_views.pages import SessionBrowser
+from sessions_app.admin_views.timeline import TimelinePages
 
-__all__ = ["SNAPSHOT_HEAVY_FIELDS", "SessionBrowser", "content_text", "pretty", "preview", "url"]
+__all__ = [
+    "SNAPSHOT_HEAVY_FIELDS",
+    "SessionBrowser",
+    "TimelinePages",
+    "content_text",
+    "pretty",
+    "preview",
+    "url",
+]

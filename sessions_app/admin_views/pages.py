@@ -35,6 +35,7 @@ from contextproto.protocol.state import (
     window_key,
 )
 from sessions_app.admin_views import context as ctx
+from sessions_app.admin_views import turns
 from sessions_app.admin_views.common import (
     SNAPSHOT_HEAVY_FIELDS,
     arguments_block,
@@ -229,6 +230,12 @@ class SessionBrowser:
             active_jobs=jobs,
             chart=chart_for(session),
             inputs_json=pretty(session.inputs),
+            **turns.live_context(
+                turns.run_is_live(
+                    session.current_run,
+                    latest_projection=snapshots[0].created_at if snapshots else None,
+                )
+            ),
         )
 
     def windows(self, request: HttpRequest, session_id: UUID) -> TemplateResponse:
@@ -413,11 +420,9 @@ class SessionBrowser:
             session,
             "snapshots",
             "Projection snapshots",
-            snapshots=[
-                (s, url("snapshot", session, s.pk), url("snapshot_diff", session, s.pk))
-                for s in found
-            ],
+            rows=turns.snapshot_rows(session, found),
             next_url=query(request, before=cursor) if cursor else None,
+            first_url=query(request, before=None) if request.GET.get("before") else None,
         )
 
     def _snapshot(self, session: Session, snapshot_id: UUID) -> ProjectionSnapshot:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
@@ -83,6 +84,7 @@ def tool_dispatch(*, session_id: UUID | str, tool_call_id: str) -> Receipt:
     """
     with transaction.atomic():
         session = session_lock(session_id)
+        started = time.monotonic()
         call, answer = call_and_answer(session.id, tool_call_id)
         if answer is not None:
             # No select_related: its inner join would hide a receipt whose result is archived.
@@ -140,6 +142,7 @@ def tool_dispatch(*, session_id: UUID | str, tool_call_id: str) -> Receipt:
             success=bool(outcome.result.get("success")),
             state_revision=revision,
             result_message=result_row,
+            duration_ms=round((time.monotonic() - started) * 1000),
         )
         result, tool_name = outcome.result, call.tool_name
         transaction.on_commit(lambda: metrics.dispatch_outcome(tool_name, result))

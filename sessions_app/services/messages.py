@@ -6,7 +6,7 @@ from typing import Any
 from uuid import UUID
 
 from django.db import transaction
-from django.db.models import F
+from django.db.models import Exists, F
 from django.utils import timezone
 
 from contextproto.errors import (
@@ -194,10 +194,27 @@ def message_write(
                 )
             fields = {"tool_call_id": tool_call_id}
         message = message_append_locked(session, role=role, kind=kind, content=content, **fields)
+        if role == "assistant" and session.agent_version.model_provider == "external":
+            _host_turn_count(session, message)
         if kind == KIND_TOOL_RESULT:
             # The runtime re-queues a run that waited for this result (same transaction).
             hooks.host_tool_result_written(session_id=session.id)
         return message
+
+
+def _host_turn_count(session: Session, message: Message) -> None:
+    """Count a host-driven model answer as a turn of its run (the runtime counts its own).
+
+    An answer is an assistant message that does not follow one of the same run (its text
+    and its calls are written back to back). One statement; the previous message is the
+    newest of the log, hot in practice (the archive moves compressed, older ranges).
+    """
+    if message.run_id is None:
+        return
+    continued = Message.objects.filter(
+        session=session, index=message.index - 1, role="assistant", run_id=message.run_id
+    )
+    Run.objects.filter(pk=message.run_id).exclude(Exists(continued)).update(turns=F("turns") + 1)
 
 
 def _tool_call_recorded(session: Session, tool_call_id: str) -> bool:

@@ -9,6 +9,7 @@ lock with a lease, so a duplicate delivery of the task does nothing.
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -186,12 +187,22 @@ def _turn(session: Session, version, run: Run, provider, on_turn) -> str:
         session_id=session.id, provider=provider.wire_format, run_id=run.id.hex, use_cache=False
     )
     step = _model_step(session)
-    reply = storable_reply(provider.complete(snapshot.request, model=version.model_name, step=step))
+    started = time.monotonic()
+    answer = provider.complete(snapshot.request, model=version.model_name, step=step)
+    latency_ms = round((time.monotonic() - started) * 1000)
+    reply = storable_reply(answer)
     tool_name = reply.tool_calls[0].name if reply.tool_calls else None
     if reply.tool_calls:
         outcome = _handle_tool_calls(session, version, snapshot, reply)
     elif reply.text is not None and reply.text.strip():
-        message_write(session_id=session.id, role="assistant", kind="text", content=reply.text)
+        # The answer names its view, as a host's may (SPEC §8): the timeline reads it there.
+        message_write(
+            session_id=session.id,
+            role="assistant",
+            kind="text",
+            content=reply.text,
+            snapshot_id=str(snapshot.id),
+        )
         outcome = Run.Status.COMPLETED
     else:
         raise ApplicationError(
@@ -202,7 +213,9 @@ def _turn(session: Session, version, run: Run, provider, on_turn) -> str:
     # maintenance job it triggers cannot make this turn's own call stale.
     run.turns += 1
     Run.objects.filter(pk=run.pk).update(turns=run.turns)
-    turn_usage_record(snapshot=snapshot, usage=reply.usage, raw=reply.raw)
+    turn_usage_record(
+        snapshot=snapshot, usage=reply.usage, raw=reply.raw, model_latency_ms=latency_ms
+    )
     if on_turn is not None:
         on_turn(
             TurnReport(

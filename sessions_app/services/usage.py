@@ -49,7 +49,11 @@ def snapshot_tokens(snapshot: ProjectionSnapshot) -> TokenUsage | None:
 
 
 def turn_usage_record(
-    *, snapshot: ProjectionSnapshot, usage: dict[str, Any] | None, raw: Any = None
+    *,
+    snapshot: ProjectionSnapshot,
+    usage: dict[str, Any] | None,
+    raw: Any = None,
+    model_latency_ms: int | None = None,
 ) -> MaintenanceJob | None:
     """Store the provider-reported usage on the turn's snapshot; trigger maintenance (§6).
 
@@ -57,7 +61,9 @@ def turn_usage_record(
     host through `snapshots/{id}/usage/`. `usage` is kept as reported; its counts by kind
     and the turn's cost at the version's prices go to the snapshot's columns, and the
     /metrics counters move once the transaction commits. Returns the maintenance job it
-    queued, if any; the trigger reads every input token, cached ones included.
+    queued, if any; the trigger reads every input token, cached ones included. The built-in
+    runtime also passes how long its provider call took (`model_latency_ms`), stored in the
+    same update.
     """
     session = Session.objects.select_related("agent_version").get(pk=snapshot.session_id)
     tokens = tokens_of(usage)
@@ -68,7 +74,11 @@ def turn_usage_record(
     snapshot.cache_write_input_tokens = tokens.cache_write_input_tokens if tokens else 0
     snapshot.output_tokens = tokens.output_tokens if tokens else None
     snapshot.cost = cost
-    snapshot.save(update_fields=USAGE_FIELDS)
+    fields = USAGE_FIELDS
+    if model_latency_ms is not None:
+        snapshot.model_latency_ms = model_latency_ms
+        fields = [*USAGE_FIELDS, "model_latency_ms"]
+    snapshot.save(update_fields=fields)
     if tokens is not None:
         version_id = str(session.agent_version_id)
         transaction.on_commit(lambda: metrics.usage_recorded(version_id, tokens, cost))

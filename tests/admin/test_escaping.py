@@ -44,6 +44,7 @@ def test_xss_payload_in_messages_and_state_renders_escaped(admin_client_for, sup
         base + f"snapshots/{snapshot.pk}/?raw_after=0",  # the raw pane beside the view
         base + f"snapshots/{snapshot.pk}/diff/",
         base + "kv/",
+        base + f"runs/{session.current_run_id}/",  # the run timeline
         "/admin/sessions_app/message/",
         "/admin/sessions_app/kventry/",
     ]

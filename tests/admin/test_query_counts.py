@@ -18,6 +18,7 @@ PAGES = (
     "messages/?after=50&limit=20",
     "messages/?before=60",
     "messages/?run={run}",
+    "runs/{run_id}/",
     "folds/",
     "folds/{fold}/",
     "snapshots/",
@@ -82,7 +83,12 @@ def test_session_pages_query_count_does_not_grow_with_the_log(
     for session, fold_id, snapshot in two_sessions:
         assert session.last_index >= 100
         for page in PAGES:
-            tail = page.format(run=session.current_run_id.hex, fold=fold_id, snapshot=snapshot.pk)
+            tail = page.format(
+                run=session.current_run_id.hex,
+                run_id=session.current_run_id,
+                fold=fold_id,
+                snapshot=snapshot.pk,
+            )
             url = f"/admin/sessions_app/session/{session.pk}/browse/{tail}"
             counts.setdefault(page, []).append(count_queries(client, url))
     for page, (small, big) in counts.items():
