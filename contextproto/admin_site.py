@@ -1,7 +1,9 @@
-"""Shared admin building blocks: tenant scoping, read-only admins, a paginator without COUNT(*).
+"""The admin site and its shared building blocks: tenant scoping, read-only admins, a
+paginator without COUNT(*).
 
-The project mounts Django's default `admin.site`; these mixins are what every ModelAdmin of
-`agents` and `sessions_app` is built from.
+`admin.site` is a ConsoleAdminSite (contextproto.apps.ConsoleAdminConfig makes it the
+default site): branded contextproto, its index is the operator dashboard. The mixins below
+are what every ModelAdmin of `agents` and `sessions_app` is built from.
 """
 
 from __future__ import annotations
@@ -13,9 +15,38 @@ from django.contrib import admin
 from django.core.paginator import Paginator
 from django.db.models import QuerySet
 from django.http import HttpRequest
+from django.urls import reverse
+
+from contextproto import nodes
+from sessions_app import console_reads
 
 # "View site" in the admin's header leads to "/" (AdminSite.site_url's default), the landing
 # page (contextproto.landing): what this service is, links to the admin, API schema, health.
+
+
+class ConsoleAdminSite(admin.AdminSite):
+    """The operator console: Django's admin, branded, with the dashboard as its index."""
+
+    site_header = "contextproto"
+    site_title = "contextproto console"
+    index_title = "Dashboard"
+
+    def index(self, request: HttpRequest, extra_context: dict[str, Any] | None = None):
+        """The dashboard above the app list: nodes, activity, the maintenance queue,
+        the last hour's failures, today's cost (a fixed number of queries, see
+        sessions_app.console_reads)."""
+        context: dict[str, Any] = {
+            "registry": nodes.registry_report(),
+            "console_links": [
+                ("Protocol catalog", reverse("admin:agents_agentversion_catalog")),
+                ("Experiments", reverse("admin:sessions_app_experiments")),
+                ("Search sessions", reverse("admin:sessions_app_session_search")),
+            ],
+        }
+        if request.user.has_perm("sessions_app.view_session"):
+            context["dashboard"] = console_reads.dashboard(request.user)
+        return super().index(request, {**context, **(extra_context or {})})
+
 
 # A changelist never counts more rows than this; deeper browsing uses keyset pages.
 COUNT_CAP = 10_000

@@ -90,6 +90,7 @@ TABS = (
     ("kv", "KV"),
     ("receipts", "Receipts"),
     ("maintenance", "Maintenance"),
+    ("search", "Search"),  # sessions_app.admin_views.search
 )
 
 
