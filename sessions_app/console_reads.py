@@ -24,7 +24,7 @@ LIST_LIMIT = 10
 VERSIONS_LISTED = 50
 IN_PROGRESS = (Run.Status.QUEUED, Run.Status.RUNNING, Run.Status.WAITING_FOR_HOST_TOOL)
 
-Scope = list[int] | None
+Scope = list[Any] | None  # Application ids
 
 
 @dataclass(frozen=True)

@@ -80,8 +80,8 @@ def day_start(day: date) -> datetime:
 @dataclass(frozen=True)
 class SessionFilters:
     id_prefix: str = ""
-    application: int | None = None
-    agent: int | None = None
+    application: uuid.UUID | None = None
+    agent: uuid.UUID | None = None
     version: uuid.UUID | None = None
     status: str = ""  # a Run.Status value of the current run, NO_RUN, or "" for any
     created_from: date | None = None

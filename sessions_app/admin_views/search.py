@@ -44,8 +44,8 @@ class SessionSearchForm(forms.Form):
     id = forms.CharField(
         required=False, max_length=36, label="Id prefix", help_text="hex digits, dashes allowed"
     )
-    application = forms.TypedChoiceField(required=False, coerce=int, empty_value=None)
-    agent = forms.TypedChoiceField(required=False, coerce=int, empty_value=None)
+    application = forms.TypedChoiceField(required=False, coerce=UUID, empty_value=None)
+    agent = forms.TypedChoiceField(required=False, coerce=UUID, empty_value=None)
     version = forms.TypedChoiceField(required=False, coerce=UUID, empty_value=None)
     status = forms.ChoiceField(
         required=False, choices=[("", "any"), *STATUS_CHOICES], label="Current run"
@@ -69,10 +69,10 @@ class SessionSearchForm(forms.Form):
             "agent__application",
         )
         self.fields["application"].choices = [("", "any")] + [
-            (a.pk, a.name) for a in apps[:CHOICES_LISTED]
+            (str(a.pk), a.name) for a in apps[:CHOICES_LISTED]
         ]
         self.fields["agent"].choices = [("", "any")] + [
-            (a.pk, f"{a.application.name} / {a.name}") for a in agents[:CHOICES_LISTED]
+            (str(a.pk), f"{a.application.name} / {a.name}") for a in agents[:CHOICES_LISTED]
         ]
         self.fields["version"].choices = [("", "any")] + [
             (str(v.pk), f"{v.agent.name} v{v.number}") for v in versions[:CHOICES_LISTED]
