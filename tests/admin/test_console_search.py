@@ -119,6 +119,8 @@ def test_a_member_finds_only_sessions_of_their_applications(client, staff_member
     assert ">Acme<" not in response.content.decode()  # not offered as a filter either
     other = client.get(SEARCH, {"id": str(sessions["acme"].pk)[:8]})
     assert found_ids(other) == set()
+    assert client.get(browse(sessions["acme"], "search/"), {"q": "hello"}).status_code == 404
+    assert client.get(browse(sessions["globex"], "search/"), {"q": "hello"}).status_code == 200
 
 
 def test_session_search_pages_newest_first_in_a_fixed_number_of_queries(
