@@ -217,7 +217,8 @@ def costs_today(scope: Scope, at: Moments) -> list[VersionCost]:
 
 
 def dashboard(user: Any, now: datetime | None = None) -> Dashboard:
-    """Everything the dashboard shows for `user` (at most nine queries, eight for a superuser, whatever the data)."""
+    """Everything the dashboard shows for `user`: at most nine queries (eight for a
+    superuser), whatever the data."""
     scope = member_scope(user)
     at = Moments.at(now)
     return Dashboard(
