@@ -220,3 +220,34 @@ def test_the_dashboard_query_count_does_not_grow_with_sessions_runs_and_jobs(
     # 153 sessions of the 1530 started in the last hour; the lists stop at LIST_LIMIT.
     assert '<td class="num">153</td>' in html
     assert html.count('class="error-receipt"') == console_reads.LIST_LIMIT
+
+
+def test_the_dashboard_lists_each_node_with_role_build_and_fingerprint(admin_client, monkeypatch):
+    from contextproto import nodes
+
+    records = [
+        {
+            "role": "api",
+            "host": "web-1",
+            "pid": 11,
+            "codeVersion": "v1.4.0",
+            "catalogFingerprint": "a" * 64,
+            "protocols": ["unified@2"],
+        },
+        {
+            "role": "worker",
+            "host": "<b>w</b>",
+            "pid": 12,
+            "codeVersion": "v1.3.9",
+            "catalogFingerprint": "a" * 64,
+            "protocols": ["unified@2"],
+        },
+    ]
+    monkeypatch.setattr(nodes, "live_nodes", lambda: records)
+    html = admin_client.get("/admin/").content.decode()
+    table = html[html.index('id="dash-nodes"') : html.index('id="dash-activity"')]
+    assert "<td>api</td>" in table and "<td>web-1:11</td>" in table
+    assert "<code>v1.4.0</code>" in table and "<code>v1.3.9</code>" in table
+    assert f'title="{"a" * 64}"' in table
+    assert "&lt;b&gt;w&lt;/b&gt;:12" in table  # node names are escaped
+    assert "The nodes run different builds." in table
