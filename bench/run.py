@@ -167,7 +167,8 @@ def main() -> None:
             text = bench_report.refresh(path.read_text(), results, context)
         else:
             text = bench_report.render(results, verdicts, context)
-            if path.exists():  # `make load`, KV history and replay figures live here too
+            if path.exists():  # `make load`, KV history, replay, console figures live here too
+                import bench_console
                 import bench_kv_history
                 import bench_replay
                 import load
@@ -175,6 +176,7 @@ def main() -> None:
                 text = load.keep_section(path.read_text(), text)
                 text = bench_kv_history.keep_section(path.read_text(), text)
                 text = bench_replay.keep_section(path.read_text(), text)
+                text = bench_console.keep_section(path.read_text(), text)
         path.write_text(text)
         print(f"\nbench: wrote {path}")
     label = "make bench" if make_started else "bench/run.py"

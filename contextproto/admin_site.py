@@ -1,7 +1,9 @@
-"""Shared admin building blocks: tenant scoping, read-only admins, a paginator without COUNT(*).
+"""The admin site and its shared building blocks: tenant scoping, read-only admins, a
+paginator without COUNT(*).
 
-The project mounts Django's default `admin.site`; these mixins are what every ModelAdmin of
-`agents` and `sessions_app` is built from.
+`admin.site` is sessions_app.console.ConsoleAdminSite (contextproto.apps.ConsoleAdminConfig
+makes it the default site): branded contextproto, its index is the operator dashboard. The
+mixins below are what every ModelAdmin of `agents` and `sessions_app` is built from.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from django.http import HttpRequest
 
 # "View site" in the admin's header leads to "/" (AdminSite.site_url's default), the landing
 # page (contextproto.landing): what this service is, links to the admin, API schema, health.
+
 
 # A changelist never counts more rows than this; deeper browsing uses keyset pages.
 COUNT_CAP = 10_000

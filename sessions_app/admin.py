@@ -20,6 +20,7 @@ from contextproto.admin_site import HugeTableAdmin
 from sessions_app import admin_views
 from sessions_app.admin_views import content_text, preview, url
 from sessions_app.admin_views.replay import ReplayPages
+from sessions_app.admin_views.search import SearchPages
 from sessions_app.experiments.admin_pages import ExperimentPages
 from sessions_app.models import (
     ArchiveChunk,
@@ -97,6 +98,7 @@ class SessionAdmin(HugeTableAdmin):
             admin_views.SessionBrowser(self).get_urls()
             + admin_views.TimelinePages(self).get_urls()
             + ReplayPages(self).get_urls()
+            + SearchPages(self).get_urls()
             + ExperimentPages(self).get_urls()
             + super().get_urls()
         )

@@ -48,7 +48,11 @@ class Session(models.Model):
     forked_revision = models.BigIntegerField(null=True, blank=True)
 
     class Meta:
-        indexes = [models.Index(fields=["application", "-created_at"], name="session_app_recent")]
+        indexes = [
+            models.Index(fields=["application", "-created_at"], name="session_app_recent"),
+            # The console: sessions started in the last hour/day, search newest first.
+            models.Index(fields=["-created_at", "-id"], name="session_created"),
+        ]
 
     def __str__(self) -> str:
         return str(self.id)
@@ -82,7 +86,19 @@ class Run(models.Model):
     forked_from_run_id = models.UUIDField(null=True, blank=True)
 
     class Meta:
-        indexes = [models.Index(fields=["session", "created_at"], name="run_session_created")]
+        indexes = [
+            models.Index(fields=["session", "created_at"], name="run_session_created"),
+            # The console's aggregates: runs started lately, runs in progress, failures.
+            models.Index(fields=["created_at", "status"], name="run_created"),
+            models.Index(
+                fields=["status"],
+                condition=Q(status__in=["queued", "running", "waiting_for_host_tool"]),
+                name="run_in_progress",
+            ),
+            models.Index(
+                fields=["finished_at"], condition=Q(status="failed"), name="run_failed_finished"
+            ),
+        ]
 
     def __str__(self) -> str:
         return self.id.hex
@@ -339,6 +355,15 @@ class ProjectionSnapshot(models.Model):
     class Meta:
         indexes = [
             models.Index(fields=["session", "created_at"], name="snapshot_session_created"),
+            # The console: today's reported turns; the views that could show a message.
+            models.Index(
+                fields=["created_at"],
+                condition=Q(input_tokens__isnull=False),
+                name="snapshot_reported_created",
+            ),
+            models.Index(
+                fields=["session", "window_id", "upper_bound"], name="snapshot_window_bound"
+            ),
         ]
 
     def __str__(self) -> str:
@@ -372,7 +397,13 @@ class ToolReceipt(models.Model):
                 fields=["session", "tool_call_id"], name="receipt_unique_tool_call"
             )
         ]
-        indexes = [models.Index(fields=["session", "created_at"], name="receipt_session_created")]
+        indexes = [
+            models.Index(fields=["session", "created_at"], name="receipt_session_created"),
+            # The console: error receipts of the last hour.
+            models.Index(
+                fields=["created_at"], condition=Q(success=False), name="receipt_failed_created"
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"{self.tool_name} {self.tool_call_id}"

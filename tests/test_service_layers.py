@@ -128,6 +128,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "contextproto.wsgi",
             "contextproto.serving",
             "contextproto.landing",
+            "contextproto.apps",
         ),
     ),
 ]

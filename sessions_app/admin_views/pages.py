@@ -94,6 +94,7 @@ TABS = (
     ("kv", "KV"),
     ("receipts", "Receipts"),
     ("maintenance", "Maintenance"),
+    ("search", "Search"),  # sessions_app.admin_views.search
 )
 
 

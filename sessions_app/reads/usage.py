@@ -91,3 +91,8 @@ def run_usage(run_ids: Iterable[UUID], prices: Any) -> dict[UUID, UsageTotals]:
         .order_by()
     )
     return {row["run_id"]: _totals(row, prices) for row in rows}
+
+
+def totals_of(row: Mapping[str, Any], prices: Any) -> UsageTotals:
+    """Totals from one row of SUMS (an aggregate or a grouped row) at `prices`."""
+    return _totals(row, prices)

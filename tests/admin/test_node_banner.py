@@ -47,7 +47,7 @@ def test_skewed_nodes_put_a_red_banner_on_the_admin_index(staff, monkeypatch):
     assert hidden[:12] in banner and catalog.fingerprint()[:12] in banner
     assert "prefix@2, unified@1, unified@2:" in banner
     assert "worker &lt;b&gt;evil&lt;/b&gt;:12" in banner  # node names are escaped
-    assert "Site administration" in html  # the usual index is still there
+    assert "<h1>Dashboard</h1>" in html and "contextproto" in html  # the index, branded
 
 
 def test_agreeing_nodes_show_no_banner(staff, monkeypatch):
@@ -55,4 +55,4 @@ def test_agreeing_nodes_show_no_banner(staff, monkeypatch):
         nodes, "live_nodes", lambda: [node("worker", 12, catalog.fingerprint(), FULL)]
     )
     html = staff.get("/admin/").content.decode()
-    assert "node-skew-banner" not in html and "Site administration" in html
+    assert "node-skew-banner" not in html and "<h1>Dashboard</h1>" in html
