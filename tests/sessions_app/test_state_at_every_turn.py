@@ -52,7 +52,7 @@ def story(transactional_db):
     """The demo's unified@2 session after the whole story, and the KV seen after each turn."""
     command = Command(stdout=io.StringIO())
     application = command._application()
-    [(_label, version), _prefix] = command._agents(application)
+    version = dict(command._agents(application))["unified@2"]
     session, _key = session_create(agent_version=version, inputs={"customer": "ACME"})
     worker = Worker(write=lambda line: None)
     seen: dict[int, dict[str, Any]] = {}
