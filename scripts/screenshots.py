@@ -108,14 +108,21 @@ def shoot(base: str, pages: dict[str, str], out: Path, chromium: str) -> list[Pa
         page.fill("#id_password", LOGIN[1])
         page.click("input[type=submit]")
         expect(page.locator("#site-name")).to_be_visible()
-        # Collapse the app list (remembered in localStorage): the pages get the width.
-        page.goto(pages["overview"])
-        page.click("#toggle-nav-sidebar")
 
         def save(name: str) -> None:
+            # The console is branded; the stock admin's title means a page fell back to it.
+            expect(page.locator("body")).not_to_contain_text("Django administration")
             target = out / f"{name}.png"
             page.screenshot(path=str(target))
             written.append(target)
+
+        # The admin index is the dashboard (it has no app-list sidebar to collapse).
+        expect(page.locator("#dash-activity")).to_be_visible()
+        save("dashboard")
+
+        # Collapse the app list (remembered in localStorage): the pages get the width.
+        page.goto(pages["overview"])
+        page.click("#toggle-nav-sidebar")
 
         page.goto(pages["overview"])
         expect(page.locator("svg.tokens-chart circle.turn").first).to_be_visible()
@@ -140,6 +147,31 @@ def shoot(base: str, pages: dict[str, str], out: Path, chromium: str) -> list[Pa
 
         page.goto(pages["overview"].replace("/browse/", "/browse/windows/"))
         save("windows")
+
+        page.goto(pages["overview"] + "snapshots/")
+        expect(page.locator("tr.snapshot-row").first).to_be_visible()
+        save("snapshot-list")
+
+        # The timeline of the session's longest run (the Runs table's turn counts).
+        page.goto(pages["overview"])
+        runs = page.locator("tr.run-row")
+        expect(runs.first).to_be_visible()
+        counts = [int(t or 0) for t in runs.locator("td:nth-child(3)").all_inner_texts()]
+        runs.nth(counts.index(max(counts))).locator("a.run-timeline-link").click()
+        expect(page.locator("tr.timeline-turn").first).to_be_visible()
+        save("run-timeline")
+
+        # Text search within the session: the budget, from the user's input to the memory.
+        page.goto(pages["overview"] + "search/?q=budget")
+        expect(page.locator("#search-results tbody tr").first).to_be_visible()
+        save("message-search")
+
+        # Session search, filtered by the demo's Application.
+        page.goto(f"{base}/admin/sessions_app/session/search/")
+        page.locator("#id_application").select_option(index=1)
+        page.click("#session-search input[type=submit]")
+        expect(page.locator("#search-sessions-table a.session-link").first).to_be_visible()
+        save("session-search")
 
         # A new draft of the unified@2 agent: the option form generated from the schema.
         page.goto(pages["overview"])
