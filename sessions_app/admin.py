@@ -8,6 +8,7 @@ looks inside one session.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from django.contrib import admin, messages
@@ -21,7 +22,6 @@ from sessions_app import admin_views
 from sessions_app.admin_views import content_text, preview, url
 from sessions_app.admin_views.replay import ReplayPages
 from sessions_app.admin_views.search import SearchPages
-from sessions_app.experiments.admin_pages import ExperimentPages
 from sessions_app.models import (
     ArchiveChunk,
     KVEntry,
@@ -33,6 +33,17 @@ from sessions_app.models import (
     ToolReceipt,
 )
 from sessions_app.services.sessions import session_key_revoke
+
+# More page groups under the session admin's URLs, added by other apps (labs: the
+# experiment pages) so this module imports none of them. Each takes the ModelAdmin and has
+# get_urls().
+_EXTRA_PAGES: list[Callable[[admin.ModelAdmin], Any]] = []
+
+
+def add_session_pages(pages: Callable[[admin.ModelAdmin], Any]) -> None:
+    """Mount `pages(model_admin).get_urls()` under the session admin (once per class)."""
+    if pages not in _EXTRA_PAGES:
+        _EXTRA_PAGES.append(pages)
 
 
 class SessionChildAdmin(HugeTableAdmin):
@@ -99,7 +110,7 @@ class SessionAdmin(HugeTableAdmin):
             + admin_views.TimelinePages(self).get_urls()
             + ReplayPages(self).get_urls()
             + SearchPages(self).get_urls()
-            + ExperimentPages(self).get_urls()
+            + [route for pages in _EXTRA_PAGES for route in pages(self).get_urls()]
             + super().get_urls()
         )
 
