@@ -17,6 +17,8 @@ from django.http import HttpRequest
 from django.shortcuts import redirect
 from django.utils.html import format_html
 
+from agents.admin import add_change_form_context
+from agents.models import AgentVersion
 from contextproto.admin_site import HugeTableAdmin
 from sessions_app import admin_views
 from sessions_app.admin_views import content_text, preview, url
@@ -32,6 +34,7 @@ from sessions_app.models import (
     Session,
     ToolReceipt,
 )
+from sessions_app.reads.usage import agent_version_usage
 from sessions_app.services.sessions import session_key_revoke
 
 # More page groups under the session admin's URLs, added by other apps (labs: the
@@ -44,6 +47,15 @@ def add_session_pages(pages: Callable[[admin.ModelAdmin], Any]) -> None:
     """Mount `pages(model_admin).get_urls()` under the session admin (once per class)."""
     if pages not in _EXTRA_PAGES:
         _EXTRA_PAGES.append(pages)
+
+
+def _usage_totals(version: AgentVersion) -> dict[str, Any]:
+    # Tokens by kind, cost and turns of all the version's sessions: one aggregate query.
+    return {"usage_totals": agent_version_usage(version)}
+
+
+# The version admin's change page shows what its sessions used (agents imports no app).
+add_change_form_context(_usage_totals)
 
 
 class SessionChildAdmin(HugeTableAdmin):
