@@ -116,8 +116,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ),
     ("tasks: Celery entry points", ("sessions_app.tasks", "sessions_app.tasks_archive")),
     (
-        "edge: API views, MCP server, key auth, admin pages, scrape gauges, the experiment "
-        "harness and demo, commands, the app config",
+        "edge: API views, MCP server, key auth, admin pages, the console, scrape gauges, "
+        "commands, the app config",
         ("sessions_app.*",),
     ),
     (
