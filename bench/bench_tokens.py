@@ -62,7 +62,7 @@ def _task_input(task: int) -> str:
 
 def build_scripts() -> tuple[dict[str, Any], dict[str, Any], list[str]]:
     """The unified@2 script, its prefix@2 twin and the run inputs (300 steps each)."""
-    from sessions_app.scenario import ScriptBuilder
+    from labs.scenario import ScriptBuilder
 
     unified = ScriptBuilder()
     twin: list[dict[str, Any]] = []
@@ -213,7 +213,7 @@ def _maintainer_script() -> dict[str, Any]:
 def _versions() -> dict[str, Any]:
     """A published AgentVersion per entry of `scenario.PROTOCOL_VIEWS`, by label."""
     from agents.models import Agent, AgentVersion, Application, Tool
-    from sessions_app.scenario import PROTOCOL_VIEWS
+    from labs.scenario import PROTOCOL_VIEWS
 
     application, _ = Application.objects.get_or_create(name=APPLICATION)
     tools = []
@@ -265,8 +265,8 @@ def _versions() -> dict[str, Any]:
 
 
 def _answer_host_calls(session_id: Any) -> None:
+    from labs.scenario import host_result
     from sessions_app.models import Message, Session
-    from sessions_app.scenario import host_result
     from sessions_app.services.messages import message_write
 
     session = Session.objects.get(pk=session_id)
@@ -641,6 +641,6 @@ def run() -> dict[str, Any]:
 
 
 def _versions_labels() -> list[str]:
-    from sessions_app.scenario import PROTOCOL_VIEWS
+    from labs.scenario import PROTOCOL_VIEWS
 
     return [view.label for view in PROTOCOL_VIEWS]

@@ -87,4 +87,5 @@ class HugeTableAdmin(ReadOnlyAdmin):
     show_facets = admin.ShowFacets.NEVER
     paginator = CappedPaginator
     list_per_page = 100
-    actions = None
+    # No bulk actions by default (no "delete selected"); a subclass may name its own.
+    actions: list[str] | None = None

@@ -77,6 +77,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "agents",
     "sessions_app",
+    "labs",  # the research harness; after sessions_app, whose admin it extends
 ]
 
 MIDDLEWARE = [

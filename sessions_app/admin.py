@@ -8,6 +8,7 @@ looks inside one session.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from django.contrib import admin, messages
@@ -16,12 +17,13 @@ from django.http import HttpRequest
 from django.shortcuts import redirect
 from django.utils.html import format_html
 
+from agents.admin import add_change_form_context
+from agents.models import AgentVersion
 from contextproto.admin_site import HugeTableAdmin
 from sessions_app import admin_views
 from sessions_app.admin_views import content_text, preview, url
 from sessions_app.admin_views.replay import ReplayPages
 from sessions_app.admin_views.search import SearchPages
-from sessions_app.experiments.admin_pages import ExperimentPages
 from sessions_app.models import (
     ArchiveChunk,
     KVEntry,
@@ -32,7 +34,28 @@ from sessions_app.models import (
     Session,
     ToolReceipt,
 )
+from sessions_app.reads.usage import agent_version_usage
 from sessions_app.services.sessions import session_key_revoke
+
+# More page groups under the session admin's URLs, added by other apps (labs: the
+# experiment pages) so this module imports none of them. Each takes the ModelAdmin and has
+# get_urls().
+_EXTRA_PAGES: list[Callable[[admin.ModelAdmin], Any]] = []
+
+
+def add_session_pages(pages: Callable[[admin.ModelAdmin], Any]) -> None:
+    """Mount `pages(model_admin).get_urls()` under the session admin (once per class)."""
+    if pages not in _EXTRA_PAGES:
+        _EXTRA_PAGES.append(pages)
+
+
+def _usage_totals(version: AgentVersion) -> dict[str, Any]:
+    # Tokens by kind, cost and turns of all the version's sessions: one aggregate query.
+    return {"usage_totals": agent_version_usage(version)}
+
+
+# The version admin's change page shows what its sessions used (agents imports no app).
+add_change_form_context(_usage_totals)
 
 
 class SessionChildAdmin(HugeTableAdmin):
@@ -99,7 +122,7 @@ class SessionAdmin(HugeTableAdmin):
             + admin_views.TimelinePages(self).get_urls()
             + ReplayPages(self).get_urls()
             + SearchPages(self).get_urls()
-            + ExperimentPages(self).get_urls()
+            + [route for pages in _EXTRA_PAGES for route in pages(self).get_urls()]
             + super().get_urls()
         )
 

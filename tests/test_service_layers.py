@@ -1,8 +1,8 @@
 """Imports point down the layers, over the whole tree (docs/architecture.md, issues 17 and 26).
 
 The checks read the modules' source (no import), so a cycle shows even where Python would
-tolerate it. Every module of `contextproto`, `agents` and `sessions_app` (migrations aside)
-has a layer; a module may import its own layer and the layers below, never a higher one;
+tolerate it. Every module of `contextproto`, `agents`, `sessions_app` and `labs` (migrations
+aside) has a layer; a module may import its own layer and the layers below, never a higher one;
 imports sit at the top of a module (a short allow-list below says why for each exception);
 the graph has no cycle. Imports under `if TYPE_CHECKING:` are types only and are skipped.
 The upward calls that remain go through `sessions_app/store/hooks.py`, and every hook is
@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("contextproto", "agents", "sessions_app")
+PACKAGES = ("contextproto", "agents", "sessions_app", "labs")
+PRODUCT = ("contextproto", "agents", "sessions_app")
 
 # Lowest first: (what the layer is, the module patterns it holds). The first matching layer
 # wins. A lower layer reaches a higher one only through `sessions_app/store/hooks.py`,
@@ -66,7 +67,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ),
     (
         "configuration's edge: its API views, admin and forms",
-        ("agents.apis*", "agents.urls", "agents.forms", "agents.admin", "agents.admin_tools"),
+        ("agents.apis*", "agents.urls", "agents.forms", "agents.admin", "agents.admin.*"),
     ),
     (
         "store: models, the row lock and KV, the cold store, the message codec, hook slots; "
@@ -115,8 +116,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ),
     ("tasks: Celery entry points", ("sessions_app.tasks", "sessions_app.tasks_archive")),
     (
-        "edge: API views, MCP server, key auth, admin pages, scrape gauges, the experiment "
-        "harness and demo, commands, the app config",
+        "edge: API views, MCP server, key auth, admin pages, the console, scrape gauges, "
+        "commands, the app config",
         ("sessions_app.*",),
     ),
     (
@@ -131,14 +132,15 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "contextproto.apps",
         ),
     ),
+    (
+        "labs: the research harness (experiments, the demo scenario, their commands and admin "
+        "pages); nothing of the product imports it",
+        ("labs", "labs.*"),
+    ),
 ]
 
 # Upward imports that remain, each with who removes it.
-KNOWN_UPWARD = {
-    ("agents.admin", "sessions_app.reads.usage"): (
-        "the usage column of the version admin; the lead moves it with the admin split"
-    ),
-}
+KNOWN_UPWARD: dict[tuple[str, str], str] = {}
 
 # Imports inside functions, each with its reason. Nothing else may import lazily.
 FUNCTION_LEVEL = {
@@ -146,10 +148,6 @@ FUNCTION_LEVEL = {
     "registry is ready",
     "sessions_app.providers": "lazy SDK import: openai/anthropic load only for a version that "
     "names that vendor",
-    "sessions_app.scenario": "the demo scenario (labs code): the lead moves it to labs/ with "
-    "the admin split",
-    "sessions_app.management.commands.demo": "the demo command (labs code): the lead moves it "
-    "to labs/ with the admin split",
 }
 
 
@@ -261,6 +259,19 @@ def test_imports_sit_at_the_top_of_the_module(module):
         assert inner, f"{module} no longer imports inside a function: drop it from FUNCTION_LEVEL"
         return
     assert not inner, f"{module} imports inside functions: {inner}"
+
+
+def test_no_product_module_imports_labs():
+    """The harness can go (or be left out of a deployment) without touching the product."""
+    product = [m for m in MODULES if m.split(".")[0] in PRODUCT]
+    found = [
+        f"{module} line {line}: {name}"
+        for module in product
+        for name, _inner, line in GRAPH[module]
+        if name.split(".")[0] == "labs"
+    ]
+    assert not found, found
+    assert layer_of("labs.experiments.runner") == len(LAYERS) - 1
 
 
 def test_the_known_upward_imports_are_still_there():

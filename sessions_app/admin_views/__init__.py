@@ -1,8 +1,11 @@
 """The session browser: custom admin pages inside one session (SPEC §10).
 
-`pages` holds the views (SessionBrowser, mounted by SessionAdmin.get_urls), `reads` the
-bounded read-only selectors they use, `context` the context viewer (a turn's view beside
-its raw log, the token breakdown), `diff` the diff of two consecutive turns, `timeline`
+`pages` holds SessionBrowser (mounted by SessionAdmin.get_urls), which mounts one module
+per page group, each on the base in `browser` (the session check, tabs, rendering):
+`overview` (overview, windows), `log_pages` (messages, folds), `snapshot_pages` (snapshots,
+diff, fork), `state_pages` (KV, receipts, maintenance). `reads` holds the bounded read-only
+selectors they use, `context` the context viewer (a turn's view beside its raw log, the
+token breakdown), `diff` the diff of two consecutive turns, `timeline`
 the run timeline page with `turns` its reads (a run's turns, the snapshot list's answers,
 whether a page refreshes live), and `common` URL and text helpers. The names below are
 what other modules import from here.

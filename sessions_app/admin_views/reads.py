@@ -186,6 +186,7 @@ def keyset_by_time(
     before = request.GET.get("before", "")
     if "|" in before:
         stamp, _, raw_pk = before.partition("|")
+        pk: Any = None
         try:
             moment = parse_datetime(stamp)
             pk = queryset.model._meta.pk.to_python(raw_pk)

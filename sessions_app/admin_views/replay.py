@@ -28,8 +28,8 @@ from contextproto.admin_site import scope_to_member
 from contextproto.errors import ApplicationError
 from contextproto.protocol import catalog
 from contextproto.protocol.adapters import PROVIDER_ANTHROPIC_MESSAGES, PROVIDER_OPENAI_CHAT
+from sessions_app.admin_views.browser import BrowserPages
 from sessions_app.admin_views.common import url
-from sessions_app.admin_views.pages import SessionBrowser
 from sessions_app.cache_economy import DEFAULT_THINK_SECONDS
 from sessions_app.replay import (
     ReplayTarget,
@@ -149,7 +149,7 @@ class ReplayPages:
     def __init__(self, model_admin: ModelAdmin) -> None:
         self.model_admin = model_admin
         self.admin_site = model_admin.admin_site
-        self.browser = SessionBrowser(model_admin)
+        self.browser = BrowserPages(model_admin)
 
     def get_urls(self) -> list:
         view = self.admin_site.admin_view

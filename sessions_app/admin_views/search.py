@@ -8,7 +8,7 @@ sessions_app.reads.search; both pages issue a fixed number of queries.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 from uuid import UUID
 
 from django import forms
@@ -19,8 +19,8 @@ from django.urls import path
 
 from agents.models import Agent, AgentVersion, Application
 from contextproto.admin_site import scope_to_member
+from sessions_app.admin_views.browser import BrowserPages
 from sessions_app.admin_views.common import int_param, query, url
-from sessions_app.admin_views.pages import SessionBrowser
 from sessions_app.admin_views.reads import keyset_by_time
 from sessions_app.reads.search import (
     QUERY_MAX_CHARS,
@@ -68,13 +68,13 @@ class SessionSearchForm(forms.Form):
             request,
             "agent__application",
         )
-        self.fields["application"].choices = [("", "any")] + [
+        cast(forms.ChoiceField, self.fields["application"]).choices = [("", "any")] + [
             (str(a.pk), a.name) for a in apps[:CHOICES_LISTED]
         ]
-        self.fields["agent"].choices = [("", "any")] + [
+        cast(forms.ChoiceField, self.fields["agent"]).choices = [("", "any")] + [
             (str(a.pk), f"{a.application.name} / {a.name}") for a in agents[:CHOICES_LISTED]
         ]
-        self.fields["version"].choices = [("", "any")] + [
+        cast(forms.ChoiceField, self.fields["version"]).choices = [("", "any")] + [
             (str(v.pk), f"{v.agent.name} v{v.number}") for v in versions[:CHOICES_LISTED]
         ]
 
@@ -114,7 +114,7 @@ class SearchPages:
     def __init__(self, model_admin: ModelAdmin) -> None:
         self.model_admin = model_admin
         self.admin_site = model_admin.admin_site
-        self.browser = SessionBrowser(model_admin)
+        self.browser = BrowserPages(model_admin)
 
     def get_urls(self) -> list:
         view = self.admin_site.admin_view

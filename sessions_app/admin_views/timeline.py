@@ -6,10 +6,9 @@ from uuid import UUID
 
 from django.http import Http404, HttpRequest
 from django.template.response import TemplateResponse
-from django.urls import path
 
+from sessions_app.admin_views.browser import BrowserPages, Route
 from sessions_app.admin_views.common import limit_param, query, url
-from sessions_app.admin_views.pages import SessionBrowser
 from sessions_app.admin_views.turns import (
     TIMELINE_MESSAGES,
     TIMELINE_TURNS,
@@ -23,17 +22,11 @@ from sessions_app.admin_views.turns import (
 from sessions_app.models import Run
 
 
-class TimelinePages(SessionBrowser):
+class TimelinePages(BrowserPages):
     """The run timeline page, mounted beside the session browser's other pages."""
 
-    def get_urls(self) -> list:
-        return [
-            path(
-                "<uuid:session_id>/browse/runs/<uuid:run_id>/",
-                self.admin_site.admin_view(self.run_timeline),
-                name="sessions_app_session_browse_run",
-            )
-        ]
+    def routes(self) -> list[Route]:
+        return [("runs/<uuid:run_id>/", self.run_timeline, "run")]
 
     def run_timeline(
         self, request: HttpRequest, session_id: UUID, run_id: UUID

@@ -239,10 +239,10 @@ def run_timeline(
     if calls:
         receipts = ToolReceipt.objects.filter(session=session, tool_call_id__in=list(calls))
         for receipt in receipts:
-            step = calls.get(receipt.tool_call_id)
-            if step is not None:
-                step.receipt = receipt
-                step.protocol = True
+            answered = calls.get(receipt.tool_call_id)
+            if answered is not None:
+                answered.receipt = receipt
+                answered.protocol = True
     last = found[-1] if found and more else None
     return Timeline(
         run=run,

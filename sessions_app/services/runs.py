@@ -6,6 +6,9 @@ queueing the runtime after commit (through `hooks.run_advance_enqueue`).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 from uuid import UUID
 
@@ -23,6 +26,26 @@ from sessions_app.store import hooks
 from sessions_app.store.state import session_lock
 
 ACTIVE_RUN_STATUSES = (Run.Status.QUEUED, Run.Status.RUNNING, Run.Status.WAITING_FOR_HOST_TOOL)
+
+# Set by a caller that advances its runs itself (the demo, the experiment harness): a
+# context variable, not a settings override, so it stays in this thread/task and touches
+# no global configuration.
+_DRIVEN_HERE: ContextVar[bool] = ContextVar("runs_driven_here", default=False)
+
+
+@contextmanager
+def runs_driven_here() -> Iterator[None]:
+    """Inside this block runs are advanced by the caller, never enqueued for a worker."""
+    token = _DRIVEN_HERE.set(True)
+    try:
+        yield
+    finally:
+        _DRIVEN_HERE.reset(token)
+
+
+def autostart() -> bool:
+    """Whether a queued run goes to a worker: RUNTIME_AUTOSTART, unless the caller drives it."""
+    return bool(settings.RUNTIME_AUTOSTART) and not _DRIVEN_HERE.get()
 
 
 def run_start(*, session_id: UUID | str, content: Any) -> tuple[Run, Message]:
@@ -77,7 +100,7 @@ def run_start_once(
 
 def run_enqueue(run: Run) -> None:
     """Advance `run` in a worker once the current transaction commits."""
-    if not settings.RUNTIME_AUTOSTART:
+    if not autostart():
         return  # the caller (the demo driver, a test) advances runs itself
     run_id = str(run.id)
     transaction.on_commit(lambda: hooks.run_advance_enqueue(run_id))

@@ -40,7 +40,7 @@ from sessions_app.reads import raw_log
 from sessions_app.services.dispatch import tool_dispatch
 from sessions_app.services.messages import message_write
 from sessions_app.services.projection import projection_build
-from sessions_app.services.runs import run_enqueue
+from sessions_app.services.runs import autostart, run_enqueue
 from sessions_app.services.usage import turn_usage_record
 from sessions_app.store import hooks
 
@@ -172,7 +172,7 @@ def _retry_later(run: Run, exc: providers.ProviderError) -> bool:
     run.lease_until = None
     run.error = {**exc.as_dict(), "retries": previous + 1, "retryInSeconds": delay}
     run.save(update_fields=["status", "lease_until", "error"])
-    if settings.RUNTIME_AUTOSTART:
+    if autostart():
         hooks.run_advance_enqueue(str(run.id), countdown=delay)
     return True
 

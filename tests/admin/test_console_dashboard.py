@@ -195,6 +195,19 @@ def test_a_staff_user_without_session_rights_sees_nodes_and_links_only(client, d
     assert 'id="dash-nodes"' in html and 'id="dash-activity"' not in html
 
 
+def test_the_dashboard_links_the_catalog_experiments_and_search_in_that_order(admin_client):
+    """Experiments is labs' link (labs/admin.py adds it); the console names only its own."""
+    html = admin_client.get("/admin/").content.decode()
+    links = re.findall(
+        r'<li><a href="([^"]+)">(Protocol catalog|Experiments|Search sessions)<', html
+    )
+    assert links == [
+        ("/admin/agents/agentversion/catalog/", "Protocol catalog"),
+        ("/admin/sessions_app/session/experiments/", "Experiments"),
+        ("/admin/sessions_app/session/search/", "Search sessions"),
+    ]
+
+
 def _dashboard_queries(client) -> int:
     client.get("/admin/")  # warm per-process caches (content types, permissions)
     with CaptureQueriesContext(connection) as queries:

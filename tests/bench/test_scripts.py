@@ -15,7 +15,7 @@ import pytest
 
 from contextproto.protocol import catalog
 from contextproto.protocol.arguments import validate_tool_arguments
-from sessions_app import scenario
+from labs import scenario
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 if str(BENCH) not in sys.path:

@@ -43,7 +43,7 @@ from contextproto.protocol.adapters import DERIVED_EDGE_MARKER
 from contextproto.protocol.folds import fold_id_for
 from contextproto.protocol.projection import HEADER_LEAD, STATE_LEAD
 from contextproto.protocol.prompt_cache import session_cache_key
-from sessions_app import scenario
+from labs import scenario
 from sessions_app.models import (
     ArchiveChunk,
     KVEntry,

@@ -21,7 +21,7 @@ from agents.services import (
     agent_version_publish,
     application_create,
 )
-from sessions_app import scenario
+from labs import scenario
 from sessions_app.models import (
     ArchiveChunk,
     KVEntry,

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from django.core.management import CommandError, call_command
 
-from sessions_app.experiments.plan import PROVIDERS, PlanInvalid, load_plan, plan_errors
+from labs.experiments.plan import PROVIDERS, PlanInvalid, load_plan, plan_errors
 from tests.experiments.conftest import EXAMPLE_PLAN
 
 

@@ -10,7 +10,7 @@ from agents.models import Tool
 from contextproto.errors import ApplicationError
 from sessions_app.models import MaintenanceJob, Message, ProjectionSnapshot, Run
 from sessions_app.services.messages import message_write
-from sessions_app.services.runs import run_start
+from sessions_app.services.runs import autostart, run_start, runs_driven_here
 from sessions_app.services.runtime import run_advance
 from sessions_app.services.sessions import session_create
 
@@ -228,3 +228,20 @@ def test_a_transient_provider_error_requeues_the_run_then_it_fails_after_the_ret
     assert run_advance(run_id=run2.id) == "failed"
     run2.refresh_from_db()
     assert run2.error["code"] == "provider_unavailable"
+
+
+def test_a_caller_driving_its_runs_keeps_them_from_the_worker_without_touching_settings(
+    scripted, settings, django_capture_on_commit_callbacks
+):
+    """The demo and the experiment harness advance runs in their own process
+    (runs_driven_here); elsewhere a new run still goes to a worker after commit."""
+    settings.RUNTIME_AUTOSTART = True
+    driven, served = scripted([{"text": "hello"}]), scripted([{"text": "hello"}])
+    with django_capture_on_commit_callbacks() as queued_inside, runs_driven_here():
+        assert not autostart()
+        run, _ = run_start(session_id=driven.id, content="go")
+    assert queued_inside == [] and settings.RUNTIME_AUTOSTART is True and autostart()
+    assert run_advance(run_id=run.id) == "completed"
+    with django_capture_on_commit_callbacks() as queued_outside:
+        run_start(session_id=served.id, content="go")
+    assert len(queued_outside) == 1

@@ -20,7 +20,7 @@ from contextproto.protocol.cache_report import (
 from contextproto.protocol.prompt_cache import session_cache_key
 from contextproto.protocol.stored_views import FULL_HISTORY
 from contextproto.tokens import tokenizer_label
-from sessions_app import scenario
+from labs import scenario
 from sessions_app.cache_economy import (
     DEFAULT_THINK_SECONDS,
     session_cache_economy,

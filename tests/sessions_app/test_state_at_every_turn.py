@@ -1,7 +1,7 @@
 """The state at a turn's revision is the state the turn was built from, for every turn of
 the demo story (SPEC §17): windows, folds, a resumed window and worker checkpoints.
 
-The story (sessions_app.scenario.STORY, unified@2, scripted model) runs as `manage.py demo`
+The story (labs.scenario.STORY, unified@2, scripted model) runs as `manage.py demo`
 runs it, the maintenance worker played one turn late. Each snapshot froze revision R; the
 KV the engine read for that view (active window, task memory, window record, checkpoint,
 coverage, window entry, the folds shown) must be `kv_at(R)`, and the KV a turn left behind
@@ -15,7 +15,6 @@ import json
 from typing import Any
 
 import pytest
-from django.test.utils import override_settings
 
 from contextproto.protocol.state import (
     FOLD_PREFIX,
@@ -26,10 +25,11 @@ from contextproto.protocol.state import (
     covered_key,
     window_key,
 )
-from sessions_app import scenario
-from sessions_app.management.commands.demo import Command, Worker, worker_queue
+from labs import scenario
+from labs.management.commands.demo import Command, Worker, worker_queue
 from sessions_app.models import KVEntry, MaintenanceJob, ProjectionSnapshot, Session
 from sessions_app.reads.history import kv_at
+from sessions_app.services.runs import runs_driven_here
 from sessions_app.services.runtime import TurnReport
 from sessions_app.services.sessions import session_create
 
@@ -64,7 +64,7 @@ def story(transactional_db):
         seen[revision] = dict(KVEntry.objects.filter(session=session).values_list("key", "value"))
         worker.tick(session.pk, turns[0])
 
-    with override_settings(RUNTIME_AUTOSTART=False), worker_queue():
+    with runs_driven_here(), worker_queue():
         for content in scenario.story_inputs():
             assert scenario.drive_run(session.pk, content, on_turn=after_turn) == "completed"
         worker.drain(session.pk, turns[0])

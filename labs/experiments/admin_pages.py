@@ -19,9 +19,9 @@ from django.http import Http404, HttpRequest
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 
+from labs.experiments.report import REPORT_JSON
+from labs.experiments.runner import reports_root
 from sessions_app.admin_views import url
-from sessions_app.experiments.report import REPORT_JSON
-from sessions_app.experiments.runner import reports_root
 
 if TYPE_CHECKING:
     from django.contrib.admin import ModelAdmin

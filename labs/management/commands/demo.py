@@ -22,7 +22,6 @@ from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandParser
-from django.test.utils import override_settings
 
 from agents.models import Agent, AgentVersion, Application, Tool
 from agents.services import (
@@ -31,15 +30,19 @@ from agents.services import (
     agent_version_publish,
     application_create,
 )
+from contextproto.celery import app
 from contextproto.protocol.adapters import PROVIDER_ANTHROPIC_MESSAGES, PROVIDER_OPENAI_CHAT
 from contextproto.protocol.cache_report import CAUSE_APPEND, CacheEconomy
-from sessions_app import scenario
+from labs import scenario
+from sessions_app.admin_views import url
 from sessions_app.cache_economy import DEFAULT_THINK_SECONDS, session_cache_economy
 from sessions_app.models import FoldRecord, MaintenanceJob, ProjectionSnapshot, Session
 from sessions_app.providers.base import canonical_json
 from sessions_app.reads import raw_log
+from sessions_app.services.runs import runs_driven_here
 from sessions_app.services.runtime import TurnReport
 from sessions_app.services.sessions import session_create
+from sessions_app.tasks import maintenance_job_run
 
 DEMO_USERNAME = "admin"
 DEMO_APPLICATION = "Demo"
@@ -62,8 +65,6 @@ def worker_queue() -> Iterator[None]:
     Without REDIS_URL, Celery runs every task eagerly inside the enqueuing call; the demo
     wants maintenance to happen beside the agent's turns, as a worker would.
     """
-    from contextproto.celery import app
-
     previous = app.conf.task_always_eager
     app.conf.task_always_eager = False
     # The demo prints its own line per job; the worker's log line would repeat it.
@@ -107,15 +108,13 @@ class Worker:
         self.due = []
 
     def _run(self, job_id: str, turn: int) -> None:
-        from sessions_app.tasks import maintenance_job_run
-
         outcome = maintenance_job_run.apply(args=(job_id,)).get()
         job = MaintenanceJob.objects.get(pk=job_id)
         if outcome == MaintenanceJob.Status.COMMITTED:
             self.committed.append({"turn": turn, "job": job})
             self.write(
                 f"    worker: checkpoint of {job.window_id} committed, covers "
-                f"#{job.from_index + 1}-#{job.through_index} "
+                f"#{(job.from_index or 0) + 1}-#{job.through_index} "
                 f"({job.tokens_before or 0:,} -> {job.tokens_after or 0:,} tokens, est.; "
                 f"trigger: {job.trigger})"
             )
@@ -138,7 +137,7 @@ class Command(BaseCommand):
         application = self._application()
         versions = self._agents(application)
         results = {}
-        with override_settings(RUNTIME_AUTOSTART=False), worker_queue():
+        with runs_driven_here(), worker_queue():
             for label, version in versions:
                 results[label] = self._run(label, version)
         base = results[FULL_HISTORY_OF]
@@ -408,8 +407,6 @@ class Command(BaseCommand):
         prefix: dict[str, Any],
         others: list[dict[str, Any]],
     ) -> None:
-        from sessions_app.admin_views import url
-
         session, snapshots = unified["session"], unified["snapshots"]
         showcase = showcase_snapshot(session)
         lines = [

@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.test.utils import override_settings
 
 from agents.models import Agent, AgentVersion, Application, Tool
 from agents.services import (
@@ -35,8 +34,8 @@ from contextproto.protocol import catalog
 from contextproto.protocol.adapters import WireFormat
 from contextproto.protocol.messages import KIND_TOOL_CALL, KIND_TOOL_RESULT
 from contextproto.usage import TokenUsage, tokens_of, turn_cost
-from sessions_app.experiments import checks
-from sessions_app.experiments.plan import (
+from labs.experiments import checks
+from labs.experiments.plan import (
     PROVIDER_ANTHROPIC,
     PROVIDER_OPENAI,
     PROVIDER_SCRIPTED,
@@ -46,14 +45,14 @@ from sessions_app.maintenance import maintenance_execute
 from sessions_app.models import MaintenanceJob, ProjectionSnapshot, Run, Session
 from sessions_app.reads import raw_log
 from sessions_app.services.messages import message_write
-from sessions_app.services.runs import run_start
+from sessions_app.services.runs import run_start, runs_driven_here
 from sessions_app.services.runtime import TurnReport, run_advance
 from sessions_app.services.sessions import session_create
 
 STOP_BUDGET = "budget_exhausted"
 STOP_GROUP_FAILED = "group_failed_stage"
 # SPEC §4.5 wire format -> the AgentVersion's model.provider.
-MODEL_PROVIDER = {PROVIDER_OPENAI: "openai", PROVIDER_ANTHROPIC: "anthropic"}
+MODEL_PROVIDER: dict[str, str] = {PROVIDER_OPENAI: "openai", PROVIDER_ANTHROPIC: "anthropic"}
 MAX_RETRY_WAIT_SECONDS = 120
 SCRIPTED_LABEL = (
     "SCRIPTED REHEARSAL: every answer comes from the plan's script and token counts are "
@@ -252,7 +251,7 @@ class ExperimentRunner:
         """Set up the Application and agents, run every stage, return the report."""
         started = datetime.now(UTC)
         # The harness advances runs in this process; a Celery worker must not race it.
-        with override_settings(RUNTIME_AUTOSTART=False):
+        with runs_driven_here():
             self.application = self._application()
             self.groups = [self._group(spec) for spec in self.plan["groups"]]
             eligible = list(self.groups)
@@ -557,6 +556,7 @@ class ExperimentRunner:
         for job_id, usage in MaintenanceJob.objects.filter(
             session=session, summarizer_usage__isnull=False
         ).values_list("id", "summarizer_usage"):
+            usage = usage or {}  # the filter excludes NULL; the JSON type allows it
             total = int(usage.get("inputTokens", 0)) + int(usage.get("outputTokens", 0))
             before = self._charged_jobs.get(str(job_id), 0)
             if total > before:

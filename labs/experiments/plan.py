@@ -154,7 +154,7 @@ def _reference_errors(plan: dict[str, Any], provider: str) -> list[str]:
 
 def _group_errors(plan: dict[str, Any], groups: list[dict[str, Any]]) -> list[str]:
     errors: list[str] = []
-    agent = plan.get("agent") if isinstance(plan.get("agent"), dict) else {}
+    agent: dict[str, Any] = plan["agent"] if isinstance(plan.get("agent"), dict) else {}
     prompt = agent.get("systemPrompt")
     for n, group in enumerate(groups):
         protocol = group.get("protocol")
@@ -211,7 +211,9 @@ def _scripted_errors(
     wire = scripted.get("wireFormat")
     stage_ids = [s.get("id") for s in stages]
     group_ids = {g.get("id") for g in groups}
-    by_stage = scripted.get("stages") if isinstance(scripted.get("stages"), dict) else {}
+    by_stage: dict[str, Any] = (
+        scripted["stages"] if isinstance(scripted.get("stages"), dict) else {}
+    )
     for stage_id, entry in by_stage.items():
         where = f"$.scripted.stages.{stage_id}"
         if stage_id not in stage_ids:
@@ -220,17 +222,17 @@ def _scripted_errors(
             continue
         if isinstance(entry.get("default"), list):
             errors += _script_error(f"{where}.default", entry["default"], wire)
-        overrides = entry.get("groups") if isinstance(entry.get("groups"), dict) else {}
+        overrides: dict[str, Any] = entry["groups"] if isinstance(entry.get("groups"), dict) else {}
         for group_id, steps in overrides.items():
             if group_id not in group_ids:
                 errors.append(f"{where}.groups.{group_id}: no group {group_id!r} in $.groups")
             elif isinstance(steps, list):
                 errors += _script_error(f"{where}.groups.{group_id}", steps, wire)
     if provider == PROVIDER_SCRIPTED:
-        for stage_id in stage_ids:
-            if isinstance(stage_id, str) and stage_id not in by_stage:
+        for named in stage_ids:
+            if isinstance(named, str) and named not in by_stage:
                 errors.append(
-                    f"$.scripted.stages: --provider scripted needs steps for stage {stage_id!r}"
+                    f"$.scripted.stages: --provider scripted needs steps for stage {named!r}"
                 )
     if isinstance(scripted.get("maintainerSteps"), list):
         errors += _script_error("$.scripted.maintainerSteps", scripted["maintainerSteps"], None)

@@ -187,7 +187,7 @@ def check_state_message(facts: RunFacts, designed: tuple[str, str] | None) -> Ch
             "the protocol has no state message"
             + (f", but {found} request(s) carried one" if found else ""),
         )
-    turns = []
+    turns: list[dict[str, Any]] = []
     for snapshot in facts.snapshots:
         located = locate_state(snapshot.request)
         neutral = next(
@@ -343,11 +343,11 @@ def check_read_back(facts: RunFacts) -> Check:
         )
     if problems:
         return Check("readBack", FAIL, "; ".join(problems), data=data)
-    compressed = sum(1 for f in fold_rows if f["compressed"])
+    compressed_folds = sum(1 for f in fold_rows if f["compressed"])
     return Check(
         "readBack",
         PASS,
-        f"{len(fold_rows)} fold(s) ({compressed} compressed) and {len(windows)} compressed "
+        f"{len(fold_rows)} fold(s) ({compressed_folds} compressed) and {len(windows)} compressed "
         f"window(s) read back; {len(reads)} context_fold_read call(s) succeeded",
         data=data,
     )

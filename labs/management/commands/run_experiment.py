@@ -12,9 +12,9 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from sessions_app.experiments.plan import PROVIDER_SCRIPTED, PROVIDERS, PlanInvalid, load_plan
-from sessions_app.experiments.report import REPORT_JSON, summary_lines, write_report
-from sessions_app.experiments.runner import ExperimentRunner, ProviderSetup, new_out_dir
+from labs.experiments.plan import PROVIDER_SCRIPTED, PROVIDERS, PlanInvalid, load_plan
+from labs.experiments.report import REPORT_JSON, summary_lines, write_report
+from labs.experiments.runner import ExperimentRunner, ProviderSetup, new_out_dir
 
 
 class Command(BaseCommand):

@@ -20,6 +20,11 @@ from contextproto.protocol.vocabulary import (
     PREFIX,
     UNIFIED,
 )
+from sessions_app.models import Session
+from sessions_app.reads.raw_log import log_page, log_run_inputs
+from sessions_app.services.messages import message_write
+from sessions_app.services.runs import run_start
+from sessions_app.services.runtime import run_advance
 
 RUN_INPUTS = (
     "Prepare a quote for 3 laptops for ACME; the budget is 5000.",
@@ -248,9 +253,6 @@ def maintainer_script(turns: int = 20) -> dict[str, Any]:
 
 def answer_pending_host_calls(session_id: Any) -> int:
     """Play the host: write results for the unanswered host tool calls (hot or archived)."""
-    from sessions_app.models import Session
-    from sessions_app.reads.raw_log import log_page, log_run_inputs
-    from sessions_app.services.messages import message_write
 
     session = Session.objects.select_related("current_run").get(pk=session_id)
     first = 1
@@ -284,8 +286,6 @@ def answer_pending_host_calls(session_id: Any) -> int:
 
 def drive_run(session_id: Any, content: str, on_turn: Any = None) -> str:
     """Start a run and advance it in this process, answering host tools, until it ends."""
-    from sessions_app.services.runs import run_start
-    from sessions_app.services.runtime import run_advance
 
     run, _ = run_start(session_id=session_id, content=content)
     status = run_advance(run_id=run.id, on_turn=on_turn)
