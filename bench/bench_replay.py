@@ -31,8 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import benchlib
 
-SECTION_BEGIN = "<!-- replay:begin -->"
-SECTION_END = "<!-- replay:end -->"
+SECTION = benchlib.Section("<!-- replay:begin -->", "<!-- replay:end -->")
 # (label, which demo session, target protocol or None for as recorded)
 REPLAYS = (
     ("unified@2 -> unified@4", "unified@2", "unified@4"),
@@ -191,26 +190,6 @@ def render_section(r: dict[str, Any]) -> str:
     )
 
 
-def keep_section(old_text: str, new_text: str) -> str:
-    """`new_text` with this section of `old_text` appended (for bench/run.py's rewrite)."""
-    start, end = old_text.find(SECTION_BEGIN), old_text.find(SECTION_END)
-    if start < 0 or end < 0:
-        return new_text
-    return new_text.rstrip("\n") + "\n\n" + old_text[start : end + len(SECTION_END)] + "\n"
-
-
-def write_section(path: Path, section: str) -> None:
-    """Replace this section of `path` (or append it); leave the rest of the file alone."""
-    text = path.read_text() if path.exists() else "# Benchmarks\n"
-    block = f"{SECTION_BEGIN}\n{section.strip()}\n{SECTION_END}"
-    start, end = text.find(SECTION_BEGIN), text.find(SECTION_END)
-    if start >= 0 and end >= 0:
-        text = text[:start] + block + text[end + len(SECTION_END) :]
-    else:
-        text = text.rstrip("\n") + "\n\n" + block + "\n"
-    path.write_text(text)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--write", action="store_true", help="update BENCHMARKS.md")
@@ -219,7 +198,7 @@ def main() -> None:
     result = run()
     if args.write:
         path = benchlib.ROOT / "BENCHMARKS.md"
-        write_section(path, render_section(result))
+        SECTION.write(path, render_section(result))
         print(f"\nbench: wrote the replay section of {path}")
     print(f"bench: {result['seconds']:.1f} s")
 

@@ -186,3 +186,29 @@ def machine() -> dict[str, str]:
         "python": platform.python_version(),
         "postgres": f"{server} (shared_buffers {shared_buffers}, same host, TCP 127.0.0.1)",
     }
+
+
+@dataclass(frozen=True)
+class Section:
+    """A part of BENCHMARKS.md that one script writes between two markers and the others keep."""
+
+    begin: str
+    end: str
+
+    def keep(self, old_text: str, new_text: str) -> str:
+        """`new_text` with this section of `old_text` appended (for bench/run.py's rewrite)."""
+        start, end = old_text.find(self.begin), old_text.find(self.end)
+        if start < 0 or end < 0:
+            return new_text
+        return new_text.rstrip("\n") + "\n\n" + old_text[start : end + len(self.end)] + "\n"
+
+    def write(self, path: Path, section: str) -> None:
+        """Replace this section of `path` (or append it); leave the rest of the file alone."""
+        text = path.read_text() if path.exists() else "# Benchmarks\n"
+        block = f"{self.begin}\n{section.strip()}\n{self.end}"
+        start, end = text.find(self.begin), text.find(self.end)
+        if start >= 0 and end >= 0:
+            text = text[:start] + block + text[end + len(self.end) :]
+        else:
+            text = text.rstrip("\n") + "\n\n" + block + "\n"
+        path.write_text(text)

@@ -189,28 +189,10 @@ def audit_rows(audit: Audit, stats: Stats) -> list[list[Any]]:
 
 # --------------------------------------------------------------------------- BENCHMARKS.md
 
-SECTION_BEGIN = "<!-- make load: begin (bench/load.py writes this part; make bench keeps it) -->"
-SECTION_END = "<!-- make load: end -->"
-
-
-def keep_section(old_text: str, new_text: str) -> str:
-    """`new_text` with the load section of `old_text` appended (for bench/run.py's rewrite)."""
-    start, end = old_text.find(SECTION_BEGIN), old_text.find(SECTION_END)
-    if start < 0 or end < 0:
-        return new_text
-    return new_text.rstrip("\n") + "\n\n" + old_text[start : end + len(SECTION_END)] + "\n"
-
-
-def write_section(path: Path, section: str) -> None:
-    """Replace the load section of `path` (or append it); leave the rest of the file alone."""
-    text = path.read_text() if path.exists() else "# Benchmarks\n"
-    block = f"{SECTION_BEGIN}\n{section.strip()}\n{SECTION_END}"
-    start, end = text.find(SECTION_BEGIN), text.find(SECTION_END)
-    if start >= 0 and end >= 0:
-        text = text[:start] + block + text[end + len(SECTION_END) :]
-    else:
-        text = text.rstrip("\n") + "\n\n" + block + "\n"
-    path.write_text(text)
+SECTION = benchlib.Section(
+    "<!-- make load: begin (bench/load.py writes this part; make bench keeps it) -->",
+    "<!-- make load: end -->",
+)
 
 
 def render_section(
@@ -409,7 +391,7 @@ def main(argv: list[str] | None = None) -> int:
             scaling=scaling,
             cpu=cpu,
         )
-        write_section(ROOT / output, section)
+        SECTION.write(ROOT / output, section)
         print(f"load: wrote the load section of {output}")
     return 0 if clean else 1
 

@@ -173,10 +173,8 @@ def main() -> None:
                 import bench_replay
                 import load
 
-                text = load.keep_section(path.read_text(), text)
-                text = bench_kv_history.keep_section(path.read_text(), text)
-                text = bench_replay.keep_section(path.read_text(), text)
-                text = bench_console.keep_section(path.read_text(), text)
+                for kept in (load, bench_kv_history, bench_replay, bench_console):
+                    text = kept.SECTION.keep(path.read_text(), text)
         path.write_text(text)
         print(f"\nbench: wrote {path}")
     label = "make bench" if make_started else "bench/run.py"
