@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, replace
-from datetime import datetime
 from typing import Any
 from uuid import UUID
 
@@ -53,7 +52,7 @@ from sessions_app.models import (
 from sessions_app.reads.history import kv_history_through, revision_check
 from sessions_app.reads.raw_log import log_records
 from sessions_app.services.sessions import agent_version_startable_check, session_key_new
-from sessions_app.store.codec import raw_from_record
+from sessions_app.store.codec import raw_from_record, row_from_record
 from sessions_app.store.state import kv_install_locked
 
 # Messages read and written per statement while copying the log.
@@ -320,30 +319,15 @@ def _copy_messages(
         )
         rows = []
         for record in records:
-            new_id = uuid.uuid4()
-            ids[record["id"]] = str(new_id)
-            run_hex = UUID(record["run_id"]).hex if record["run_id"] else None
-            rows.append(
-                Message(
-                    id=new_id,
-                    session=fork,
-                    index=record["index"],
-                    window_id=record["window_id"],
-                    role=record["role"],
-                    kind=record["kind"],
-                    content=record["content"],
-                    run_id=runs[run_hex] if run_hex else None,
-                    input_run=runs[record["input_run"]].hex if record["input_run"] else None,
-                    tool_call_id=record["tool_call_id"],
-                    tool_name=record["tool_name"],
-                    arguments=record["arguments"],
-                    is_error=record["is_error"],
-                    snapshot_id=UUID(record["snapshot_id"]) if record["snapshot_id"] else None,
-                    created_at=datetime.fromisoformat(record["created_at"]),
-                    written_at_revision=record.get("written_at_revision"),
-                    forked_from_message_id=UUID(record["id"]),
-                )
-            )
+            # The archived columns through the one codec, then what a copy changes: its own
+            # id, session and runs, and the original it came from.
+            row = row_from_record(fork.pk, record)
+            row.id = uuid.uuid4()
+            ids[record["id"]] = str(row.id)
+            row.run_id = runs[row.run_id.hex] if row.run_id else None
+            row.input_run = runs[record["input_run"]].hex if record["input_run"] else None
+            row.forked_from_message_id = UUID(record["id"])
+            rows.append(row)
         Message.objects.bulk_create(rows)
     if len(ids) != bound:
         raise IntegrityError(f"session {original.pk}: copied {len(ids)} of {bound} messages")
