@@ -3,7 +3,7 @@
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView
 
-from sessions_app import apis as session_apis
+from sessions_app.api import views as session_apis
 
 # The schema's description ends with the error codes: a postprocessing hook in
 # SPECTACULAR_SETTINGS (contextproto.api_schema.error_codes_hook), so the CLI output has them too.

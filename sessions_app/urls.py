@@ -1,6 +1,8 @@
 from django.urls import path
 
-from sessions_app import apis, apis_keys, apis_usage
+from sessions_app.api import keys as apis_keys
+from sessions_app.api import usage as apis_usage
+from sessions_app.api import views as apis
 
 S = "sessions/<str:session_id>/"
 

@@ -25,7 +25,7 @@ def test_outside_the_api_a_404_stays_html(db):
 
 
 def test_a_crash_in_a_view_is_a_json_500_carrying_the_request_id(api_session, monkeypatch):
-    from sessions_app import apis
+    from sessions_app.api import views as apis
 
     s = api_session()
 
@@ -63,7 +63,7 @@ def test_handler500_answers_json_under_the_api_and_html_elsewhere():
 def test_a_lost_database_connection_is_a_503_dependency_unavailable(api_session, monkeypatch):
     from django.db import OperationalError
 
-    from sessions_app import apis
+    from sessions_app.api import views as apis
 
     s = api_session()
 

@@ -8,7 +8,7 @@ def test_a_redis_failure_in_a_request_is_a_503_not_a_500(api_session, monkeypatc
     from kombu.exceptions import OperationalError as BrokerUnavailable
     from redis.exceptions import ConnectionError as RedisConnectionError
 
-    from sessions_app import apis
+    from sessions_app.api import views as apis
 
     s = api_session()
     for error in (RedisConnectionError("Connection refused"), BrokerUnavailable("refused")):

@@ -32,8 +32,8 @@ from contextproto.api_schema import AFTER_INDEX, LIMIT, PAGE, PREFIX, REVISION, 
 from contextproto.errors import NotFound
 from contextproto.ids import parse_uuid
 from contextproto.protocol import adapters, catalog
-from sessions_app import apis_shapes as shapes
 from sessions_app import maintenance, nodes
+from sessions_app.api import shapes
 from sessions_app.models import Session
 from sessions_app.reads import history, lists
 from sessions_app.reads import usage as usage_reads

@@ -12,7 +12,7 @@ from rest_framework.views import APIView
 
 from contextproto.api import StrictIntegerField, StrictSerializer
 from contextproto.protocol.catalog import JSON_INTEGER_MAX
-from sessions_app.apis import session_for
+from sessions_app.api.views import session_for
 from sessions_app.services.usage import snapshot_usage_report
 
 
