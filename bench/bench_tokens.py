@@ -191,6 +191,25 @@ def script_for_version(script: dict[str, Any], version: int) -> dict[str, Any]:
     return {**script, "steps": steps}
 
 
+def script_for_view(script: dict[str, Any], view: Any) -> dict[str, Any]:
+    """`script` for a unified `view`: cut to its version's tools, and for a view that does not
+    fold, each `context_fold_create` turned into the tiny `progress_note` host call (the same
+    turn count and the same lookups; old results are then left to the masking tier)."""
+    script = script_for_version(script, view.version)
+    if view.folds:
+        return script
+    steps = []
+    for step in script["steps"]:
+        calls = [
+            {"id": call["id"], "name": NOTE_TOOL, "arguments": {"step": "fold"}}
+            if call["name"] == "context_fold_create"
+            else call
+            for call in step.get("toolCalls", [])
+        ]
+        steps.append({**step, "toolCalls": calls} if calls else step)
+    return {**script, "description": f"{script['description']}, no folds", "steps": steps}
+
+
 def _maintainer_script() -> dict[str, Any]:
     return {
         "description": "bench: context-maintainer",
@@ -256,7 +275,7 @@ def _versions() -> dict[str, Any]:
             context_protocol_version=view.version,
             options=dict(view.options),
             model_config=(
-                script_for_version(unified_script, view.version) if view.windowed else prefix_script
+                script_for_view(unified_script, view) if view.windowed else prefix_script
             ),
             maintainer_agent=maintainer.agent,
         )

@@ -49,6 +49,9 @@ class ProtocolView:
     protocol_id: str
     version: int
     options: Mapping[str, Any] = field(default_factory=dict)
+    # False: the agent never folds; where the script folds it notes progress instead (the
+    # prefix twin's tiny host call), leaving old tool results to unified@4's masking tier.
+    folds: bool = True
 
     @property
     def windowed(self) -> bool:
@@ -68,6 +71,8 @@ PROTOCOL_VIEWS = (
     ProtocolView("unified@3 C", UNIFIED, 3, {"stateMessagePlacement": PLACEMENT_TRAILING_USER}),
     # The catalog's defaults (masking tier, cache-stable header): what an operator gets.
     ProtocolView("unified@4", UNIFIED, 4),
+    # The same defaults with an agent that lets masking, not folds, shrink old lookups.
+    ProtocolView("unified@4 no folds", UNIFIED, 4, folds=False),
     ProtocolView("prefix@2", PREFIX, 2),
 )
 # The agents of `manage.py demo` (it runs each view's story once, so it stays short).

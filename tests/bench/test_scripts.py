@@ -45,7 +45,7 @@ def test_unified4_is_measured_with_its_catalog_defaults() -> None:
 @pytest.mark.parametrize("view", UNIFIED_VIEWS, ids=lambda v: v.label)
 def test_every_context_call_of_the_bench_script_validates(view: scenario.ProtocolView) -> None:
     unified, twin, inputs = bench_tokens.build_scripts()
-    script = bench_tokens.script_for_version(unified, view.version)
+    script = bench_tokens.script_for_view(unified, view)
     version = catalog.get_version(view.protocol_id, view.version)
     calls = _context_calls(script)
     assert len(script["steps"]) == len(twin["steps"]) == bench_tokens.TURNS
@@ -64,3 +64,20 @@ def test_every_context_call_of_the_demo_story_validates(view: scenario.ProtocolV
     version = catalog.get_version(view.protocol_id, view.version)
     for call in _context_calls(unified):
         validate_tool_arguments(version, call["name"], call["arguments"])
+
+
+def test_the_no_folds_view_notes_progress_where_the_others_fold() -> None:
+    unified, _twin, _inputs = bench_tokens.build_scripts()
+    folding = bench_tokens.script_for_view(unified, scenario.protocol_view("unified@4"))
+    view = scenario.protocol_view("unified@4 no folds")
+    script = bench_tokens.script_for_view(unified, view)
+    assert (view.version, dict(view.options), view.folds) == (4, {}, False)
+    assert len(script["steps"]) == len(folding["steps"]) == bench_tokens.TURNS
+    names = [[c["name"] for c in step.get("toolCalls", [])] for step in script["steps"]]
+    before = [[c["name"] for c in step.get("toolCalls", [])] for step in folding["steps"]]
+    assert sum(n.count("context_fold_create") for n in before) > 0
+    assert not any("context_fold_create" in n for n in names)
+    # Every other call is the same call at the same turn.
+    for turn, (now, then) in enumerate(zip(names, before, strict=True)):
+        expected = [bench_tokens.NOTE_TOOL if n == "context_fold_create" else n for n in then]
+        assert now == expected, turn
