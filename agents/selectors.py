@@ -5,8 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 from agents.models import Agent, AgentVersion, ApiKey, Application, Tool
-from contextproto.errors import NotFound
-from contextproto.ids import parse_uuid
+from contextproto.errors import (
+    AGENT_VERSION_ARCHIVED,
+    GATEWAY_MODEL_NOT_FOUND,
+    GATEWAY_MODEL_NOT_RUNNABLE,
+    ApplicationError,
+    NotFound,
+)
+from contextproto.ids import canonical_uuid, parse_uuid
 from contextproto.pagination import BY_ID, Keyset, Page, keyset_page
 from contextproto.protocol import catalog
 from contextproto.protocol.prompt_cache import effective_prompt_cache
@@ -71,6 +77,79 @@ def agent_version_for_session(*, application: Application, version_id: Any) -> A
     if version is None:
         raise NotFound("AgentVersion", {"field": "agentVersionId"})
     return version
+
+
+# Model providers the service calls itself (a gateway can drive them); `external` is a host's.
+RUNNABLE_MODEL_PROVIDERS = ("scripted", "openai", "anthropic")
+GATEWAY_MODELS_MAX = 500
+
+
+def gateway_model_name(version: AgentVersion) -> str:
+    """How the gateway's `models` lists a version and a client names it: `agent@number`."""
+    return f"{version.agent.name}@{version.number}"
+
+
+def gateway_models(*, application: Application) -> list[AgentVersion]:
+    """The published versions a gateway client can start a session on (SPEC §19), by agent
+    name then newest first."""
+    return list(
+        AgentVersion.objects.select_related("agent")
+        .filter(
+            agent__application=application,
+            status=AgentVersion.Status.PUBLISHED,
+            model_provider__in=RUNNABLE_MODEL_PROVIDERS,
+        )
+        .order_by("agent__name", "-number")[:GATEWAY_MODELS_MAX]
+    )
+
+
+def gateway_version_for_model(*, application: Application, model: str | None) -> AgentVersion:
+    """The version a gateway request's `model` names: `name@N`, `name` (its newest published
+    version that is not archived) or a version id.
+
+    Refuses with 404 `gateway_model_not_found` (unknown, or not published), 409
+    `agent_version_archived`, 400 `gateway_model_not_runnable` (an `external` model).
+    """
+    versions = AgentVersion.objects.select_related("agent").filter(agent__application=application)
+    found: AgentVersion | None = None
+    name = model or ""
+    as_id = canonical_uuid(name)
+    agent_name, _, number = name.rpartition("@")
+    if as_id is not None:
+        found = versions.filter(id=as_id).first()
+    if found is None and agent_name and number.isascii() and number.isdigit():
+        found = versions.filter(agent__name=agent_name, number=int(number)).first()
+    if found is None and name:
+        found = (
+            versions.filter(agent__name=name, status=AgentVersion.Status.PUBLISHED)
+            .order_by("-number")
+            .first()
+        )
+    if found is None or found.status == AgentVersion.Status.DRAFT:
+        raise ApplicationError(
+            GATEWAY_MODEL_NOT_FOUND,
+            f"model {model!r} names no published version of this Application; use "
+            "'agent@number', an agent's name (its newest published version) or a version "
+            "id (GET /gateway/openai/v1/models lists them), or name a session with the "
+            "X-Contextproto-Session header.",
+            {"model": model},
+        )
+    if found.status == AgentVersion.Status.ARCHIVED:
+        raise ApplicationError(
+            AGENT_VERSION_ARCHIVED,
+            f"{gateway_model_name(found)} is archived: its sessions go on, new ones start on "
+            "a published version.",
+            {"model": model, "agentVersionId": str(found.id)},
+        )
+    if found.model_provider not in RUNNABLE_MODEL_PROVIDERS:
+        raise ApplicationError(
+            GATEWAY_MODEL_NOT_RUNNABLE,
+            f"{gateway_model_name(found)} has model provider {found.model_provider!r}: a host "
+            "drives it through the API, the gateway cannot call its model. Use a version "
+            f"whose model is one of {', '.join(RUNNABLE_MODEL_PROVIDERS)}.",
+            {"model": model, "agentVersionId": str(found.id)},
+        )
+    return found
 
 
 def api_key_page(*, application: Application, cursor: str | None, limit: int) -> Page[ApiKey]:

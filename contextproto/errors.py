@@ -124,7 +124,9 @@ PROTOCOL_TOOL_RESULT_FORBIDDEN = _code(
 CLIENT_MESSAGE_ID_REUSED = _code(
     "client_message_id_reused", 409, "A clientMessageId already used for another write."
 )
-SESSION_BUSY = _code("session_busy", 409, "The built-in runtime is working on the session.")
+SESSION_BUSY = _code(
+    "session_busy", 409, "A run or a gateway request is working on the session; Retry-After."
+)
 RUN_NOT_FOUND = _code("run_not_found", 400, "The runId is not a run of this session.")
 MODEL_EMPTY_ANSWER = _code(
     "model_empty_answer", 400, "Run failure: the model gave neither text nor a tool call."
@@ -231,7 +233,9 @@ TOOL_INTERNAL_ERROR = _code(
 TOOL_NOT_AVAILABLE = _code(
     "tool_not_available", 400, "Tool result: the model called a tool the agent does not bind."
 )
-MAX_TURNS_REACHED = _code("max_turns_reached", 400, "Run stop: the run used its maxTurnsPerRun.")
+MAX_TURNS_REACHED = _code(
+    "max_turns_reached", 422, "Run stop: the run used its maxTurnsPerRun (a gateway reply: 422)."
+)
 PROVIDER_INVALID = _code(
     "provider_invalid", 400, "Run failure: the version's model could not be set up."
 )
@@ -260,6 +264,47 @@ SCRIPT_STEP_REQUIRED = _code(
 SCRIPT_EXHAUSTED = _code("script_exhausted", 400, "Run failure: the script has no step left.")
 SCRIPT_EXPECTATION_FAILED = _code(
     "script_expectation_failed", 400, "Run failure: a script step's expectation on the view failed."
+)
+
+# ---------------------------------------------------------------- the gateway (SPEC §19)
+GATEWAY_MODEL_NOT_FOUND = _code(
+    "gateway_model_not_found", 404, "`model` names no published version of the Application."
+)
+GATEWAY_MODEL_NOT_RUNNABLE = _code(
+    "gateway_model_not_runnable", 400, "The version's model is `external`: a host drives it."
+)
+GATEWAY_SYSTEM_NOT_ACCEPTED = _code(
+    "gateway_system_not_accepted", 400, "System text for a prompt without {{client_system}}."
+)
+GATEWAY_PARAMETER_UNSUPPORTED = _code(
+    "gateway_parameter_unsupported", 400, "A request field the gateway cannot honour (n, any)."
+)
+GATEWAY_TRANSCRIPT_MISMATCH = _code(
+    engine.GATEWAY_TRANSCRIPT_MISMATCH, 409, "The messages do not continue the session."
+)
+TOOL_CALL_PENDING = _code(
+    engine.TOOL_CALL_PENDING, 409, "A user message while a client tool call awaits its result."
+)
+GATEWAY_NOTHING_NEW = _code(
+    engine.GATEWAY_NOTHING_NEW, 400, "The messages end with the session's last reply."
+)
+IDEMPOTENCY_KEY_REUSED = _code(
+    "idempotency_key_reused", 409, "An Idempotency-Key used before with another body."
+)
+GATEWAY_UPSTREAM_UNAUTHORIZED = _code(
+    "gateway_upstream_unauthorized", 401, "The upstream provider refused the key."
+)
+GATEWAY_UPSTREAM_RATE_LIMITED = _code(
+    "gateway_upstream_rate_limited", 429, "The upstream provider rate-limited the call."
+)
+GATEWAY_UPSTREAM_REJECTED = _code(
+    "gateway_upstream_rejected", 400, "The upstream provider refused the request (a 4xx)."
+)
+GATEWAY_UPSTREAM_FAILED = _code(
+    "gateway_upstream_failed", 502, "The upstream failed: a 5xx, no connection, an unreadable body."
+)
+GATEWAY_UPSTREAM_TIMEOUT = _code(
+    "gateway_upstream_timeout", 504, "No upstream answer within GATEWAY_UPSTREAM_TIMEOUT_SECONDS."
 )
 
 # ---------------------------------------------------------------- the engine's codes

@@ -60,6 +60,17 @@ COST = Counter(
     "agent version; turns of versions without prices add nothing.",
     ["agent_version"],
 )
+GATEWAY_REQUESTS = Counter(
+    "contextproto_gateway_requests_total",
+    "Gateway requests by client format (openai, anthropic) and HTTP status.",
+    ["format", "status"],
+)
+GATEWAY_OVERHEAD_SECONDS = Histogram(
+    "contextproto_gateway_overhead_seconds",
+    "Time a gateway request spends in the service outside its upstream model calls.",
+    ["format"],
+    buckets=(0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5),
+)
 OTHER_VERSIONS = "other"
 _labelled_versions: set[str] = set()
 _labels_lock = threading.Lock()
@@ -88,6 +99,12 @@ def dispatch_outcome(tool: str, result: Mapping[str, Any]) -> None:
     error = result.get("error")
     code = error.get("code") if isinstance(error, dict) else None
     DISPATCHES.labels(tool=tool, outcome="ok" if result.get("success") else str(code)).inc()
+
+
+def gateway_request(client_format: str, status: int, overhead_seconds: float) -> None:
+    """Count one gateway request and the time it spent outside its upstream calls."""
+    GATEWAY_REQUESTS.labels(format=client_format, status=str(status)).inc()
+    GATEWAY_OVERHEAD_SECONDS.labels(format=client_format).observe(overhead_seconds)
 
 
 def version_label(version_id: str) -> str:

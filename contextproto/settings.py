@@ -305,6 +305,11 @@ RUNTIME_AUTOSTART = env_bool("RUNTIME_AUTOSTART", True)
 RUN_LEASE_SECONDS = env_int("RUN_LEASE_SECONDS", 300)
 # Transient provider errors (5xx, 429, timeouts) re-queue the run this many times.
 RUN_PROVIDER_RETRIES = env_int("RUN_PROVIDER_RETRIES", 3)
+# The gateway (SPEC §19): how long a request waits for its upstream model's answer (then
+# 504), and its lease on the session's run, renewed every third of it while it waits, so a
+# session whose serving process died is free again within this many seconds.
+GATEWAY_UPSTREAM_TIMEOUT_SECONDS = env_int("GATEWAY_UPSTREAM_TIMEOUT_SECONDS", 120)
+GATEWAY_LEASE_SECONDS = env_int("GATEWAY_LEASE_SECONDS", 20)
 # Share of maxInputTokens that maintenance leaves uncompressed at the recent end (SPEC §6).
 MAINTENANCE_TAIL_SHARE = float(env_str("MAINTENANCE_TAIL_SHARE", "0.25"))
 

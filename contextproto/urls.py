@@ -11,6 +11,8 @@ urlpatterns = [
     path("", landing, name="landing"),
     path("admin/", admin.site.urls),
     path("api/v1/", include("contextproto.api_urls")),
+    # OpenAI- and Anthropic-compatible endpoints: an agent changes its base URL (SPEC §19).
+    path("gateway/", include("sessions_app.gateway_urls")),
     path("metrics", metrics_view, name="metrics"),
 ]
 

@@ -68,7 +68,9 @@ def make_version(db):
             agent=agent,
             number=number,
             status=AgentVersion.Status.PUBLISHED,
-            system_prompt="You are a helpful agent.\n{{context_protocol}}",
+            system_prompt=fields.pop(
+                "system_prompt", "You are a helpful agent.\n{{context_protocol}}"
+            ),
             context_protocol_id=protocol,
             context_protocol_version=version,
             options=options or {},

@@ -35,6 +35,9 @@ COMPUTED_CODES = {
     ("contextproto/api_errors.py", "str(code)"): "test_drf_refusals_are_registered",
     ("contextproto/protocol/folds.py", "code"): "a loop over errors.FOLD_* constants",
     ("contextproto/protocol/prompt_cache.py", "first['code']"): "a PROMPT_CACHE_* constant",
+    ("sessions_app/gateway_views.py", "exc.code"): "a WireError's: test_gateway_codes_registered",
+    ("sessions_app/services/gateway.py", "outcome.code"): "test_gateway_codes_registered",
+    ("sessions_app/services/gateway.py", "exc.code"): "content_check's code passed on",
 }
 
 CODE_SITES = {"ApplicationError", "ProtocolError", "error_response", "error_body"}

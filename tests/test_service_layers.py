@@ -94,6 +94,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "sessions_app.services.archive",
             "sessions_app.services.runs",
             "sessions_app.services.client_writes",
+            "sessions_app.services.answers",
             "sessions_app.services.sessions",
             "sessions_app.services.fork",
         ),

@@ -80,6 +80,11 @@ MAINTAINER_NOT_BOUND = "context_maintainer_not_bound"
 HISTORY_INDEX_OUT_OF_RANGE = "history_index_out_of_range"
 HISTORY_MESSAGE_MISSING = "history_message_missing"
 
+# the gateway's reconciliation (SPEC §19)
+GATEWAY_TRANSCRIPT_MISMATCH = "gateway_transcript_mismatch"
+GATEWAY_NOTHING_NEW = "gateway_nothing_new"
+TOOL_CALL_PENDING = "tool_call_pending"
+
 # maintenance
 MAINTENANCE_NOTHING_TO_COMPRESS = "maintenance_nothing_to_compress"
 MAINTENANCE_BOUNDARY_INVALID = "maintenance_boundary_invalid"

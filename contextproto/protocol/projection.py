@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import pairwise
@@ -18,6 +19,7 @@ from typing import Any, TypedDict
 from contextproto.protocol import errors
 from contextproto.protocol.catalog import find_version
 from contextproto.protocol.errors import ProtocolError
+from contextproto.protocol.gateway import state as client_state
 from contextproto.protocol.groups import build_groups
 from contextproto.protocol.masking import mask_results
 from contextproto.protocol.messages import (
@@ -49,6 +51,7 @@ from contextproto.protocol.state import (
     window_key,
 )
 from contextproto.protocol.vocabulary import (
+    CLIENT_SYSTEM_PLACEHOLDER,
     MASK_KEEP_RECENT,
     MASK_MIN_CHARS,
     MASK_STEP,
@@ -140,9 +143,10 @@ def shows_context_pressure(protocol_id: str, version: int) -> bool:
 
 
 def kv_keys_for_view(protocol_id: str, window_id: str) -> tuple[str, ...]:
-    """Return the KV keys `project` reads for window `window_id`."""
+    """Return the KV keys `project` reads for window `window_id` (and the names of a gateway
+    client's tools, which the view sends after the others)."""
     if _base_protocol(protocol_id) == PREFIX:
-        return (covered_key(MAIN_WINDOW), checkpoint_key(MAIN_WINDOW))
+        return (covered_key(MAIN_WINDOW), checkpoint_key(MAIN_WINDOW), *client_state.VIEW_KEYS)
     return (
         KEY_ACTIVE_WINDOW,
         KEY_TASK_MEMORY,
@@ -150,6 +154,7 @@ def kv_keys_for_view(protocol_id: str, window_id: str) -> tuple[str, ...]:
         checkpoint_key(window_id),
         covered_key(window_id),
         KEY_CURRENT_WINDOW_ENTRY,
+        *client_state.VIEW_KEYS,
     )
 
 
@@ -686,6 +691,19 @@ def _header_v4(*, window_id: str, kv: Mapping[str, Any], session_inputs: Any) ->
     return HEADER_LEAD + "\n" + _dumps(body, ensure_ascii=False)
 
 
+_PLACEHOLDERS = re.compile(
+    "|".join(re.escape(p) for p in (SYSTEM_PLACEHOLDER, CLIENT_SYSTEM_PLACEHOLDER))
+)
+
+
+def system_text(system_prompt: str, protocol_prompt: str, client_system: str) -> str:
+    """The version's system prompt with the protocol prompt and the client's system text in
+    their places, in one pass (a client text that itself says `{{context_protocol}}` stays
+    as written)."""
+    values = {SYSTEM_PLACEHOLDER: protocol_prompt, CLIENT_SYSTEM_PLACEHOLDER: client_system}
+    return _PLACEHOLDERS.sub(lambda match: values[match.group(0)], system_prompt)
+
+
 def estimated_tokens(value: object) -> int:
     """Characters / 4 (rounded up) of `value`'s canonical JSON: the estimator of the
     service's capacity check and the admin's token breakdown."""
@@ -811,7 +829,9 @@ def project(inp: ProjectionInput) -> Projection:
         ModelMessage(
             role="system",
             kind=DERIVED_SYSTEM,
-            content=inp.system_prompt.replace(SYSTEM_PLACEHOLDER, inp.protocol_prompt),
+            content=system_text(
+                inp.system_prompt, inp.protocol_prompt, client_state.client_system(kv)
+            ),
         ),
         ProjectionSource(derived_type=DERIVED_SYSTEM, session_id=sid),
     )

@@ -16,6 +16,8 @@ EXPERIMENTAL = "experimental"
 
 # Where a system prompt takes the protocol prompt (SPEC §4).
 SYSTEM_PLACEHOLDER = "{{context_protocol}}"
+# Where a gateway client's own system text goes (SPEC §19); "" when it sent none.
+CLIENT_SYSTEM_PLACEHOLDER = "{{client_system}}"
 
 # Argument the dispatcher checks itself (SPEC §5.1), after the schema check.
 EXPECTED_WINDOW_ARG = "expectedWindowId"

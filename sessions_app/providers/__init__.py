@@ -15,6 +15,7 @@ from typing import Any
 from contextproto.errors import PROVIDER_NOT_RUNNABLE, PROVIDER_UNKNOWN
 from sessions_app.providers.base import (
     RUNNABLE_PROVIDERS,
+    CallOptions,
     ModelProvider,
     ModelReply,
     ProviderError,
@@ -22,36 +23,46 @@ from sessions_app.providers.base import (
 )
 from sessions_app.providers.scripted import ScriptedProvider
 
-__all__ = ["ModelProvider", "ModelReply", "ProviderError", "ToolCallRequest", "provider_for"]
+__all__ = [
+    "CallOptions",
+    "ModelProvider",
+    "ModelReply",
+    "ProviderError",
+    "ToolCallRequest",
+    "provider_for",
+]
 
 
-def _openai(config: dict[str, Any]) -> ModelProvider:
+def _openai(config: dict[str, Any], options: CallOptions | None) -> ModelProvider:
     from sessions_app.providers.openai_chat import OpenAIChatProvider  # lazy SDK import
 
-    return OpenAIChatProvider(config)
+    return OpenAIChatProvider(config, options)
 
 
-def _scripted(config: dict[str, Any]) -> ModelProvider:
-    return ScriptedProvider(config)
+def _scripted(config: dict[str, Any], options: CallOptions | None) -> ModelProvider:
+    return ScriptedProvider(config, timeout=options.timeout if options else None)
 
 
-def _anthropic(config: dict[str, Any]) -> ModelProvider:
+def _anthropic(config: dict[str, Any], options: CallOptions | None) -> ModelProvider:
     from sessions_app.providers.anthropic_messages import (  # lazy SDK import
         AnthropicMessagesProvider,
     )
 
-    return AnthropicMessagesProvider(config)
+    return AnthropicMessagesProvider(config, options)
 
 
-_FACTORIES: dict[str, Callable[[dict[str, Any]], ModelProvider]] = {
+_FACTORIES: dict[str, Callable[[dict[str, Any], CallOptions | None], ModelProvider]] = {
     "scripted": _scripted,
     "openai": _openai,
     "anthropic": _anthropic,
 }
 
 
-def provider_for(provider: str, config: Mapping[str, Any] | None) -> ModelProvider:
-    """Build the provider an AgentVersion names (`model.provider` plus its config).
+def provider_for(
+    provider: str, config: Mapping[str, Any] | None, options: CallOptions | None = None
+) -> ModelProvider:
+    """Build the provider an AgentVersion names (`model.provider` plus its config); a
+    gateway request adds its `options` (the client's upstream key, its timeout).
 
     Raises ProviderError `provider_not_runnable` for `external` (a host drives the
     session), `provider_unknown` for any other unknown name, and `script_invalid` for a
@@ -59,7 +70,7 @@ def provider_for(provider: str, config: Mapping[str, Any] | None) -> ModelProvid
     """
     factory = _FACTORIES.get(provider)
     if factory is not None:
-        return factory(dict(config or {}))
+        return factory(dict(config or {}), options)
     if provider == "external":
         raise ProviderError(
             PROVIDER_NOT_RUNNABLE,

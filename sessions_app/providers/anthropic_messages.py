@@ -22,6 +22,7 @@ from contextproto.errors import (
 )
 from contextproto.protocol.adapters import WireFormat
 from sessions_app.providers.base import (
+    CallOptions,
     ModelReply,
     ProviderError,
     ToolCallRequest,
@@ -107,6 +108,7 @@ def parse_message(raw: dict[str, Any], request: dict) -> ModelReply:
         )
     notes: list[str] = []
     texts: list[str] = []
+    thinking: list[dict[str, Any]] = []
     calls: list[ToolCallRequest] = []
     for n, block in enumerate(blocks):
         kind = block.get("type") if isinstance(block, Mapping) else None
@@ -118,8 +120,10 @@ def parse_message(raw: dict[str, Any], request: dict) -> ModelReply:
             calls.append(
                 ToolCallRequest(id=call_id, name=block.get("name") or "", arguments=arguments)
             )
-        elif kind not in ("thinking", "redacted_thinking"):
-            # Thinking stays in `raw` only; anything else is worth a note.
+        elif kind in ("thinking", "redacted_thinking"):
+            # Kept as given: Anthropic wants them back unchanged in later requests (§4.5).
+            thinking.append(dict(block))
+        else:
             notes.append(f"{LABEL}: content block {n} of type {kind!r} was not used")
     # Text blocks split by citations belong together: join without a separator.
     text = "".join(texts) or None
@@ -138,6 +142,7 @@ def parse_message(raw: dict[str, Any], request: dict) -> ModelReply:
         stop_reason=raw.get("stop_reason"),
         raw=raw,
         notes=tuple(notes),
+        thinking=tuple(thinking),
     )
 
 
@@ -150,7 +155,7 @@ class AnthropicMessagesProvider:
 
     wire_format = WireFormat.ANTHROPIC_MESSAGES
 
-    def __init__(self, config: Mapping[str, Any]) -> None:
+    def __init__(self, config: Mapping[str, Any], options: CallOptions | None = None) -> None:
         self.config = dict(config)
         self.connection = connection_from(
             self.config,
@@ -158,6 +163,7 @@ class AnthropicMessagesProvider:
             base_url_setting="ANTHROPIC_BASE_URL",
             api_key_setting="ANTHROPIC_API_KEY",
             default_base_url=DEFAULT_BASE_URL,
+            options=options,
         )
 
     def complete(
@@ -168,27 +174,33 @@ class AnthropicMessagesProvider:
         max_output_tokens: int | None = None,
         step: int | None = None,
     ) -> ModelReply:
-        """Send one Messages request; raise ProviderError on any failure."""
-        kwargs: dict[str, Any] = {
-            "model": model,
-            "messages": request["messages"],
-            "max_tokens": int(
+        """Send one Messages request; raise ProviderError on any failure.
+
+        The body goes as built (system, messages, tools, `tool_choice`, a gateway client's
+        forwarded fields): the snapshot stores what was sent. `max_tokens`, which Anthropic
+        requires, comes from the body, else the caller, else the config.
+        """
+        kwargs: dict[str, Any] = {"model": model, **request}
+        for optional in ("system", "tools"):
+            if not kwargs.get(optional):
+                kwargs.pop(optional, None)
+        if "max_tokens" not in kwargs:
+            kwargs["max_tokens"] = int(
                 max_output_tokens or self.config.get("maxOutputTokens") or DEFAULT_MAX_OUTPUT_TOKENS
-            ),
-        }
-        if request.get("system"):
-            kwargs["system"] = request["system"]
-        if request.get("tools"):
-            kwargs["tools"] = request["tools"]
+            )
+        key = self.connection.api_key
+        headers: dict[str, Any] = {"x-api-key": key} if key else {}
+        if key is None:
+            kwargs["extra_headers"] = {"Authorization": anthropic.Omit()}
         try:
             # One client per call: nothing to leak in a long-lived worker. An explicit
             # api_key keeps the SDK from looking for other credentials (profiles, env).
             with anthropic.Anthropic(
                 base_url=self.connection.base_url,
-                api_key=self.connection.api_key,
+                api_key=key or "no-key",
                 timeout=self.connection.timeout,
                 max_retries=0,  # the job layer owns retries
-                default_headers={"x-api-key": self.connection.api_key},
+                default_headers=headers,
             ) as client:
                 message = client.messages.create(**kwargs)
         except anthropic.AnthropicError as exc:

@@ -48,7 +48,9 @@ class ModelReply:
     `usage` always has int `inputTokens` and `outputTokens`; `"estimated": True` marks
     counts we computed instead of the provider. `raw` is the provider's response as
     JSON-compatible data for the snapshot. `notes` lists what parsing had to change
-    (e.g. tool arguments that were not a JSON object).
+    (e.g. tool arguments that were not a JSON object). `thinking`: an Anthropic answer's
+    thinking / redacted_thinking blocks as the model gave them (signatures included), stored
+    with the answer and sent back to Anthropic unchanged (SPEC §4.5).
     """
 
     text: str | None
@@ -57,6 +59,7 @@ class ModelReply:
     stop_reason: str | None
     raw: dict | None = None
     notes: tuple[str, ...] = ()
+    thinking: tuple[dict, ...] = ()
 
 
 class ProviderError(Exception):
@@ -160,6 +163,7 @@ def storable_reply(reply: ModelReply) -> ModelReply:
         return value
 
     text = clean(reply.text)
+    thinking = tuple(clean(block) for block in reply.thinking)
     calls = tuple(
         ToolCallRequest(id=clean(c.id), name=clean(c.name), arguments=clean(c.arguments))
         for c in reply.tool_calls
@@ -168,7 +172,9 @@ def storable_reply(reply: ModelReply) -> ModelReply:
     if not changed:
         return reply
     note = "NUL or lone surrogate characters in the answer were replaced by U+FFFD"
-    return replace(reply, text=text, tool_calls=calls, raw=raw, notes=(*reply.notes, note))
+    return replace(
+        reply, text=text, tool_calls=calls, raw=raw, thinking=thinking, notes=(*reply.notes, note)
+    )
 
 
 def parse_arguments(call_id: str, raw: Any, notes: list[str]) -> dict:
@@ -194,8 +200,23 @@ class Connection:
     """Where and how a real provider is reached."""
 
     base_url: str
-    api_key: str
+    api_key: str | None  # None: the call goes without a key (CallOptions.require_key)
     timeout: float
+
+
+@dataclass(frozen=True)
+class CallOptions:
+    """How a request-driven run reaches its model (SPEC §19), beside the version's config.
+
+    `api_key`: the client's `X-Contextproto-Upstream-Key`, used for this request's calls
+    only (never stored); it wins over `apiKeyEnv`. `require_key=False`: with no key at all
+    the call goes without one (local upstreams need none) instead of failing before it is
+    sent. `timeout`: seconds to wait for an answer, instead of the config's.
+    """
+
+    api_key: str | None = None
+    require_key: bool = True
+    timeout: float | None = None
 
 
 def connection_from(
@@ -205,34 +226,40 @@ def connection_from(
     base_url_setting: str,
     api_key_setting: str,
     default_base_url: str,
+    options: CallOptions | None = None,
 ) -> Connection:
     """Resolve base URL, key and timeout: AgentVersion config first, then Django settings.
 
     `config.baseUrl` overrides the setting; `config.apiKeyEnv` names an environment
     variable holding the key. Read at call time, never at import. Raises
     `provider_not_configured` when no key can be found, so an SDK never falls back to
-    credentials we did not choose.
+    credentials we did not choose (unless `options` say a call may go without one; its
+    `api_key` comes first).
     """
+    options = options or CallOptions()
     base_url = config.get("baseUrl") or getattr(settings, base_url_setting, None)
     key_env = config.get("apiKeyEnv")
-    if key_env:
+    if options.api_key:
+        api_key: str | None = options.api_key
+    elif key_env:
         api_key = os.environ.get(str(key_env))
         if not api_key:
-            raise ProviderError(
-                PROVIDER_NOT_CONFIGURED,
-                f"{label}: model config names apiKeyEnv={key_env!r} but that environment "
-                "variable is empty or not set.",
-                details={"apiKeyEnv": key_env},
-            )
+            if options.require_key:
+                raise ProviderError(
+                    PROVIDER_NOT_CONFIGURED,
+                    f"{label}: model config names apiKeyEnv={key_env!r} but that environment "
+                    "variable is empty or not set.",
+                    details={"apiKeyEnv": key_env},
+                )
     else:
         api_key = getattr(settings, api_key_setting, None)
-    if not api_key:
+    if not api_key and options.require_key:
         raise ProviderError(
             PROVIDER_NOT_CONFIGURED,
             f"{label}: no API key; set {api_key_setting} or the version's model config apiKeyEnv.",
             details={"setting": api_key_setting},
         )
-    timeout = config.get("timeoutSeconds", DEFAULT_TIMEOUT_SECONDS)
+    timeout = options.timeout or config.get("timeoutSeconds", DEFAULT_TIMEOUT_SECONDS)
     if not isinstance(timeout, int | float) or isinstance(timeout, bool) or timeout <= 0:
         raise ProviderError(
             PROVIDER_NOT_CONFIGURED,
@@ -240,7 +267,7 @@ def connection_from(
             details={"timeoutSeconds": timeout},
         )
     return Connection(
-        base_url=str(base_url or default_base_url), api_key=str(api_key), timeout=float(timeout)
+        base_url=str(base_url or default_base_url), api_key=api_key or None, timeout=float(timeout)
     )
 
 

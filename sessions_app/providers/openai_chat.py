@@ -19,6 +19,7 @@ from contextproto.errors import (
 )
 from contextproto.protocol.adapters import WireFormat
 from sessions_app.providers.base import (
+    CallOptions,
     ModelReply,
     ProviderError,
     ToolCallRequest,
@@ -34,6 +35,8 @@ DEFAULT_BASE_URL = "https://api.openai.com/v1"
 # `max_tokens` is deprecated on OpenAI and refused by its reasoning models; some older
 # compatible servers only know `max_tokens` (config `maxTokensParam`).
 MAX_TOKENS_PARAMS = ("max_completion_tokens", "max_tokens")
+# A placeholder the SDK insists on; the Authorization header it would make is omitted.
+NO_KEY = "no-key"
 
 
 def _provider_message(body: Any) -> str | None:
@@ -144,7 +147,7 @@ class OpenAIChatProvider:
 
     wire_format = WireFormat.OPENAI_CHAT
 
-    def __init__(self, config: Mapping[str, Any]) -> None:
+    def __init__(self, config: Mapping[str, Any], options: CallOptions | None = None) -> None:
         self.config = dict(config)
         self.connection = connection_from(
             self.config,
@@ -152,6 +155,7 @@ class OpenAIChatProvider:
             base_url_setting="OPENAI_BASE_URL",
             api_key_setting="OPENAI_API_KEY",
             default_base_url=DEFAULT_BASE_URL,
+            options=options,
         )
         self.max_tokens_param = self.config.get("maxTokensParam", MAX_TOKENS_PARAMS[0])
         if self.max_tokens_param not in MAX_TOKENS_PARAMS:
@@ -168,21 +172,25 @@ class OpenAIChatProvider:
         max_output_tokens: int | None = None,
         step: int | None = None,
     ) -> ModelReply:
-        """Send one Chat Completions request; raise ProviderError on any failure."""
-        kwargs: dict[str, Any] = {"model": model, "messages": request["messages"]}
-        if request.get("tools"):
-            kwargs["tools"] = request["tools"]
-        if request.get("prompt_cache_key"):
-            # The session's routing key for OpenAI's prompt cache (SPEC §15), as built.
-            kwargs["prompt_cache_key"] = request["prompt_cache_key"]
+        """Send one Chat Completions request; raise ProviderError on any failure.
+
+        The body goes as built (messages, tools, `parallel_tool_calls`, `prompt_cache_key`,
+        a gateway client's forwarded fields): the snapshot stores what was sent.
+        """
+        kwargs: dict[str, Any] = {"model": model, **request}
+        if not kwargs.get("tools"):
+            kwargs.pop("tools", None)
         limit = max_output_tokens or self.config.get("maxOutputTokens")
-        if limit:
+        if limit and not any(key in kwargs for key in MAX_TOKENS_PARAMS):
             kwargs[self.max_tokens_param] = int(limit)
+        key = self.connection.api_key
+        if key is None:
+            kwargs["extra_headers"] = {"Authorization": openai.Omit()}
         try:
             # One client per call: nothing to leak in a long-lived worker.
             with openai.OpenAI(
                 base_url=self.connection.base_url,
-                api_key=self.connection.api_key,
+                api_key=key or NO_KEY,
                 timeout=self.connection.timeout,
                 max_retries=0,  # the job layer owns retries
             ) as client:

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from contextproto.errors import (
+    PROVIDER_UNAVAILABLE,
     SCRIPT_EXHAUSTED,
     SCRIPT_EXPECTATION_FAILED,
     SCRIPT_INVALID,
@@ -164,8 +165,10 @@ def validate_script(script: Any) -> None:
 class ScriptedProvider:
     """Plays `script["steps"][step]` for each call; see the module docstring for `step`."""
 
-    def __init__(self, script: Mapping[str, Any]) -> None:
+    def __init__(self, script: Mapping[str, Any], *, timeout: float | None = None) -> None:
         script = dict(script)
+        # A caller's wait limit: a step slower than it fails as a real call would time out.
+        self.timeout = timeout
         validate_script(script)
         self.script = script
         self.steps: list[dict[str, Any]] = script["steps"]
@@ -206,7 +209,17 @@ class ScriptedProvider:
         self._check(number, spec.get("expect") or {}, request)
         if spec.get("delaySeconds"):
             # A slow model, for tests that kill a worker while it waits for an answer.
-            time.sleep(spec["delaySeconds"])
+            delay = float(spec["delaySeconds"])
+            if self.timeout is not None and delay > self.timeout:
+                time.sleep(self.timeout)
+                raise ProviderError(
+                    PROVIDER_UNAVAILABLE,
+                    f"scripted model: timed out after {self.timeout:g} s (step {number} takes "
+                    f"{delay:g} s)",
+                    retryable=True,
+                    details={"reason": "timeout"},
+                )
+            time.sleep(delay)
 
         text = spec.get("text") or None
         calls = tuple(

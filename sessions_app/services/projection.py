@@ -29,6 +29,9 @@ from contextproto.protocol import adapters, catalog
 from contextproto.protocol import projection as engine
 from contextproto.protocol.adapters import WireFormat
 from contextproto.protocol.errors import ProtocolError
+from contextproto.protocol.gateway import state as client_state
+from contextproto.protocol.gateway.upstream import with_parameters
+from contextproto.protocol.gateway.wire import Parameters
 from contextproto.protocol.messages import (
     DERIVED_HEADER,
     DERIVED_RAW,
@@ -61,6 +64,15 @@ def tools_for(version: AgentVersion, protocol: catalog.ProtocolVersion) -> list[
     return list(protocol.tools.values()) + host
 
 
+def client_tool_values(session_id: UUID, kv: dict[str, Any]) -> dict[str, Any]:
+    """`kv` (holding `gateway/tools`) with the definitions of the tools it names: one more
+    read, only for a session a gateway client declared tools on."""
+    names = client_state.tool_names(kv)
+    if not names:
+        return kv
+    return {**kv, **hot_sql.kv_values(session_id, [client_state.tool_key(n) for n in names])}
+
+
 @metrics.timed(metrics.PROJECTION_SECONDS)
 def projection_build(
     *,
@@ -68,8 +80,12 @@ def projection_build(
     provider: str = WireFormat.NEUTRAL,
     run_id: str | None = None,
     use_cache: bool = True,
+    parameters: Parameters | None = None,
 ) -> ProjectionSnapshot:
     """Freeze the turn, project, adapt for `provider` and store the snapshot.
+
+    A gateway request's forwarded fields (`parameters`) are merged into the request, and
+    recorded in the snapshot's build inputs; such a view is never served from the cache.
 
     Refuses with `provider_unknown`, `run_not_found` or the engine's pairing error (400),
     and with 422 `context_capacity_exceeded` when the protected part alone is above the
@@ -80,6 +96,7 @@ def projection_build(
     window is pending, which can change without a new revision or message: the cache serves
     such a view only while that flag still holds (docs/decisions.md).
     """
+    forwarded = parameters.to_json() if parameters is not None else {}
     if provider not in adapters.PROVIDERS:
         raise ApplicationError(
             PROVIDER_UNKNOWN,
@@ -96,7 +113,7 @@ def projection_build(
         window_id = session.active_window if protocol.windowed else MAIN_WINDOW
         pressure = engine.shows_context_pressure(protocol.protocol_id, protocol.version)
         pending = _maintenance_pending(session, window_id) if pressure else False
-        if use_cache:
+        if use_cache and not forwarded:
             candidates = ProjectionSnapshot.objects.filter(
                 # the same run, or none (run_id=None is IS NULL, spelled so for the stubs)
                 Q(run_id=run_uuid) if run_uuid is not None else Q(run_id__isnull=True),
@@ -117,7 +134,7 @@ def projection_build(
         keys = list(engine.kv_keys_for_view(protocol.protocol_id, window_id))
         if covered_key(window_id) not in keys:
             keys.append(covered_key(window_id))
-        kv = hot_sql.kv_values(session.id, keys)
+        kv = client_tool_values(session.id, hot_sql.kv_values(session.id, keys))
         covered = int(kv.get(covered_key(window_id), 0) or 0)
         plan = engine.plan_reads(
             protocol_id=protocol.protocol_id,
@@ -133,7 +150,7 @@ def projection_build(
         )
         revision = session.state_revision
     window_messages, run_inputs = _view_rows(session.id, plan)
-    tools = tools_for(version, protocol)
+    tools = client_state.merged_tools(tools_for(version, protocol), client_state.client_tools(kv))
     try:
         projection = engine.project(
             engine.ProjectionInput(
@@ -169,12 +186,19 @@ def projection_build(
         )
     except ProtocolError as exc:
         raise ApplicationError.from_protocol(exc) from exc
+    request = adapted.body
+    if parameters is not None and forwarded:
+        request = with_parameters(
+            request, provider, parameters, max_tokens_key=max_tokens_key(version)
+        )
     wire = projection.to_wire()
     # What the view depended on beyond the state at R, the raw log and the published
     # (immutable) version, so a replay can rebuild it exactly (sessions_app/replay.py).
     build_inputs: dict[str, Any] = {"toolResultPreviewChars": settings.TOOL_RESULT_PREVIEW_CHARS}
     if pressure:
         build_inputs["maintenancePending"] = pending
+    if forwarded:
+        build_inputs["requestParameters"] = forwarded
     return ProjectionSnapshot.objects.create(
         session=session,
         run_id=run_uuid,
@@ -184,7 +208,7 @@ def projection_build(
         protocol=protocol.key,
         options=projection.options,
         provider=provider,
-        body={"messages": wire["messages"], "sources": wire["sources"], "request": adapted.body},
+        body={"messages": wire["messages"], "sources": wire["sources"], "request": request},
         notes=list(adapted.notes),
         build_inputs=build_inputs,
     )
@@ -264,6 +288,14 @@ def capacity_check(
         "memory or the system prompt, or use a model with a larger window.",
         {**sizes, "total": total, "limit": limit, "estimator": CAPACITY_ESTIMATOR},
     )
+
+
+def max_tokens_key(version: AgentVersion) -> str:
+    """The OpenAI field that caps an answer: `max_completion_tokens`, or `max_tokens` for older
+    compatible servers (model config `maxTokensParam`)."""
+    config = version.model_config
+    key = config.get("maxTokensParam") if isinstance(config, dict) else None
+    return key if key in ("max_tokens", "max_completion_tokens") else "max_completion_tokens"
 
 
 def _assistant_prefill(version: AgentVersion) -> bool:

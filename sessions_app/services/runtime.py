@@ -1,58 +1,93 @@
-"""The built-in runtime (SPEC §8): advance a run turn by turn with the version's model.
+"""The built-in runtime (SPEC §8, §19): advance a run turn by turn with the version's model.
 
-freeze → project → snapshot → model → assistant message (with its snapshot id) → dispatch
-protocol tools → next turn, until a final answer, `maxTurnsPerRun`, a host tool to wait
-for, or an error. One worker advances a session at a time: a run is claimed under a row
-lock with a lease, so a duplicate delivery of the task does nothing.
+freeze → project → snapshot → model → answer (with its snapshot id) → dispatch protocol
+tools → next turn, until a final answer, `maxTurnsPerRun`, a host (or client) tool to wait
+for, or an error. One function advances a run, whoever drives it: `run_turns`, which a
+Celery task consumes whole (`run_advance`) and a gateway request turn by turn
+(sessions_app/services/gateway.py). One driver advances a session at a time: a run is
+claimed under a row lock with a lease, so a duplicate delivery does nothing.
 """
 
 from __future__ import annotations
 
-import json
+import threading
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 from uuid import UUID
 
 from django.conf import settings
-from django.db import transaction
-from django.db.models import Q, Sum
+from django.db import connection, transaction
+from django.db.models import Exists, OuterRef, Q, Sum
 from django.utils import timezone
 
 from contextproto.errors import (
     MAX_TURNS_REACHED,
     MODEL_EMPTY_ANSWER,
     PROVIDER_INVALID,
-    SINGLE_TOOL_CALL_PER_TURN,
-    TOOL_NOT_AVAILABLE,
     ApplicationError,
 )
 from contextproto.protocol import catalog
-from contextproto.protocol.errors import INVALID_ARGUMENTS
-from contextproto.protocol.host_tools import arguments_problem
-from contextproto.protocol.messages import KIND_TOOL_CALL, KIND_TOOL_RESULT
-from contextproto.protocol.tool_results import tool_failure
+from contextproto.protocol.gateway.wire import Parameters
+from contextproto.protocol.messages import KIND_TOOL_CALL, KIND_TOOL_RESULT, RawMessage
 from sessions_app import nodes, providers
-from sessions_app.models import ProjectionSnapshot, Run, Session
+from sessions_app.models import Message, ProjectionSnapshot, Run, Session
 from sessions_app.providers.base import storable_reply
 from sessions_app.reads import raw_log
+from sessions_app.services.answers import AnswerCall, answer_record
 from sessions_app.services.dispatch import tool_dispatch
-from sessions_app.services.messages import message_write
 from sessions_app.services.projection import projection_build
 from sessions_app.services.runs import autostart, run_enqueue
 from sessions_app.services.usage import turn_usage_record
 from sessions_app.store import hooks
 
+CONTINUE = "continue"
+# How far back a turn looks for protocol calls of the last answer left undispatched (a
+# driver that died between recording an answer and dispatching its call).
+UNDISPATCHED_LOOKBACK = 32
+
 
 @dataclass(frozen=True)
 class TurnReport:
+    """One turn as its driver sees it.
+
+    `outcome`: "continue", or the run's status once the turn ended it. `text`: what the
+    model said in this answer (thinking aside); `handed`: the host or client call to run
+    now; `usage` as recorded; `finish` the model's stop reason (provider words).
+    """
+
     run_id: str
     turn: int
     window_id: str
     tool: str | None
     input_tokens: int | None
     outcome: str
+    snapshot_id: str = ""
+    text: str = ""
+    handed: RawMessage | None = None
+    usage: dict[str, Any] | None = None
+    finish: str | None = None
+    upstream_ms: int = 0
+
+
+@dataclass(frozen=True)
+class Drive:
+    """What a driver adds to the version's settings for its run's turns.
+
+    `parameters`: a gateway client's forwarded fields; `lease_seconds`: how long the run
+    stays claimed past each renewal (a gateway request's lease is short, renewed while it
+    waits on the model, so a dead process frees its session quickly).
+    """
+
+    parameters: Parameters | None = None
+    lease_seconds: int | None = None
+
+    @property
+    def lease(self) -> int:
+        return self.lease_seconds or settings.RUN_LEASE_SECONDS
 
 
 def lease_seconds() -> int:
@@ -63,7 +98,7 @@ def _claim(run_id: UUID | str) -> Run | None:
     now = timezone.now()
     with transaction.atomic():
         run = Run.objects.select_for_update().filter(pk=run_id).first()
-        if run is None:
+        if run is None or run.via_gateway:
             return None
         if run.status == Run.Status.RUNNING and run.lease_until and run.lease_until > now:
             return None
@@ -75,7 +110,8 @@ def _claim(run_id: UUID | str) -> Run | None:
         return run
 
 
-def _finish(run: Run, status: str, error: dict[str, Any] | None = None) -> None:
+def run_finish(run: Run, status: str, error: dict[str, Any] | None = None) -> None:
+    """Give `run` its status for now; a run waiting for a host tool is not finished."""
     run.status = status
     run.error = error
     run.lease_until = None
@@ -84,11 +120,12 @@ def _finish(run: Run, status: str, error: dict[str, Any] | None = None) -> None:
     run.save(update_fields=["status", "error", "lease_until", "finished_at", "turns"])
 
 
-def run_advance(*, run_id: UUID | str, on_turn: Any = None) -> str:
+def run_advance(*, run_id: UUID | str, on_turn: Callable[[TurnReport], Any] | None = None) -> str:
     """Advance `run_id` until it completes, waits for a host tool, fails or hits the limit.
 
-    Returns the run's final status for this call ("skipped" when another worker owns it).
-    `on_turn(TurnReport)` is called after each turn (the demo prints progress with it).
+    The Celery task's driver. Returns the run's final status for this call ("skipped" when
+    another worker owns it). `on_turn(TurnReport)` is called after each turn (the demo
+    prints progress with it). A transient provider failure queues the run again later.
     """
     run = _claim(run_id)
     if run is None:
@@ -101,38 +138,60 @@ def run_advance(*, run_id: UUID | str, on_turn: Any = None) -> str:
         nodes.require_protocol(version.context_protocol_id, version.context_protocol_version)
         provider = providers.provider_for(version.model_provider, version.model_config or {})
     except Exception as exc:  # a misconfigured version fails the run loudly, with its reason
-        _finish(
+        run_finish(
             run,
             Run.Status.FAILED,
             {"code": getattr(exc, "code", PROVIDER_INVALID), "message": str(exc)},
         )
         return run.status
+    try:
+        for report in run_turns(run, session=session, provider=provider):
+            if on_turn is not None:
+                on_turn(report)
+    except providers.ProviderError as exc:
+        if not (exc.retryable and _retry_later(run, exc)):
+            run_finish(run, Run.Status.FAILED, exc.as_dict())
+    except ApplicationError as exc:
+        run_finish(
+            run, Run.Status.FAILED, {"code": exc.code, "message": exc.message, **exc.details}
+        )
+    return run.status
+
+
+def run_turns(
+    run: Run, *, session: Session, provider: providers.ModelProvider, drive: Drive | None = None
+) -> Iterator[TurnReport]:
+    """Advance a claimed run turn by turn, yielding each turn once it is written.
+
+    The one loop of the runtime, whoever drives it. Stops after the turn that ends the run
+    (its status is set before that turn is yielded) or at `maxTurnsPerRun` (the run's status
+    becomes `max_turns_reached`, nothing is yielded). A provider or service failure
+    propagates with nothing of the failed turn written; the driver decides what the run
+    becomes.
+    """
+    drive = drive or Drive()
+    version = session.agent_version
     while True:
         if run.turns >= version.max_turns_per_run:
-            _finish(
+            run_finish(
                 run,
                 Run.Status.MAX_TURNS,
                 {"code": MAX_TURNS_REACHED, "message": f"stopped after {run.turns} turns"},
             )
-            return run.status
-        try:
-            outcome = _turn(session, version, run, provider, on_turn)
-        except providers.ProviderError as exc:
-            if exc.retryable and _retry_later(run, exc):
-                return run.status
-            _finish(run, Run.Status.FAILED, exc.as_dict())
-            return run.status
-        except ApplicationError as exc:
-            _finish(
-                run, Run.Status.FAILED, {"code": exc.code, "message": exc.message, **exc.details}
-            )
-            return run.status
-        if outcome != "continue":
-            _finish(run, outcome)
-            return run.status
-        Run.objects.filter(pk=run.pk).update(
-            lease_until=timezone.now() + timedelta(seconds=lease_seconds())
-        )
+            return
+        report = _turn(session, run, provider, drive)
+        if report.outcome != CONTINUE:
+            run_finish(run, report.outcome)
+        else:
+            _renew(run, drive.lease)
+        yield report
+        if report.outcome != CONTINUE:
+            return
+
+
+def _renew(run: Run, seconds: int) -> None:
+    run.lease_until = timezone.now() + timedelta(seconds=seconds)
+    Run.objects.filter(pk=run.pk).update(lease_until=run.lease_until)
 
 
 SWEEP_LIMIT = 500
@@ -144,14 +203,19 @@ def run_sweep() -> list[str]:
     A run still `running` past its lease lost its worker (killed, or its machine gone): the
     broker would redeliver its task only after the visibility timeout (an hour). A `queued`
     run older than a lease with no scheduled retry (no `error`) lost its enqueue (the broker
-    was down). A duplicate delivery is harmless: `_claim` lets one worker in.
+    was down). A duplicate delivery is harmless: `_claim` lets one worker in. Runs driven by
+    gateway requests are left to the next request of their session.
     """
     now = timezone.now()
     lost_enqueue = now - timedelta(seconds=lease_seconds())
-    runs = Run.objects.filter(
-        Q(status=Run.Status.RUNNING, lease_until__lt=now)
-        | Q(status=Run.Status.QUEUED, error__isnull=True, created_at__lt=lost_enqueue)
-    ).values_list("id", flat=True)[:SWEEP_LIMIT]
+    runs = (
+        Run.objects.filter(
+            Q(status=Run.Status.RUNNING, lease_until__lt=now)
+            | Q(status=Run.Status.QUEUED, error__isnull=True, created_at__lt=lost_enqueue)
+        )
+        .filter(via_gateway=False)
+        .values_list("id", flat=True)[:SWEEP_LIMIT]
+    )
     ids = [str(run_id) for run_id in runs]
     for run_id in ids:
         hooks.run_advance_enqueue(run_id)
@@ -182,33 +246,96 @@ def _model_step(session: Session) -> int:
     return Run.objects.filter(session=session).aggregate(n=Sum("turns"))["n"] or 0
 
 
-def _turn(session: Session, version, run: Run, provider, on_turn) -> str:
+@contextmanager
+def model_wait(run: Run, seconds: int) -> Iterator[None]:
+    """Around a model call: keep the run's lease alive, and hold no database connection.
+
+    A call may take minutes; the lease is renewed every third of `seconds` from a thread of
+    its own (so a driver that dies stops renewing it and the run is free again within
+    `seconds`), and on PostgreSQL the driver's connection goes back (to the pool) instead of
+    idling through the wait. Inside a transaction (tests) the connection stays.
+    """
+    stop = threading.Event()
+
+    def renew() -> None:
+        try:
+            while not stop.wait(seconds / 3):
+                _renew(run, seconds)
+        finally:
+            connection.close()  # this thread's own connection
+
+    keeper = threading.Thread(target=renew, name=f"lease-{run.pk}", daemon=True)
+    keeper.start()
+    if connection.vendor == "postgresql" and not connection.in_atomic_block:
+        connection.close()
+    try:
+        yield
+    finally:
+        stop.set()
+        keeper.join()
+
+
+def _undispatched(session: Session) -> list[str]:
+    """Protocol calls near the log's end that have no result yet (a driver died between
+    writing an answer and dispatching its call): bounded by UNDISPATCHED_LOOKBACK."""
+    answered = Message.objects.filter(
+        session=session, kind=KIND_TOOL_RESULT, tool_call_id=OuterRef("tool_call_id")
+    )
+    calls = (
+        Message.objects.filter(
+            session=session,
+            kind=KIND_TOOL_CALL,
+            index__gt=session.last_index - UNDISPATCHED_LOOKBACK,
+            tool_name__in=catalog.PROTOCOL_TOOL_NAMES,
+        )
+        .exclude(Exists(answered))
+        .order_by("index")
+        .values_list("tool_call_id", flat=True)
+    )
+    return [str(c) for c in calls]
+
+
+def _turn(
+    session: Session, run: Run, provider: providers.ModelProvider, drive: Drive
+) -> TurnReport:
+    version = session.agent_version
+    session.refresh_from_db(fields=["next_message_index"])
+    for call_id in _undispatched(session):
+        tool_dispatch(session_id=session.id, tool_call_id=call_id)
     snapshot = projection_build(
-        session_id=session.id, provider=provider.wire_format, run_id=run.id.hex, use_cache=False
+        session_id=session.id,
+        provider=provider.wire_format,
+        run_id=run.id.hex,
+        use_cache=False,
+        parameters=drive.parameters,
     )
     step = _model_step(session)
     started = time.monotonic()
-    answer = provider.complete(snapshot.request, model=version.model_name, step=step)
+    with model_wait(run, drive.lease):
+        answer = provider.complete(snapshot.request, model=version.model_name, step=step)
     latency_ms = round((time.monotonic() - started) * 1000)
     reply = storable_reply(answer)
-    tool_name = reply.tool_calls[0].name if reply.tool_calls else None
-    if reply.tool_calls:
-        outcome = _handle_tool_calls(session, version, snapshot, reply)
-    elif reply.text is not None and reply.text.strip():
-        # The answer names its view, as a host's may (SPEC §8): the timeline reads it there.
-        message_write(
-            session_id=session.id,
-            role="assistant",
-            kind="text",
-            content=reply.text,
-            snapshot_id=str(snapshot.id),
-        )
-        outcome = Run.Status.COMPLETED
-    else:
+    if not reply.tool_calls and not (reply.text and reply.text.strip()):
         raise ApplicationError(
             MODEL_EMPTY_ANSWER, "The model answered with neither text nor a tool call."
         )
-    # Counted once the answer is written: a worker dying before that replays the turn (and
+    recorded = answer_record(
+        session_id=session.id,
+        snapshot_id=snapshot.id,
+        text=reply.text,
+        calls=[AnswerCall(c.id, c.name, c.arguments) for c in reply.tool_calls],
+        thinking=reply.thinking,
+    )
+    for call_id in recorded.protocol_calls:
+        tool_dispatch(session_id=session.id, tool_call_id=call_id)
+    outcome: str = CONTINUE
+    if not reply.tool_calls:
+        outcome = Run.Status.COMPLETED
+    elif recorded.handed is not None:
+        outcome = Run.Status.WAITING_FOR_HOST_TOOL
+    if recorded.renamed:
+        _note_renamed(snapshot.id, recorded.renamed)
+    # Counted once the answer is written: a driver dying before that replays the turn (and
     # a scripted model's step) instead of skipping it. Usage is recorded last, so a
     # maintenance job it triggers cannot make this turn's own call stale.
     run.turns += 1
@@ -216,88 +343,43 @@ def _turn(session: Session, version, run: Run, provider, on_turn) -> str:
     turn_usage_record(
         snapshot=snapshot, usage=reply.usage, raw=reply.raw, model_latency_ms=latency_ms
     )
-    if on_turn is not None:
-        on_turn(
-            TurnReport(
-                run_id=run.id.hex,
-                turn=run.turns,
-                window_id=snapshot.window_id,
-                tool=tool_name,
-                input_tokens=snapshot.input_tokens,
-                outcome=str(outcome),
-            )
-        )
-    return outcome
-
-
-def _handle_tool_calls(session: Session, version, snapshot: ProjectionSnapshot, reply) -> str:
-    """Record every call of the answer, execute the first, refuse the others (pairing holds)."""
-    if reply.text and reply.text.strip():
-        message_write(session_id=session.id, role="assistant", kind="text", content=reply.text)
-    host_tools = {t.name: t for t in version.tools.all()}
-    for call in reply.tool_calls:
-        message_write(
-            session_id=session.id,
-            role="assistant",
-            kind=KIND_TOOL_CALL,
-            content="",
-            tool_call_id=call.id,
-            tool_name=call.name,
-            arguments=call.arguments,
-            snapshot_id=str(snapshot.id),
-        )
-    waiting = False
-    for position, call in enumerate(reply.tool_calls):
-        if call.name in catalog.PROTOCOL_TOOL_NAMES:
-            tool_dispatch(session_id=session.id, tool_call_id=call.id)
-        elif position > 0:
-            _host_error(
-                session,
-                call.id,
-                SINGLE_TOOL_CALL_PER_TURN,
-                "Only one tool call per turn is executed; call it again later.",
-            )
-        elif call.name not in host_tools:
-            _host_error(
-                session, call.id, TOOL_NOT_AVAILABLE, f"{call.name} is not a tool of this agent."
-            )
-        elif problem := arguments_problem(host_tools[call.name].input_schema, call.arguments):
-            # The host only ever receives arguments its tool's schema allows (SPEC §18).
-            _host_error(
-                session,
-                call.id,
-                INVALID_ARGUMENTS,
-                f"{call.name}: the arguments at {problem.path} {problem.message} Fix them and "
-                "call the tool again.",
-                path=problem.path,
-            )
-        else:
-            waiting = True
-    return Run.Status.WAITING_FOR_HOST_TOOL if waiting else "continue"
-
-
-def _host_error(
-    session: Session, tool_call_id: str, code: str, message: str, **context: Any
-) -> None:
-    body = tool_failure(code, message, details=context)
-    message_write(
-        session_id=session.id,
-        role="tool",
-        kind=KIND_TOOL_RESULT,
-        content=json.dumps(body),
-        tool_call_id=tool_call_id,
-        is_error=True,
+    return TurnReport(
+        run_id=run.id.hex,
+        turn=run.turns,
+        window_id=snapshot.window_id,
+        tool=reply.tool_calls[0].name if reply.tool_calls else None,
+        input_tokens=snapshot.input_tokens,
+        outcome=str(outcome),
+        snapshot_id=str(snapshot.id),
+        text=reply.text or "",
+        handed=recorded.handed,
+        usage=dict(reply.usage or {}),
+        finish=reply.stop_reason,
+        upstream_ms=latency_ms,
     )
+
+
+def _note_renamed(snapshot_id: UUID, renamed: dict[str, str]) -> None:
+    """Say on the turn's snapshot which call ids the model reused and what they became."""
+    snapshot = ProjectionSnapshot.objects.get(pk=snapshot_id)
+    notes = list(snapshot.notes or [])
+    for old, new in renamed.items():
+        notes.append(
+            f"tool call id {old!r} of the answer is taken in this session (or repeated): "
+            f"recorded as {new!r}"
+        )
+    ProjectionSnapshot.objects.filter(pk=snapshot_id).update(notes=notes)
 
 
 def run_resume_if_ready(*, session_id: UUID | str) -> bool:
     """After a host tool result: re-queue the waiting run once no call is left unanswered.
 
-    Precondition: called inside the transaction that wrote the result (session locked).
+    Precondition: called inside the transaction that wrote the result (session locked). A
+    run driven by gateway requests is left to the next request, which brings the result.
     """
     session = Session.objects.select_related("current_run").get(pk=session_id)
     run = session.current_run
-    if run is None or run.status != Run.Status.WAITING_FOR_HOST_TOOL:
+    if run is None or run.status != Run.Status.WAITING_FOR_HOST_TOOL or run.via_gateway:
         return False
     # The run's messages, hot or archived (a pending call may have gone cold meanwhile).
     inputs = raw_log.log_run_inputs(session.id, run.id.hex, session.last_index)

@@ -755,5 +755,12 @@ def test_kv_keys_for_view_name_only_the_current_window() -> None:
         "checkpoint/a",
         "coveredThrough/a",
         "currentWindowEntry",
+        "gateway/system",
+        "gateway/tools",
     )
-    assert kv_keys_for_view("prefix", "a") == ("coveredThrough/main", "checkpoint/main")
+    assert kv_keys_for_view("prefix", "a") == (
+        "coveredThrough/main",
+        "checkpoint/main",
+        "gateway/system",
+        "gateway/tools",
+    )

@@ -1,0 +1,89 @@
+"""The client's part of a session's state (SPEC §19): its system text and its tools.
+
+Both are KV, so a view stays a pure function of the state at R and the log: `gateway/system`
+(the text put where the version's prompt says `{{client_system}}`) and `gateway/tools` (the
+tool names in the client's order), each tool's definition under `gateway/tool/<name>`; one
+key per tool keeps every value far below the KV value limit even for clients whose tool
+definitions run to tens of kilobytes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from contextproto.protocol.gateway.wire import ClientToolWire
+
+KEY_SYSTEM = "gateway/system"
+KEY_TOOLS = "gateway/tools"
+TOOL_PREFIX = "gateway/tool/"
+# Read with every view: the system text and the tool names (the definitions follow when
+# there are names).
+VIEW_KEYS = (KEY_SYSTEM, KEY_TOOLS)
+
+
+def tool_key(name: str) -> str:
+    return TOOL_PREFIX + name
+
+
+def tool_names(kv: Mapping[str, Any]) -> list[str]:
+    names = kv.get(KEY_TOOLS)
+    return [n for n in names if isinstance(n, str)] if isinstance(names, list) else []
+
+
+def client_system(kv: Mapping[str, Any]) -> str:
+    text = kv.get(KEY_SYSTEM)
+    return text if isinstance(text, str) else ""
+
+
+def client_tools(kv: Mapping[str, Any]) -> list[ClientToolWire]:
+    """The stored client tools in the client's order (`kv` holds the per-tool keys)."""
+    tools: list[ClientToolWire] = []
+    for name in tool_names(kv):
+        definition = kv.get(tool_key(name))
+        if not isinstance(definition, Mapping):
+            continue
+        tools.append(
+            {
+                "name": name,
+                "description": str(definition.get("description") or ""),
+                "inputSchema": dict(definition.get("inputSchema") or {"type": "object"}),
+            }
+        )
+    return tools
+
+
+def client_state_writes(
+    kv: Mapping[str, Any], system: str, tools: Sequence[ClientToolWire]
+) -> tuple[dict[str, Any], list[str]]:
+    """What to write so the stored client state equals the request's: (upserts, removals).
+
+    Both empty when nothing changed, so a request that resends the same system text and
+    tools commits no revision. `kv` holds the stored state (VIEW_KEYS and the tool keys).
+    """
+    upserts: dict[str, Any] = {}
+    if client_system(kv) != system:
+        upserts[KEY_SYSTEM] = system
+    names = [t["name"] for t in tools]
+    stored = tool_names(kv)
+    if stored != names:
+        upserts[KEY_TOOLS] = names
+    for tool in tools:
+        definition = {"description": tool["description"], "inputSchema": tool["inputSchema"]}
+        if kv.get(tool_key(tool["name"])) != definition:
+            upserts[tool_key(tool["name"])] = definition
+    removals = [tool_key(name) for name in stored if name not in names]
+    return upserts, removals
+
+
+def merged_tools(
+    protocol_and_host: Sequence[Mapping[str, Any]], client: Sequence[ClientToolWire]
+) -> list[dict[str, Any]]:
+    """The view's tools: protocol tools, then host tools, then client tools (SPEC §19).
+
+    A client tool shadows a host tool of the same name (it takes the client's definition,
+    at the client's place); protocol tools cannot be shadowed (such names are refused).
+    """
+    names = {t["name"] for t in client}
+    kept = [dict(t) for t in protocol_and_host if t["name"] not in names]
+    return kept + [dict(t) for t in client]

@@ -1,0 +1,325 @@
+"""What the two client formats share (SPEC §19): a parsed request, a reply, usage, errors.
+
+`openai_wire` and `anthropic_wire` turn their API's request body into a `GatewayRequest`
+and a `Reply` back into their API's reply, stream events and error shape. Everything here
+is data: ids and times are passed in, so equal inputs give byte-equal replies.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, Literal, TypedDict
+
+from contextproto.protocol.gateway.transcript import Call, Item
+
+INVALID_REQUEST = "invalid_request"
+PARAMETER_UNSUPPORTED = "gateway_parameter_unsupported"
+
+# A reply's end, in OpenAI's words; the Anthropic side maps them (SPEC §19).
+Finish = Literal["stop", "tool_calls", "length"]
+FINISH_STOP: Finish = "stop"
+FINISH_TOOL_CALLS: Finish = "tool_calls"
+FINISH_LENGTH: Finish = "length"
+
+# The client API's error type for an HTTP status (SPEC §19: Anthropic's names).
+ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    409: "invalid_request_error",
+    413: "invalid_request_error",
+    422: "invalid_request_error",
+    429: "rate_limit_error",
+    503: "overloaded_error",
+}
+
+
+def error_type(status: int) -> str:
+    if status in ERROR_TYPES:
+        return ERROR_TYPES[status]
+    return "api_error" if status >= 500 else "invalid_request_error"
+
+
+class ClientFormat(StrEnum):
+    """The API a gateway client speaks (its base URL says which)."""
+
+    OPENAI = "openai"
+    ANTHROPIC = "anthropic"
+
+
+class WireError(Exception):
+    """A request body the gateway cannot take: a registered code, what to fix, where."""
+
+    def __init__(self, code: str, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.details: dict[str, Any] = {"field": field} if field is not None else {}
+
+
+class ClientToolWire(TypedDict):
+    """A client tool as the session stores it (KV `gateway/tools`) and the view sends it."""
+
+    name: str
+    description: str
+    inputSchema: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ClientTool:
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+    where: str  # where the request declared it, for refusals (`tools[2]`)
+
+    def to_wire(self) -> ClientToolWire:
+        return {
+            "name": self.name,
+            "description": self.description,
+            "inputSchema": self.input_schema,
+        }
+
+
+@dataclass(frozen=True)
+class ToolChoice:
+    """`auto`, `none`, or one client tool by `name` (SPEC §19: `required`/`any` refused)."""
+
+    mode: Literal["auto", "none", "tool"]
+    name: str | None = None
+
+
+@dataclass(frozen=True)
+class Parameters:
+    """The request fields forwarded to every upstream call of the request (SPEC §19)."""
+
+    max_tokens: int | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    stop: tuple[str, ...] = ()
+    seed: int | None = None
+    tool_choice: ToolChoice | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The set fields, camelCase, as a snapshot records what the request forwarded."""
+        out: dict[str, Any] = {}
+        if self.max_tokens is not None:
+            out["maxTokens"] = self.max_tokens
+        if self.temperature is not None:
+            out["temperature"] = self.temperature
+        if self.top_p is not None:
+            out["topP"] = self.top_p
+        if self.stop:
+            out["stop"] = list(self.stop)
+        if self.seed is not None:
+            out["seed"] = self.seed
+        if self.tool_choice is not None:
+            choice: dict[str, Any] = {"mode": self.tool_choice.mode}
+            if self.tool_choice.name is not None:
+                choice["name"] = self.tool_choice.name
+            out["toolChoice"] = choice
+        return out
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any] | None) -> Parameters:
+        data = data or {}
+        choice = data.get("toolChoice")
+        return cls(
+            max_tokens=data.get("maxTokens"),
+            temperature=data.get("temperature"),
+            top_p=data.get("topP"),
+            stop=tuple(data.get("stop") or ()),
+            seed=data.get("seed"),
+            tool_choice=ToolChoice(mode=choice["mode"], name=choice.get("name"))
+            if isinstance(choice, Mapping)
+            else None,
+        )
+
+
+@dataclass(frozen=True)
+class GatewayRequest:
+    """A client's request, in neither API's words.
+
+    `items` are its messages as transcript items (system text aside, in `system`);
+    `tools` its tools (empty when it sent none); `ignored` the request fields the gateway
+    does not use (reported in `X-Contextproto-Ignored`).
+    """
+
+    format: ClientFormat
+    model: str | None
+    system: str
+    items: tuple[Item, ...]
+    tools: tuple[ClientTool, ...]
+    parameters: Parameters
+    stream: bool = False
+    include_usage: bool = False
+    ignored: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Tokens of the model calls of a request, in SPEC §15's convention (input includes the
+    cache reads and writes)."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read: int = 0
+    cache_write: int = 0
+
+    def plus(self, other: Usage) -> Usage:
+        return Usage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            cache_read=self.cache_read + other.cache_read,
+            cache_write=self.cache_write + other.cache_write,
+        )
+
+    @property
+    def uncached_input(self) -> int:
+        return max(self.input_tokens - self.cache_read - self.cache_write, 0)
+
+    @classmethod
+    def from_recorded(cls, usage: Mapping[str, Any] | None) -> Usage:
+        """From a turn's usage as the runtime records it (`inputTokens`, …)."""
+        usage = usage or {}
+
+        def count(key: str) -> int:
+            value = usage.get(key)
+            return (
+                int(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0
+            )
+
+        return cls(
+            input_tokens=count("inputTokens"),
+            output_tokens=count("outputTokens"),
+            cache_read=count("cacheReadInputTokens") or count("cachedInputTokens"),
+            cache_write=count("cacheWriteInputTokens"),
+        )
+
+
+@dataclass(frozen=True)
+class Reply:
+    """What the gateway answers one request with, in neither API's words."""
+
+    id: str
+    created: int
+    model: str
+    text: str
+    call: Call | None
+    finish: Finish
+    usage: Usage = field(default_factory=Usage)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "created": self.created,
+            "model": self.model,
+            "text": self.text,
+            "call": {"id": self.call.id, "name": self.call.name, "arguments": self.call.arguments}
+            if self.call
+            else None,
+            "finish": self.finish,
+            "usage": {
+                "inputTokens": self.usage.input_tokens,
+                "outputTokens": self.usage.output_tokens,
+                "cacheReadInputTokens": self.usage.cache_read,
+                "cacheWriteInputTokens": self.usage.cache_write,
+            },
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Reply:
+        call = data.get("call")
+        return cls(
+            id=data["id"],
+            created=int(data["created"]),
+            model=data["model"],
+            text=data.get("text") or "",
+            call=Call(id=call["id"], name=call["name"], arguments=call["arguments"])
+            if isinstance(call, Mapping)
+            else None,
+            finish=data["finish"],
+            usage=Usage.from_recorded(data.get("usage")),
+        )
+
+
+def dumps(value: Any) -> str:
+    """The JSON text of every reply body and event: compact, UTF-8 kept as is."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+# --------------------------------------------------------------------------- parsing helpers
+
+
+def require_object(value: Any, where: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise WireError(INVALID_REQUEST, f"{where} must be a JSON object.", where)
+    return value
+
+
+def optional_int(body: Mapping[str, Any], key: str, *, minimum: int = 0) -> int | None:
+    value = body.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise WireError(INVALID_REQUEST, f"{key} must be an integer of at least {minimum}.", key)
+    return value
+
+
+def optional_number(body: Mapping[str, Any], key: str, low: float, high: float) -> float | None:
+    value = body.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high:
+        raise WireError(INVALID_REQUEST, f"{key} must be a number from {low:g} to {high:g}.", key)
+    return float(value)
+
+
+def optional_bool(body: Mapping[str, Any], key: str) -> bool:
+    value = body.get(key, False)
+    if value is None:
+        return False
+    if not isinstance(value, bool):
+        raise WireError(INVALID_REQUEST, f"{key} must be true or false.", key)
+    return value
+
+
+def string_list(value: Any, key: str, *, limit: int) -> tuple[str, ...]:
+    """A string or a list of strings (at most `limit`), as a tuple."""
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        return (value,)
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise WireError(INVALID_REQUEST, f"{key} must be a string or a list of strings.", key)
+    if len(value) > limit:
+        raise WireError(INVALID_REQUEST, f"{key} takes at most {limit} strings.", key)
+    return tuple(value)
+
+
+def data_url_image(url: str) -> dict[str, Any]:
+    """An image part for a URL: `data:` URLs become inline data (their media type kept)."""
+    if url.startswith("data:") and ";base64," in url:
+        media, _, data = url[5:].partition(";base64,")
+        return {"type": "image", "mediaType": media or "application/octet-stream", "data": data}
+    return {"type": "image", "mediaType": _media_type_of(url), "url": url}
+
+
+_IMAGE_SUFFIXES = {
+    ".png": "image/png",
+    ".jpg": "image/jpeg",
+    ".jpeg": "image/jpeg",
+    ".gif": "image/gif",
+    ".webp": "image/webp",
+}
+
+
+def _media_type_of(url: str) -> str:
+    path = url.split("?", 1)[0].lower()
+    for suffix, media in _IMAGE_SUFFIXES.items():
+        if path.endswith(suffix):
+            return media
+    return "image/*"

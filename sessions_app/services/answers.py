@@ -1,0 +1,248 @@
+"""Record one model answer (SPEC §4.5, §5.1, §19): its text, its calls, and what the service
+answers itself, in one transaction.
+
+The one writer of a model's answer, whoever called the model (the built-in runtime, a gateway
+request). An answer is written as the model gave it: the text beside its calls (and an
+Anthropic answer's thinking blocks) in the first call's `content`, or a `text` message when
+it made no call. Every call is recorded; the service then answers in the same transaction
+what no host will: a later call of the answer that is not a protocol tool
+(`single_tool_call_per_turn`), and a first call of a tool the agent does not have
+(`tool_not_available`) or whose arguments fail its schema (`invalid_arguments`). Those
+results name the answer's view in `snapshotId`, which a host's result never does: that is how
+the transcript tells them from a client's (contextproto.protocol.gateway.transcript).
+Protocol calls are left to the dispatcher; the caller dispatches them after this commits.
+
+A call id the session already holds (providers that restart at `call_0` every answer), one
+used twice in the answer, or one outside the id rule is replaced by a fresh id, which is the
+one the model, the host and the client see from then on.
+"""
+
+from __future__ import annotations
+
+import json
+import unicodedata
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+from uuid import UUID
+
+from django.db import transaction
+
+from contextproto.errors import SINGLE_TOOL_CALL_PER_TURN, TOOL_NOT_AVAILABLE
+from contextproto.protocol import catalog
+from contextproto.protocol.errors import INVALID_ARGUMENTS
+from contextproto.protocol.gateway import state as client_state
+from contextproto.protocol.host_tools import arguments_problem
+from contextproto.protocol.messages import (
+    KIND_TEXT,
+    KIND_TOOL_CALL,
+    KIND_TOOL_RESULT,
+    ROLE_ASSISTANT,
+    ROLE_TOOL,
+    RawMessage,
+)
+from contextproto.protocol.tool_results import ToolFailure, tool_failure
+from sessions_app.models import Session
+from sessions_app.reads import hot_sql
+from sessions_app.reads.raw_log import call_and_answer
+from sessions_app.services.messages import message_append_locked
+from sessions_app.store.codec import raw_from_row
+from sessions_app.store.state import session_lock
+
+# SPEC §9.2: a tool call id is 1-256 code points, none of Unicode category Cc.
+TOOL_CALL_ID_MAX = 256
+
+
+def tool_call_id_problem(call_id: object) -> str | None:
+    """Why `call_id` is not a tool call id the log takes, or None."""
+    if not isinstance(call_id, str) or not call_id:
+        return "a tool call id is a non-empty string"
+    if len(call_id) > TOOL_CALL_ID_MAX:
+        return f"a tool call id has at most {TOOL_CALL_ID_MAX} characters"
+    if any(unicodedata.category(c) == "Cc" for c in call_id):
+        return "a tool call id has no control characters"
+    return None
+
+
+@dataclass(frozen=True)
+class AnswerCall:
+    """A call the model made: its id as the model gave it, the tool, the arguments."""
+
+    id: str
+    name: str
+    arguments: Any
+
+
+@dataclass(frozen=True)
+class RecordedAnswer:
+    """What `answer_record` wrote.
+
+    `messages` in log order (the answer, then the service's results); `protocol_calls` the
+    ids of the answer's protocol calls, to dispatch in order; `handed` the one call the host
+    (or the gateway's client) must run now, if any; `renamed` each replaced id → its new id.
+    """
+
+    messages: tuple[RawMessage, ...]
+    protocol_calls: tuple[str, ...]
+    handed: RawMessage | None
+    renamed: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def answer(self) -> tuple[RawMessage, ...]:
+        """The answer's own messages (its text or calls), without the service's results."""
+        return tuple(m for m in self.messages if m.role == ROLE_ASSISTANT)
+
+
+def answer_content(text: str | None, thinking: Sequence[Mapping[str, Any]] = ()) -> Any:
+    """The content of an answer's first message: its thinking blocks, then its text."""
+    if not thinking:
+        return text or ""
+    parts = [dict(block) for block in thinking]
+    if text:
+        parts.append({"type": "text", "text": text})
+    return parts
+
+
+def _fresh_id(original: str) -> str:
+    prefix = "toolu_" if original.startswith("toolu_") else "call_"
+    return prefix + uuid.uuid4().hex[:24]
+
+
+def _session_ids(session: Session, calls: Sequence[AnswerCall]) -> dict[str, str]:
+    """Each call's id in the log: its own, or a fresh one when the session already holds it,
+    the answer used it before, or it breaks the id rule."""
+    ids: dict[str, str] = {}
+    taken: set[str] = set()
+    for call in calls:
+        new = call.id
+        if (
+            tool_call_id_problem(call.id) is not None
+            or call.id in taken
+            or call_and_answer(session.id, call.id)[0] is not None
+        ):
+            new = _fresh_id(call.id if isinstance(call.id, str) else "")
+        taken.add(new)
+        ids[call.id] = new
+    return ids
+
+
+def _tools_of(session: Session) -> dict[str, dict[str, Any]]:
+    """The schemas of the tools a host or client runs: the version's host tools, shadowed by
+    the client tools a gateway request declared (SPEC §19)."""
+    schemas = {t.name: t.input_schema for t in session.agent_version.tools.all()}
+    kv = hot_sql.kv_values(session.id, [client_state.KEY_TOOLS])
+    names = client_state.tool_names(kv)
+    if names:
+        kv.update(hot_sql.kv_values(session.id, [client_state.tool_key(n) for n in names]))
+        for tool in client_state.client_tools(kv):
+            schemas[tool["name"]] = tool["inputSchema"]
+    return schemas
+
+
+def _refusal(call: AnswerCall, position: int, tools: Mapping[str, Any]) -> ToolFailure | None:
+    """The service's answer to a call that no host will run, or None for the handed call."""
+    if position > 0:
+        return tool_failure(
+            SINGLE_TOOL_CALL_PER_TURN,
+            "Only one tool call per turn is executed; call it again later.",
+        )
+    if call.name not in tools:
+        return tool_failure(TOOL_NOT_AVAILABLE, f"{call.name} is not a tool of this agent.")
+    arguments = call.arguments
+    if not isinstance(arguments, dict) or set(arguments) == {"_raw"}:
+        return tool_failure(
+            INVALID_ARGUMENTS,
+            f"{call.name}: the arguments are not a JSON object. Send them as a JSON object "
+            "that matches the tool's schema and call the tool again.",
+            details={"path": "$"},
+        )
+    problem = arguments_problem(tools[call.name], arguments)
+    if problem is not None:
+        # The host only ever receives arguments its tool's schema allows (SPEC §18).
+        return tool_failure(
+            INVALID_ARGUMENTS,
+            f"{call.name}: the arguments at {problem.path} {problem.message} Fix them and "
+            "call the tool again.",
+            details={"path": problem.path},
+        )
+    return None
+
+
+def answer_record(
+    *,
+    session_id: UUID | str,
+    snapshot_id: UUID | str,
+    text: str | None,
+    calls: Sequence[AnswerCall],
+    thinking: Sequence[Mapping[str, Any]] = (),
+) -> RecordedAnswer:
+    """Write one model answer generated from view `snapshot_id` (module docstring).
+
+    Takes the session lock; everything commits together or not at all, so a call is never
+    left without the result the service owes it. Raises nothing for what the model got
+    wrong: that becomes a result. An answer with neither text nor calls is the caller's to
+    refuse.
+    """
+    with transaction.atomic():
+        session = session_lock(session_id)
+        first_content = answer_content(text, thinking)
+        written = []
+        if not calls:
+            row = message_append_locked(
+                session,
+                role=ROLE_ASSISTANT,
+                kind=KIND_TEXT,
+                content=first_content,
+                snapshot_id=snapshot_id,
+            )
+            return RecordedAnswer(messages=(raw_from_row(row),), protocol_calls=(), handed=None)
+        ids = _session_ids(session, calls)
+        rows = []
+        for position, call in enumerate(calls):
+            rows.append(
+                message_append_locked(
+                    session,
+                    role=ROLE_ASSISTANT,
+                    kind=KIND_TOOL_CALL,
+                    content=first_content if position == 0 else "",
+                    tool_call_id=ids[call.id],
+                    tool_name=call.name,
+                    arguments=call.arguments,
+                    snapshot_id=snapshot_id,
+                    save_session=False,
+                )
+            )
+        written.extend(rows)
+        tools = _tools_of(session)
+        handed = None
+        protocol_calls = []
+        for position, (call, row) in enumerate(zip(calls, rows, strict=True)):
+            if call.name in catalog.PROTOCOL_TOOL_NAMES:
+                protocol_calls.append(row.tool_call_id)
+                continue
+            refusal = _refusal(call, position, tools)
+            if refusal is None:
+                handed = row
+                continue
+            written.append(
+                message_append_locked(
+                    session,
+                    role=ROLE_TOOL,
+                    kind=KIND_TOOL_RESULT,
+                    content=json.dumps(refusal),
+                    window_id=row.window_id,
+                    tool_call_id=row.tool_call_id,
+                    tool_name=call.name,
+                    is_error=True,
+                    snapshot_id=snapshot_id,
+                    save_session=False,
+                )
+            )
+        session.save(update_fields=["next_message_index"])
+        return RecordedAnswer(
+            messages=tuple(raw_from_row(r) for r in written),
+            protocol_calls=tuple(str(c) for c in protocol_calls),
+            handed=raw_from_row(handed) if handed is not None else None,
+            renamed={old: new for old, new in ids.items() if old != new},
+        )
