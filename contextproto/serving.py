@@ -34,6 +34,7 @@ from uvicorn.protocols.http import h11_impl
 
 from contextproto.errors import REQUEST_TIMEOUT, REQUEST_TOO_LARGE, ErrorResponseBody, error_body
 from contextproto.middleware import API_PREFIX
+from contextproto.protocol.gateway import anthropic_wire, openai_wire
 from sessions_app import nodes
 
 logger = logging.getLogger("contextproto.serving")
@@ -44,6 +45,7 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 Refusal = tuple[int, list[tuple[bytes, bytes]], bytes]  # status, headers, body
+GATEWAY_PREFIX = "/gateway/"
 
 
 def _refusal(error: ErrorResponseBody) -> Refusal:
@@ -70,10 +72,21 @@ def body_too_slow(seconds: float) -> Refusal:
     return _refusal(error_body(REQUEST_TIMEOUT, message, 408))
 
 
-def body_too_large(limit: int) -> Refusal:
+def body_too_large(limit: int, path: str = API_PREFIX) -> Refusal:
     message = (
         f"The request body exceeds the size limit of {limit} bytes; send less data per request."
     )
+    if path.startswith(GATEWAY_PREFIX):
+        # A gateway client reads its own API's error shape (SPEC §19).
+        wire = anthropic_wire if path.startswith(GATEWAY_PREFIX + "anthropic/") else openai_wire
+        body = json.dumps(wire.error_reply(413, REQUEST_TOO_LARGE, message, {})).encode()
+        headers = [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode()),
+            (b"connection", b"close"),
+            (b"x-should-retry", b"false"),
+        ]
+        return 413, headers, body
     return _refusal(error_body(REQUEST_TOO_LARGE, message, 413))
 
 
@@ -132,23 +145,29 @@ class H11Protocol(h11_impl.H11Protocol):
 
 
 class RequestLimits:
-    """Bound the size (API paths) and the arrival time (every path) of a request's body."""
+    """Bound the size (API and gateway paths) and the arrival time (every path) of a body."""
 
     def __init__(
-        self, app: ASGIApp, *, max_body_bytes: int, body_timeout: float, prefix: str = API_PREFIX
+        self,
+        app: ASGIApp,
+        *,
+        max_body_bytes: int,
+        body_timeout: float,
+        prefixes: tuple[str, ...] = (API_PREFIX, GATEWAY_PREFIX),
     ) -> None:
         self.app = app
         self.max_body_bytes = max_body_bytes
         self.body_timeout = body_timeout
-        self.prefix = prefix
+        self.prefixes = prefixes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        sized = scope.get("path", "").startswith(self.prefix)
+        path = scope.get("path", "")
+        sized = path.startswith(self.prefixes)
         if sized and self._announced_too_large(scope):
-            await self._refuse(send, body_too_large(self.max_body_bytes))
+            await self._refuse(send, body_too_large(self.max_body_bytes, path))
             return
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.body_timeout
@@ -169,7 +188,7 @@ class RequestLimits:
             if message["type"] == "http.request":
                 state["received"] += len(message.get("body", b""))
                 if sized and state["received"] > self.max_body_bytes:
-                    state["refusal"] = body_too_large(self.max_body_bytes)
+                    state["refusal"] = body_too_large(self.max_body_bytes, path)
                     return {"type": "http.disconnect"}
                 state["done"] = not message.get("more_body", False)
             return message

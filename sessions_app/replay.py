@@ -66,6 +66,9 @@ from contextproto.protocol.cache_report import (
 )
 from contextproto.protocol.cache_sim import SIMULATED_PROVIDERS
 from contextproto.protocol.errors import ProtocolError
+from contextproto.protocol.gateway import state as client_state
+from contextproto.protocol.gateway.upstream import with_parameters
+from contextproto.protocol.gateway.wire import Parameters
 from contextproto.protocol.messages import (
     DERIVED_STATE,
     KIND_INPUT,
@@ -87,7 +90,12 @@ from sessions_app.models import KVHistory, MaintenanceJob, ProjectionSnapshot, S
 from sessions_app.providers.base import canonical_json, estimate_tokens
 from sessions_app.reads import raw_log
 from sessions_app.reads.history import kv_history_through
-from sessions_app.services.projection import capacity_check, tools_for, trigger_tokens
+from sessions_app.services.projection import (
+    capacity_check,
+    max_tokens_key,
+    tools_for,
+    trigger_tokens,
+)
 
 AS_RECORDED = "as recorded"
 PRESSURE_ESTIMATED = (
@@ -705,6 +713,9 @@ def _rebuild(ctx: _Context, snapshot: ProjectionSnapshot, number: int) -> _Rebui
     if covered_key(window_id) not in keys:
         keys.append(covered_key(window_id))
     kv = ctx.history.at(snapshot.revision, keys)
+    names = client_state.tool_names(kv)
+    if names:
+        kv = {**kv, **ctx.history.at(snapshot.revision, [client_state.tool_key(n) for n in names])}
     covered = int(kv.get(covered_key(window_id), 0) or 0)
     run_hex = snapshot.run_id.hex if snapshot.run_id else None
     plan = engine.plan_reads(
@@ -720,7 +731,8 @@ def _rebuild(ctx: _Context, snapshot: ProjectionSnapshot, number: int) -> _Rebui
         else []
     )
     run_inputs = ctx.log.run_inputs(plan.run_id, plan.through_index)
-    tools = ctx.tools_of(protocol)
+    # A gateway client's tools at R follow the protocol's and the version's (SPEC §19).
+    tools = client_state.merged_tools(ctx.tools_of(protocol), client_state.client_tools(kv))
     try:
         projection = engine.project(
             engine.ProjectionInput(
@@ -763,7 +775,17 @@ def _rebuild(ctx: _Context, snapshot: ProjectionSnapshot, number: int) -> _Rebui
         # The runtime would have refused this turn; it is still priced, so both sides
         # cover the same turns, and the row says so.
         notes.append(f"would be refused: {exc.code} ({exc.message})")
-    replayed = _json_text(adapted.body)
+    request = adapted.body
+    forwarded = recorded_inputs.get("requestParameters")
+    if isinstance(forwarded, dict) and forwarded:
+        # The gateway request's forwarded fields went with the view (recorded at the turn).
+        request = with_parameters(
+            request,
+            snapshot.provider,
+            Parameters.from_json(forwarded),
+            max_tokens_key=max_tokens_key(ctx.version),
+        )
+    replayed = _json_text(request)
     wire = projection.to_wire()
     view_identical = _json_text([wire["messages"], wire["sources"]]) == _json_text(
         [snapshot.messages or [], snapshot.sources or []]
@@ -776,7 +798,7 @@ def _rebuild(ctx: _Context, snapshot: ProjectionSnapshot, number: int) -> _Rebui
             request_identical=replayed == sent,
             view_identical=view_identical,
             notes=tuple(notes),
-            request=adapted.body,
+            request=request,
         ),
         projection=projection,
         tools=tuple(tools),

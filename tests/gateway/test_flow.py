@@ -105,9 +105,7 @@ def test_a_protocol_call_is_dispatched_and_the_text_comes_back(gateway, scripted
     assert call.content == "Let me note that."
 
 
-def test_a_client_tool_call_goes_to_the_client_and_its_result_continues_the_run(
-    gateway, scripted
-):
+def test_a_client_tool_call_goes_to_the_client_and_its_result_continues_the_run(gateway, scripted):
     scripted(
         [
             {

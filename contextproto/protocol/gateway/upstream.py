@@ -43,7 +43,9 @@ def with_parameters(
 
     `neutral` bodies (the scripted model) are returned unchanged: there is no API to speak.
     OpenAI's max-tokens field is `max_tokens_key` (`max_tokens` for older compatible
-    servers, as the version's model config says); Anthropic has no `seed` (left out).
+    servers, as the version's model config says). Anthropic has no `seed`, and its API
+    version 2026-10-21 (what the pinned SDK sends) refuses `temperature` and `top_p` on
+    every model: those are left out for it (docs/decisions.md).
     """
     out = dict(body)
     has_tools = bool(out.get("tools"))
@@ -63,10 +65,6 @@ def with_parameters(
     elif wire_format == ANTHROPIC_MESSAGES:
         if parameters.max_tokens is not None:
             out["max_tokens"] = parameters.max_tokens
-        if parameters.temperature is not None:
-            out["temperature"] = parameters.temperature
-        if parameters.top_p is not None:
-            out["top_p"] = parameters.top_p
         if parameters.stop:
             out["stop_sequences"] = list(parameters.stop)
         if parameters.tool_choice is not None and has_tools:
