@@ -375,7 +375,7 @@ class Stream:
         )
 
     def start(self) -> str:
-        return self._delta({"role": ROLE_ASSISTANT, "content": "", "refusal": None})
+        return self._delta({"role": ROLE_ASSISTANT, "content": None, "refusal": None})
 
     def text(self, delta: str) -> str:
         return self._delta({"content": delta}) if delta else ""
