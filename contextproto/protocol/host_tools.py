@@ -5,8 +5,9 @@ them (pydantic's `anyOf` for `Optional[...]`, `$defs` and `$ref` for nested mode
 checked and applied by the `jsonschema` library. Registration refuses what the library could
 not apply in full: a schema the 2020-12 metaschema refuses, a root that is not an object schema
 (tool arguments are a JSON object), another dialect's `$schema`, and a `$ref` that leaves the
-document or points at nothing. Nothing is ever fetched: every reference must resolve inside
-the schema, and the library's registry refuses to retrieve any other.
+document, points at nothing, or loops back to the same value. Nothing is ever fetched: every
+reference must resolve inside the schema, and the library's registry refuses to retrieve any
+other.
 
 `arguments_problem` validates a call's arguments against all of the schema, with the formats
 of CHECKED_FORMATS checked (other formats are annotations); the built-in runtime refuses a
