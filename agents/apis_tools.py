@@ -21,9 +21,9 @@ from contextproto.api import AnyJSONField, StrictSerializer, application_of, pag
 from contextproto.api_schema import PAGE
 
 SCHEMA_HELP = (
-    'A JSON Schema object ("type": "object") in the subset the runtime checks: type, enum, '
-    "const, properties, required, additionalProperties (true/false), items, minItems, "
-    "maxItems, minLength, maxLength, pattern, minimum, maximum, title, description, default."
+    'Any JSON Schema 2020-12 object schema ("type": "object" at the root), as frameworks '
+    "generate it (anyOf/oneOf/allOf, $defs, format, nullable types); $ref only local "
+    "(#/$defs/...), nothing is fetched. The runtime checks every call against all of it."
 )
 
 

@@ -45,7 +45,8 @@ def tool_check(
     """Refuse a name, description or input schema a host tool may not have (400 or 409).
 
     Order: name rule (`tool_name_invalid`), reserved name (`tool_name_reserved`),
-    description, input schema (`invalid_input_schema`, details.path), then a name another
+    description, input schema (`invalid_input_schema`, details.path: its size, then
+    host_tools.input_schema_problem), then a name another
     tool of the Application has (`tool_name_taken`; `tool` is the one being changed). Each
     refusal's details name the field ("name", "description", "inputSchema").
     """
@@ -73,13 +74,7 @@ def tool_check(
 
 
 def _schema_check(input_schema: Any) -> None:
-    problem = host_tools.input_schema_problem(input_schema)
-    if problem is not None:
-        raise ApplicationError(
-            INVALID_INPUT_SCHEMA,
-            f"inputSchema at {problem.path}: {problem.message}",
-            {"field": "inputSchema", "path": problem.path},
-        )
+    # Size first: it is cheap, and it bounds what the engine compiles and caches.
     size = len(json.dumps(input_schema, ensure_ascii=False).encode())
     if size > INPUT_SCHEMA_MAX_BYTES:
         raise ApplicationError(
@@ -87,6 +82,13 @@ def _schema_check(input_schema: Any) -> None:
             f"inputSchema is {size} bytes of JSON; at most {INPUT_SCHEMA_MAX_BYTES}, since "
             "the model receives it on every turn.",
             {"field": "inputSchema", "path": "$"},
+        )
+    problem = host_tools.input_schema_problem(input_schema)
+    if problem is not None:
+        raise ApplicationError(
+            INVALID_INPUT_SCHEMA,
+            f"inputSchema at {problem.path}: {problem.message}",
+            {"field": "inputSchema", "path": problem.path},
         )
 
 

@@ -53,10 +53,14 @@ class ToolForm(forms.ModelForm):
         label="Input schema",
         initial=EMPTY_SCHEMA,
         widget=forms.Textarea(attrs={"rows": 16, "cols": 90, "class": "vLargeTextField"}),
-        help_text="JSON Schema of the tool's arguments; the root is "
-        '<code>{"type": "object", …}</code>. Supported keywords: '
-        + ", ".join(sorted(host_tools.SUPPORTED_KEYWORDS))
-        + ". The runtime checks every call against it before the host sees the call.",
+        help_text="JSON Schema of the tool's arguments: any JSON Schema 2020-12 object schema "
+        '(the root says <code>{"type": "object", …}</code>), as pydantic or zod generate it: '
+        "<code>anyOf</code>/<code>oneOf</code>/<code>allOf</code>, <code>$defs</code>, "
+        "<code>format</code>, nullable types. <code>$ref</code> only local "
+        "(<code>#/$defs/…</code>): nothing is fetched. The runtime checks every call against "
+        "all of it before the host sees the call; checked formats: "
+        + ", ".join(host_tools.CHECKED_FORMATS)
+        + ".",
     )
 
     class Meta:

@@ -1,48 +1,93 @@
-"""Host tools (SPEC §18): their name rule, reserved names, input schemas and argument checks.
+"""Host tools (SPEC §18, §9.2): their name rule, reserved names, input schemas and argument checks.
 
-A host tool's `inputSchema` is a JSON Schema object in the subset below, which
-`arguments_problem` checks completely: the built-in runtime refuses a model's call whose
-arguments fail it, so the host only ever receives arguments its schema allows. A keyword
-outside the subset is refused when the tool is registered rather than silently unchecked.
+A host tool's `inputSchema` is any JSON Schema 2020-12 object schema, as frameworks generate
+them (pydantic's `anyOf` for `Optional[...]`, `$defs` and `$ref` for nested models, `format`),
+checked and applied by the `jsonschema` library. Registration refuses what the library could
+not apply in full: a schema the 2020-12 metaschema refuses, a root that is not an object schema
+(tool arguments are a JSON object), another dialect's `$schema`, and a `$ref` that leaves the
+document, points at nothing, or loops back to the same value. Nothing is ever fetched: every
+reference must resolve inside the schema, and the library's registry refuses to retrieve any
+other.
 
-`arguments_problem` follows JSON Schema 2020-12 for this subset (3.0 is an integer, a bool is
-neither an integer nor a number, `pattern` searches); on a schema stored before these checks
-existed it applies what it recognises and ignores the rest.
+`arguments_problem` validates a call's arguments against all of the schema, with the formats
+of CHECKED_FORMATS checked (other formats are annotations); the built-in runtime refuses a
+model's call whose arguments fail it, so the host only ever receives arguments its schema
+allows. Compiled validators are cached by the schema's canonical JSON: the runtime checks a
+call on every turn.
 """
 
 from __future__ import annotations
 
+import functools
 import json
-import math
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, TypeGuard
+from datetime import date
+from typing import TYPE_CHECKING, Any
+
+from jsonschema import Draft202012Validator, FormatChecker
+from jsonschema.protocols import Validator
+from referencing import Registry, Resource
+from referencing.exceptions import NoSuchResource, Unresolvable
+from referencing.jsonschema import DRAFT202012
 
 from .catalog import all_versions
 from .jsonschema_check import json_type_name
-from .vocabulary import JSON_INTEGER_MAX
+from .schema_messages import SchemaProblem, child_path, first_problem, short
+from .vocabulary import JSON_SCHEMA_DIALECT
+
+if TYPE_CHECKING:  # the package exports the class only through its private module
+    from referencing._core import Resolver
+
+__all__ = [
+    "CHECKED_FORMATS",
+    "NAME_RULE",
+    "SchemaProblem",
+    "arguments_problem",
+    "child_path",
+    "input_schema_problem",
+    "name_problem",
+    "reserved_names",
+]
 
 # What providers accept as a function name (OpenAI and Anthropic alike).
 NAME_RE = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 NAME_RULE = "1-64 characters: letters a-z and A-Z, digits, '_' and '-'"
 
-TYPES = ("object", "array", "string", "integer", "number", "boolean", "null")
+# Formats whose values are checked; any other format is an annotation, as 2020-12 allows.
+# The library's own checkers need no optional package for these; date-time and uri (what
+# pydantic emits for datetime and AnyUrl) are ours, since the library's need packages we do
+# not install. Named here, so the set never changes with what happens to be installed.
+LIBRARY_FORMATS = ("date", "email", "idn-email", "ipv4", "ipv6", "regex", "uuid")
+CHECKED_FORMATS = tuple(sorted((*LIBRARY_FORMATS, "date-time", "uri")))
 
-ANNOTATIONS = frozenset({"title", "description", "default"})
-ANY_TYPE_KEYWORDS = frozenset({"type", "enum", "const"})
-OBJECT_KEYWORDS = frozenset({"properties", "required", "additionalProperties"})
-ARRAY_KEYWORDS = frozenset({"items", "minItems", "maxItems"})
-STRING_KEYWORDS = frozenset({"minLength", "maxLength", "pattern"})
-NUMBER_KEYWORDS = frozenset({"minimum", "maximum"})
-SUPPORTED_KEYWORDS = (
-    ANNOTATIONS
-    | ANY_TYPE_KEYWORDS
-    | OBJECT_KEYWORDS
-    | ARRAY_KEYWORDS
-    | STRING_KEYWORDS
-    | NUMBER_KEYWORDS
+# The 2020-12 keywords whose values are schemas (referencing's table for the draft).
+ONE_SCHEMA_KEYWORDS = (
+    "additionalProperties",
+    "contains",
+    "contentSchema",
+    "else",
+    "if",
+    "items",
+    "not",
+    "propertyNames",
+    "then",
+    "unevaluatedItems",
+    "unevaluatedProperties",
 )
-_SUPPORTED_TEXT = ", ".join(sorted(SUPPORTED_KEYWORDS))
+SCHEMA_LIST_KEYWORDS = ("allOf", "anyOf", "oneOf", "prefixItems")
+SCHEMA_MAP_KEYWORDS = (
+    "$defs",
+    "definitions",
+    "dependentSchemas",
+    "patternProperties",
+    "properties",
+)
+REFERENCE_KEYWORDS = ("$dynamicRef", "$ref")
+DIALECTS = frozenset({JSON_SCHEMA_DIALECT, JSON_SCHEMA_DIALECT + "#"})
+VALIDATOR_CACHE_SIZE = 256
+_TOO_DEEP = "is nested too deeply to check; send it with less nesting."
 
 
 def reserved_names() -> frozenset[str]:
@@ -56,327 +101,291 @@ def reserved_names() -> frozenset[str]:
 def name_problem(name: object) -> str | None:
     """Why `name` breaks the naming rule of host tools, or None (reservations: reserved_names)."""
     if not isinstance(name, str) or NAME_RE.fullmatch(name) is None:
-        return f"name must be {NAME_RULE} (got {_short(name)})."
+        return f"name must be {NAME_RULE} (got {short(name)})."
     return None
 
 
-@dataclass(frozen=True)
-class SchemaProblem:
-    """Where (a JSON path from `$`, the schema's or the arguments' root) and what is wrong."""
+# ---------------------------------------------------------------- formats
 
-    path: str
-    message: str
-
-
-def child_path(path: str, key: str | int) -> str:
-    """`$.a` + "b" -> `$.a.b`; other keys in brackets (`$["a b"]`, `$.a[0]`)."""
-    if isinstance(key, int):
-        return f"{path}[{key}]"
-    if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
-        return f"{path}.{key}"
-    return f"{path}[{json.dumps(key, ensure_ascii=False)}]"
+_DATE_TIME = re.compile(
+    r"(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(?:\.\d+)?(?:[Zz]|[+-](\d{2}):(\d{2}))",
+    re.ASCII,
+)
+# RFC 3986 absolute URI, syntax only: a scheme, then URI characters or %-escapes.
+_URI = re.compile(
+    r"[A-Za-z][A-Za-z0-9+.\-]*:(?:[A-Za-z0-9\-._~:/?#\[\]@!$&'()*+,;=]|%[0-9A-Fa-f]{2})*"
+)
 
 
-def _short(value: object) -> str:
-    text = json.dumps(value, ensure_ascii=False) if _is_json(value) else repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
-def _is_json(value: object) -> bool:
-    try:
-        json.dumps(value)
-    except (TypeError, ValueError):
-        return False
-    return True
-
-
-# TypeGuard, not TypeIs: a False answer does not mean "not an int" (a bool, a negative).
-def _is_count(value: object) -> TypeGuard[int]:
-    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= JSON_INTEGER_MAX
-
-
-def _is_number(value: object) -> TypeGuard[int | float]:
-    if isinstance(value, bool):
-        return False
-    if isinstance(value, int):
+def _is_date_time(value: object) -> bool:
+    """RFC 3339 `date-time` (a time zone is required; second 60 for leap seconds)."""
+    if not isinstance(value, str):
         return True
-    return isinstance(value, float) and math.isfinite(value)
+    found = _DATE_TIME.fullmatch(value)
+    if found is None:
+        return False
+    year, month, day, hour, minute, second = (int(found.group(n)) for n in range(1, 7))
+    try:
+        date(year, month, day)
+    except ValueError:
+        return False
+    offset_ok = found.group(7) is None or (int(found.group(7)) <= 23 and int(found.group(8)) <= 59)
+    return hour <= 23 and minute <= 59 and second <= 60 and offset_ok
+
+
+def _is_uri(value: object) -> bool:
+    return not isinstance(value, str) or _URI.fullmatch(value) is not None
+
+
+def _format_checker() -> FormatChecker:
+    library = Draft202012Validator.FORMAT_CHECKER.checkers
+    checker = FormatChecker(formats=())
+    for name in LIBRARY_FORMATS:
+        check, raises = library[name]  # a KeyError here: the pinned library changed
+        checker.checks(name, raises)(check)
+    checker.checks("date-time")(_is_date_time)
+    checker.checks("uri")(_is_uri)
+    return checker
+
+
+# ---------------------------------------------------------------- the library, never fetching
+
+
+def _refuse_retrieval(uri: str) -> Resource[Any]:
+    # Called for any URI not in the schema itself: refused, so nothing is ever fetched.
+    raise NoSuchResource(ref=uri)  # type: ignore[call-arg]  # attrs class: mypy sees no field
+
+
+# `retrieve` is an attrs alias, which mypy does not see.
+NO_FETCH: Registry[Any] = Registry(retrieve=_refuse_retrieval)  # type: ignore[call-arg]
+FORMATS = _format_checker()
+# The metaschema is bundled with the library (jsonschema-specifications); only the regex
+# format matters to it (`pattern`, `patternProperties`), and it is checked.
+_METASCHEMA = Draft202012Validator(
+    Draft202012Validator.META_SCHEMA,
+    registry=NO_FETCH,
+    format_checker=FormatChecker(formats=("regex",)),
+)
 
 
 # ---------------------------------------------------------------- the schema itself
 
 
 def input_schema_problem(schema: object) -> SchemaProblem | None:
-    """The first reason `schema` is not a host tool input schema of the subset, or None.
+    """The first reason `schema` is not a host tool input schema, or None.
 
-    The root must be an object schema (`"type": "object"`); every nested schema is checked
-    with the same keyword rules. Keywords are checked in sorted order, so the answer is
-    the same whatever order the JSON had.
+    In order: a JSON object; an object schema at the root (`"type": "object"` or
+    `["object"]`); valid against the 2020-12 metaschema; `$schema`, where given, names
+    2020-12; every `$ref` local (`#...`) and pointing at a schema of this document.
     """
     if not isinstance(schema, dict):
         return SchemaProblem("$", f"must be a JSON object (got {json_type_name(schema)}).")
-    if schema.get("type") != "object":
+    root_type = schema.get("type")
+    if root_type != "object" and root_type != ["object"]:
+        got = short(root_type) if "type" in schema else "no type"
+        hint = (
+            " A root $ref (a recursive model) must be inlined: put the referenced object "
+            "schema at the root and keep $defs."
+            if "$ref" in schema
+            else ""
+        )
         return SchemaProblem(
             "$.type",
             'the root schema must say "type": "object" (tool arguments are a JSON object); '
-            f"got {_short(schema['type']) if 'type' in schema else 'no type'}.",
+            f"got {got}.{hint}",
         )
-    return _schema_problem(schema, "$")
+    compiled = _compiled_or_problem(schema)
+    return compiled if isinstance(compiled, SchemaProblem) else None
 
 
-def _schema_problem(schema: object, path: str) -> SchemaProblem | None:
-    if not isinstance(schema, dict):
-        return SchemaProblem(path, f"must be a schema object (got {json_type_name(schema)}).")
-    for keyword in sorted(schema, key=str):
-        if keyword not in SUPPORTED_KEYWORDS:
+def _compiled_or_problem(schema: object) -> Validator | SchemaProblem:
+    try:
+        canonical = json.dumps(
+            schema, sort_keys=True, ensure_ascii=False, allow_nan=False, separators=(",", ":")
+        )
+    except (TypeError, ValueError) as exc:
+        return SchemaProblem("$", f"must be JSON ({exc}).")
+    return _compiled(canonical)
+
+
+@functools.lru_cache(maxsize=VALIDATOR_CACHE_SIZE)
+def _compiled(canonical: str) -> Validator | SchemaProblem:
+    """The validator of the schema written as `canonical` (sorted keys), or why there is none.
+
+    Keyed by canonical JSON so a schema read back with its keys reordered (PostgreSQL's
+    jsonb does) shares the entry, and built from it so the answers do not depend on key
+    order. Both outcomes are cached: a schema is checked once per process.
+    """
+    schema = json.loads(canonical)
+    try:
+        problem = first_problem(_METASCHEMA.iter_errors(schema), in_schema=True)
+        if problem is None:
+            problem = _reference_problem(schema)
+    except RecursionError:  # the library recurses once per level of nesting
+        problem = SchemaProblem("$", _TOO_DEEP)
+    if problem is not None:
+        return problem
+    return Draft202012Validator(schema, registry=NO_FETCH, format_checker=FORMATS)
+
+
+def _subschemas(schema: dict[str, Any], path: str) -> Iterator[tuple[object, str]]:
+    """The schemas directly inside `schema`, with their paths (keyword order is sorted)."""
+    for keyword, value in schema.items():
+        here = child_path(path, keyword)
+        if keyword in ONE_SCHEMA_KEYWORDS:
+            yield value, here
+        elif keyword in SCHEMA_LIST_KEYWORDS and isinstance(value, list):
+            yield from ((item, child_path(here, n)) for n, item in enumerate(value))
+        elif keyword in SCHEMA_MAP_KEYWORDS and isinstance(value, dict):
+            yield from ((item, child_path(here, name)) for name, item in value.items())
+
+
+@dataclass(frozen=True)
+class _Reference:
+    path: str  # of the keyword: $.properties.a["$ref"]
+    value: str
+    source: int  # id() of the schema that holds it
+    resolver: Resolver[Any]  # at the schema's base URI ($id)
+
+
+def _reference_problem(schema: object) -> SchemaProblem | None:
+    """The first `$schema` or `$ref` of `schema` the library could not apply offline, or None.
+
+    Walks every schema of the document (metaschema-valid by now) with a resolver that
+    follows `$id`, so each local reference is resolved as the library will resolve it, and
+    refuses references that loop back to the same value (the library would recurse forever).
+    """
+    schemas: set[int] = set()
+    in_place: dict[int, list[int]] = {}  # schema -> the schemas applied to the same value
+    references: list[_Reference] = []
+    root = NO_FETCH.resolver_with_root(DRAFT202012.create_resource(schema))
+    stack: list[tuple[object, str, Resolver[Any]]] = [(schema, "$", root)]
+    while stack:
+        node, path, resolver = stack.pop()
+        schemas.add(id(node))
+        if not isinstance(node, dict):
+            continue  # true or false
+        resolver = resolver.in_subresource(DRAFT202012.create_resource(node))
+        dialect = node.get("$schema", JSON_SCHEMA_DIALECT)
+        if dialect not in DIALECTS:
             return SchemaProblem(
-                child_path(path, str(keyword)),
-                f"{keyword!r} is not supported (the runtime could not check it); "
-                f"supported keywords: {_SUPPORTED_TEXT}.",
+                child_path(path, "$schema"),
+                f"names another dialect ({short(dialect)}); inputSchema is read as JSON "
+                f'Schema 2020-12: remove "$schema" or set it to "{JSON_SCHEMA_DIALECT}".',
             )
-        problem = _keyword_problem(keyword, schema[keyword], child_path(path, keyword))
-        if problem is not None:
-            return problem
-    return _consistency_problem(schema, path)
-
-
-def _keyword_problem(keyword: str, value: object, path: str) -> SchemaProblem | None:
-    if keyword in ("title", "description"):
-        if not isinstance(value, str):
-            return SchemaProblem(path, f"must be a string (got {json_type_name(value)}).")
-    elif keyword == "type":
-        return _type_problem(value, path)
-    elif keyword == "enum":
-        if not isinstance(value, list) or not value:
-            return SchemaProblem(path, "must be a non-empty array of the allowed values.")
-    elif keyword == "properties":
-        if not isinstance(value, dict):
-            return SchemaProblem(
-                path, f"must be an object of property schemas (got {json_type_name(value)})."
-            )
-        for name, child in value.items():
-            problem = _schema_problem(child, child_path(path, name))
-            if problem is not None:
-                return problem
-    elif keyword == "required":
-        return _required_problem(value, path)
-    elif keyword == "additionalProperties":
-        if not isinstance(value, bool):
-            return SchemaProblem(
-                path,
-                f"must be true or false (got {json_type_name(value)}); schemas for "
-                "additional properties are not supported.",
-            )
-    elif keyword == "items":
-        if not isinstance(value, dict):
-            return SchemaProblem(
-                path, f"must be one schema object for every item (got {json_type_name(value)})."
-            )
-        return _schema_problem(value, path)
-    elif keyword in ("minItems", "maxItems", "minLength", "maxLength"):
-        if not _is_count(value):
-            return SchemaProblem(path, f"must be a non-negative integer (got {_short(value)}).")
-    elif keyword in NUMBER_KEYWORDS:
-        if not _is_number(value):
-            return SchemaProblem(path, f"must be a number (got {_short(value)}).")
-    elif keyword == "pattern":
-        if not isinstance(value, str):
-            return SchemaProblem(path, f"must be a string (got {json_type_name(value)}).")
-        try:
-            re.compile(value)
-        except re.error as exc:
-            return SchemaProblem(path, f"is not a valid regular expression: {exc}.")
-    return None  # default and const: any JSON value
-
-
-def _type_problem(value: object, path: str) -> SchemaProblem | None:
-    allowed = ", ".join(TYPES)
-    if isinstance(value, str):
-        if value not in TYPES:
-            return SchemaProblem(path, f"must be one of {allowed} (got {_short(value)}).")
-        return None
-    if isinstance(value, list) and value:
-        for n, item in enumerate(value):
-            if not isinstance(item, str) or item not in TYPES:
-                return SchemaProblem(
-                    child_path(path, n), f"must be one of {allowed} (got {_short(item)})."
+        in_place[id(node)] = [id(s) for s in _in_place_subschemas(node)]
+        for keyword in REFERENCE_KEYWORDS:
+            if keyword in node:
+                references.append(
+                    _Reference(child_path(path, keyword), node[keyword], id(node), resolver)
                 )
-        if len(set(value)) != len(value):
-            return SchemaProblem(path, "lists a type twice.")
-        return None
-    return SchemaProblem(
-        path, f"must be a type name or a non-empty array of them ({allowed}); got {_short(value)}."
-    )
+        # Reversed, so the walk visits subschemas in the schema's (sorted) order.
+        stack.extend((s, p, resolver) for s, p in reversed(list(_subschemas(node, path))))
+    references.sort(key=lambda r: r.path)
+    targets: dict[str, int] = {}
+    for reference in references:
+        target = _resolved(reference, schemas)
+        if isinstance(target, SchemaProblem):
+            return target
+        if not isinstance(target, bool):
+            in_place[reference.source].append(id(target))
+            targets[reference.path] = id(target)
+    looping = _cycle(in_place)
+    for reference in references:
+        if reference.source in looping and targets.get(reference.path) in looping:
+            return SchemaProblem(
+                reference.path,
+                f"{short(reference.value)} leads back to this schema without going into a "
+                "property or an item, so checking a value would never end; break the loop.",
+            )
+    return None
 
 
-def _required_problem(value: object, path: str) -> SchemaProblem | None:
-    if not isinstance(value, list):
+def _in_place_subschemas(schema: dict[str, Any]) -> Iterator[object]:
+    """The subschemas the library applies to the value `schema` itself is applied to."""
+    for keyword in ("allOf", "anyOf", "oneOf"):
+        yield from schema.get(keyword, [])
+    for keyword in ("not", "if", "then", "else"):
+        if keyword in schema:
+            yield schema[keyword]
+    yield from schema.get("dependentSchemas", {}).values()
+
+
+def _cycle(edges: dict[int, list[int]]) -> set[int]:
+    """The nodes of one cycle of `edges` (the first a depth-first walk meets), or none."""
+    state: dict[int, int] = {}  # 1: on the current path, 2: done
+    for start in edges:
+        if start in state:
+            continue
+        path = [start]
+        pending = [iter(edges.get(start, ()))]
+        state[start] = 1
+        while pending:
+            step = next(pending[-1], None)
+            if step is None:
+                state[path.pop()] = 2
+                pending.pop()
+            elif state.get(step) == 1:
+                return set(path[path.index(step) :])
+            elif step not in state:
+                state[step] = 1
+                path.append(step)
+                pending.append(iter(edges.get(step, ())))
+    return set()
+
+
+def _resolved(reference: _Reference, schemas: set[int]) -> object:
+    """The schema `reference` points to, or why the library could not apply it."""
+    if not reference.value.startswith("#"):
         return SchemaProblem(
-            path, f"must be an array of property names (got {json_type_name(value)})."
+            reference.path,
+            f"{short(reference.value)} refers outside this schema, which is never fetched; put "
+            'the referenced schema under "$defs" and refer to it as "#/$defs/<Name>".',
         )
-    seen: set[str] = set()
-    for n, item in enumerate(value):
-        if not isinstance(item, str):
-            return SchemaProblem(
-                child_path(path, n), f"must be a property name (got {json_type_name(item)})."
-            )
-        if item in seen:
-            return SchemaProblem(child_path(path, n), f"{item!r} is listed twice.")
-        seen.add(item)
-    return None
-
-
-def _consistency_problem(schema: dict[str, Any], path: str) -> SchemaProblem | None:
-    """Keywords that are well-formed alone but contradict each other or name nothing."""
-    properties = schema.get("properties", {})
-    for n, name in enumerate(schema.get("required", [])):
-        if name not in properties:
-            return SchemaProblem(
-                child_path(child_path(path, "required"), n),
-                f"{name!r} is required but not defined in properties.",
-            )
-    for low, high in (("minItems", "maxItems"), ("minLength", "maxLength"), ("minimum", "maximum")):
-        if low in schema and high in schema and schema[low] > schema[high]:
-            return SchemaProblem(
-                child_path(path, low),
-                f"{low} ({schema[low]}) is above {high} ({schema[high]}): no value could pass.",
-            )
-    return None
+    try:
+        target: object = reference.resolver.lookup(reference.value).contents
+    except Unresolvable:
+        return SchemaProblem(
+            reference.path,
+            f"{short(reference.value)} points to nothing in this schema; define it (e.g. under "
+            '"$defs") or correct the reference.',
+        )
+    if not isinstance(target, bool) and id(target) not in schemas:
+        return SchemaProblem(
+            reference.path,
+            f"{short(reference.value)} points to a value that is not a schema of this "
+            'document; refer to a schema, e.g. "#/$defs/<Name>".',
+        )
+    return target
 
 
 # ---------------------------------------------------------------- a call's arguments
 
 
-def arguments_problem(schema: dict[str, Any], arguments: object) -> SchemaProblem | None:
+def arguments_problem(schema: object, arguments: object) -> SchemaProblem | None:
     """The first reason `arguments` fail the host tool's `schema`, or None.
 
-    Paths start at `$`, the arguments object. Order: type, enum/const, the type's own
-    keywords; for objects unknown properties (sorted), then required ones and property values
-    in the schema's order; for arrays each item in order.
+    Validates against all of the schema (JSON Schema 2020-12: 3.0 is an integer, a bool is
+    neither an integer nor a number, `pattern` searches), formats of CHECKED_FORMATS
+    included. Paths start at `$`, the arguments object, and name the offending value
+    (`$.address.zip`, `$.items[2]`); which problem comes first is schema_messages.first_problem.
+    A stored schema the library cannot apply (written around the registration checks) fails
+    every call with the schema's own problem rather than letting unchecked arguments through.
     """
-    return _value_problem(schema, arguments, "$")
+    compiled = _compiled_or_problem(schema)
+    if isinstance(compiled, SchemaProblem):
+        return SchemaProblem(
+            "$",
+            f"cannot be checked: the tool's inputSchema is invalid at {compiled.path} "
+            f"({compiled.message}); the operator must correct the tool.",
+        )
+    value: Any = arguments  # any JSON value; the validator's annotation names them
+    try:
+        return first_problem(compiled.iter_errors(value), in_schema=False)
+    except RecursionError:  # a recursive schema follows arguments as deep as they go
+        return SchemaProblem("$", _TOO_DEEP)
 
 
-def _type_matches(name: str, value: object) -> bool:
-    if name == "object":
-        return isinstance(value, dict)
-    if name == "array":
-        return isinstance(value, list)
-    if name == "string":
-        return isinstance(value, str)
-    if name == "integer":
-        if isinstance(value, float):
-            return math.isfinite(value) and value.is_integer()
-        return isinstance(value, int) and not isinstance(value, bool)
-    if name == "number":
-        return _is_number(value)
-    if name == "boolean":
-        return isinstance(value, bool)
-    if name == "null":
-        return value is None
-    return True  # a type this subset does not know (an older schema): not checked
-
-
-def json_equal(a: object, b: object) -> bool:
-    """JSON equality: 1 == 1.0, but true is not 1 and object key order does not matter."""
-    if isinstance(a, bool) or isinstance(b, bool):
-        return isinstance(a, bool) and isinstance(b, bool) and a == b
-    if _is_number(a) and _is_number(b):
-        return a == b
-    if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(json_equal(x, y) for x, y in zip(a, b, strict=True))
-    if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(json_equal(a[k], b[k]) for k in a)
-    return type(a) is type(b) and a == b
-
-
-def _value_problem(schema: object, value: object, path: str) -> SchemaProblem | None:
-    if not isinstance(schema, dict):
-        return None
-    expected = schema.get("type")
-    names = [expected] if isinstance(expected, str) else expected
-    if isinstance(names, list) and names:
-        if not any(_type_matches(str(n), value) for n in names):
-            wanted = " or ".join(str(n) for n in names)
-            return SchemaProblem(path, f"must be {wanted} (got {json_type_name(value)}).")
-    enum = schema.get("enum")
-    if isinstance(enum, list) and not any(json_equal(value, item) for item in enum):
-        allowed = ", ".join(_short(item) for item in enum)
-        return SchemaProblem(path, f"must be one of {allowed} (got {_short(value)}).")
-    if "const" in schema and not json_equal(value, schema["const"]):
-        return SchemaProblem(path, f"must be {_short(schema['const'])} (got {_short(value)}).")
-    if isinstance(value, str):
-        return _string_problem(schema, value, path)
-    if _is_number(value):
-        return _number_problem(schema, value, path)
-    if isinstance(value, list):
-        return _array_problem(schema, value, path)
-    if isinstance(value, dict):
-        return _object_problem(schema, value, path)
-    return None
-
-
-def _string_problem(schema: dict[str, Any], value: str, path: str) -> SchemaProblem | None:
-    low, high = schema.get("minLength"), schema.get("maxLength")
-    if _is_count(low) and len(value) < low:
-        return SchemaProblem(path, f"must be at least {low} characters (got {len(value)}).")
-    if _is_count(high) and len(value) > high:
-        return SchemaProblem(path, f"must be at most {high} characters (got {len(value)}).")
-    pattern = schema.get("pattern")
-    if isinstance(pattern, str):
-        try:
-            found = re.search(pattern, value)
-        except re.error:
-            return None  # an older schema's pattern this runtime cannot read: not checked
-        if found is None:
-            return SchemaProblem(path, f"must match {pattern} (got {_short(value)}).")
-    return None
-
-
-def _number_problem(schema: dict[str, Any], value: float, path: str) -> SchemaProblem | None:
-    low, high = schema.get("minimum"), schema.get("maximum")
-    if _is_number(low) and value < low:
-        return SchemaProblem(path, f"must be at least {low} (got {_short(value)}).")
-    if _is_number(high) and value > high:
-        return SchemaProblem(path, f"must be at most {high} (got {_short(value)}).")
-    return None
-
-
-def _array_problem(schema: dict[str, Any], value: list[Any], path: str) -> SchemaProblem | None:
-    low, high = schema.get("minItems"), schema.get("maxItems")
-    if _is_count(low) and len(value) < low:
-        return SchemaProblem(path, f"must have at least {low} items (got {len(value)}).")
-    if _is_count(high) and len(value) > high:
-        return SchemaProblem(path, f"must have at most {high} items (got {len(value)}).")
-    items = schema.get("items")
-    if isinstance(items, dict):
-        for n, item in enumerate(value):
-            problem = _value_problem(items, item, child_path(path, n))
-            if problem is not None:
-                return problem
-    return None
-
-
-def _object_problem(
-    schema: dict[str, Any], value: dict[str, Any], path: str
-) -> SchemaProblem | None:
-    properties = schema.get("properties")
-    properties = properties if isinstance(properties, dict) else {}
-    if schema.get("additionalProperties") is False:
-        unknown = sorted(key for key in value if key not in properties)
-        if unknown:
-            allowed = ", ".join(properties) or "none"
-            return SchemaProblem(
-                child_path(path, unknown[0]), f"is not an allowed property (allowed: {allowed})."
-            )
-    required = schema.get("required")
-    if isinstance(required, list):
-        for name in required:
-            if isinstance(name, str) and name not in value:
-                return SchemaProblem(child_path(path, name), "is required.")
-    for name, child in properties.items():
-        if name in value:
-            problem = _value_problem(child, value[name], child_path(path, name))
-            if problem is not None:
-                return problem
-    return None
+def cache_clear() -> None:
+    """Forget every compiled validator (for measurements and tests)."""
+    _compiled.cache_clear()

@@ -92,11 +92,15 @@ def test_an_operator_registers_a_tool_through_the_service(operator, acme):
     assert (tool.description, tool.input_schema) == ("Look a price up.", SCHEMA)
 
 
-def test_the_add_form_starts_from_an_empty_object_schema_and_lists_the_keywords(operator, acme):
+def test_the_add_form_starts_from_an_empty_object_schema_and_says_what_schemas_it_takes(
+    operator, acme
+):
     html = operator.get(ADD_URL).content.decode()
     row = form_row(html, "input_schema")
     assert "&quot;type&quot;: &quot;object&quot;" in row
-    assert "additionalProperties" in row and "minLength" in row
+    assert "JSON Schema 2020-12 object schema" in row
+    assert "<code>$ref</code> only local" in row and "nothing is fetched" in row
+    assert "checked formats: date, date-time, email" in row
 
 
 @pytest.mark.parametrize(
@@ -107,6 +111,15 @@ def test_the_add_form_starts_from_an_empty_object_schema_and_lists_the_keywords(
             {"input_schema": json.dumps({"type": "object", "properties": {"q": {"format": 1}}})},
             "input_schema",
             "$.properties.q.format",
+        ),
+        (
+            {
+                "input_schema": json.dumps(
+                    {"type": "object", "properties": {"q": {"$ref": "https://example.com/q"}}}
+                )
+            },
+            "input_schema",
+            "never fetched",
         ),
         ({"input_schema": "{not json"}, "input_schema", "Enter a valid JSON"),
         ({"name": "context_fold_create"}, "name", "tool_name_reserved"),

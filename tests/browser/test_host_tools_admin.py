@@ -42,17 +42,19 @@ def test_operator_registers_a_host_tool_and_binds_it_to_a_draft(
     page.click("input[type=submit]")
     expect(page.locator("#site-name")).to_be_visible()
 
-    # Register: a schema the runtime cannot check is refused next to its field.
+    # Register: a schema the runtime cannot check (its $ref would need a fetch) is refused
+    # next to its field.
     page.goto(f"{base}/admin/agents/tool/add/")
     page.select_option("#id_application", label="ACME")
     page.fill("#id_name", "get_weather")
     page.fill("#id_description", "Weather forecast for a city.")
-    unsupported = {**SCHEMA, "properties": {"city": {"type": "string", "format": "city"}}}
-    page.fill("#id_input_schema", json.dumps(unsupported))
+    remote = {**SCHEMA, "properties": {"city": {"$ref": "https://example.com/city.json"}}}
+    page.fill("#id_input_schema", json.dumps(remote))
     page.click("input[name=_continue]")
     errors = page.locator(".form-row.field-input_schema .errorlist")
     expect(errors).to_contain_text("invalid_input_schema")
-    expect(errors).to_contain_text("$.properties.city.format")
+    expect(errors).to_contain_text('$.properties.city["$ref"]')
+    expect(errors).to_contain_text("never fetched")
     screenshot("20-host-tool-schema-refused")
     assert not Tool.objects.exists()
 
