@@ -26,11 +26,18 @@ from dataclasses import dataclass
 from datetime import date
 from typing import TYPE_CHECKING, Any
 
-from jsonschema import Draft202012Validator, FormatChecker
+from jsonschema import (
+    Draft4Validator,
+    Draft6Validator,
+    Draft7Validator,
+    Draft201909Validator,
+    Draft202012Validator,
+    FormatChecker,
+)
 from jsonschema.protocols import Validator
-from referencing import Registry, Resource
+from referencing import Registry, Resource, Specification
 from referencing.exceptions import NoSuchResource, Unresolvable
-from referencing.jsonschema import DRAFT202012
+from referencing.jsonschema import DRAFT202012, specification_with
 
 from .catalog import all_versions
 from .jsonschema_check import json_type_name
@@ -86,6 +93,19 @@ SCHEMA_MAP_KEYWORDS = (
 )
 REFERENCE_KEYWORDS = ("$dynamicRef", "$ref")
 DIALECTS = frozenset({JSON_SCHEMA_DIALECT, JSON_SCHEMA_DIALECT + "#"})
+# Older drafts a generator may declare at the root (zod-to-json-schema, which the Vercel AI SDK
+# uses, writes draft-07): such a schema is checked and applied under its own draft's rules,
+# so a gateway client's tools are taken as its framework wrote them (SPEC §19).
+OLDER_DRAFTS: dict[str, type[Validator]] = {
+    uri + end: validator
+    for uri, validator in (
+        ("http://json-schema.org/draft-07/schema", Draft7Validator),
+        ("http://json-schema.org/draft-06/schema", Draft6Validator),
+        ("http://json-schema.org/draft-04/schema", Draft4Validator),
+        ("https://json-schema.org/draft/2019-09/schema", Draft201909Validator),
+    )
+    for end in ("", "#")
+}
 VALIDATOR_CACHE_SIZE = 256
 _TOO_DEEP = "is nested too deeply to check; send it with less nesting."
 
@@ -168,6 +188,24 @@ _METASCHEMA = Draft202012Validator(
 )
 
 
+@functools.cache
+def _metaschema_of(validator: type[Validator]) -> Validator:
+    if validator is Draft202012Validator:
+        return _METASCHEMA
+    return validator(
+        validator.META_SCHEMA, registry=NO_FETCH, format_checker=FormatChecker(formats=("regex",))
+    )
+
+
+def _draft_of(schema: object) -> tuple[type[Validator], str]:
+    """The validator class and dialect URI a schema's root `$schema` asks for (2020-12 unless
+    it names one of OLDER_DRAFTS)."""
+    dialect = schema.get("$schema") if isinstance(schema, dict) else None
+    if isinstance(dialect, str) and dialect in OLDER_DRAFTS:
+        return OLDER_DRAFTS[dialect], dialect
+    return Draft202012Validator, JSON_SCHEMA_DIALECT
+
+
 # ---------------------------------------------------------------- the schema itself
 
 
@@ -217,15 +255,16 @@ def _compiled(canonical: str) -> Validator | SchemaProblem:
     order. Both outcomes are cached: a schema is checked once per process.
     """
     schema = json.loads(canonical)
+    validator, dialect = _draft_of(schema)
     try:
-        problem = first_problem(_METASCHEMA.iter_errors(schema), in_schema=True)
+        problem = first_problem(_metaschema_of(validator).iter_errors(schema), in_schema=True)
         if problem is None:
-            problem = _reference_problem(schema)
+            problem = _reference_problem(schema, dialect)
     except RecursionError:  # the library recurses once per level of nesting
         problem = SchemaProblem("$", _TOO_DEEP)
     if problem is not None:
         return problem
-    return Draft202012Validator(schema, registry=NO_FETCH, format_checker=FORMATS)
+    return validator(schema, registry=NO_FETCH, format_checker=FORMATS)
 
 
 def _subschemas(schema: dict[str, Any], path: str) -> Iterator[tuple[object, str]]:
@@ -248,8 +287,11 @@ class _Reference:
     resolver: Resolver[Any]  # at the schema's base URI ($id)
 
 
-def _reference_problem(schema: object) -> SchemaProblem | None:
+def _reference_problem(schema: object, dialect: str = JSON_SCHEMA_DIALECT) -> SchemaProblem | None:
     """The first `$schema` or `$ref` of `schema` the library could not apply offline, or None.
+
+    `dialect` is the root's (2020-12, or an older draft it declares); a subschema may name no
+    other.
 
     Walks every schema of the document (metaschema-valid by now) with a resolver that
     follows `$id`, so each local reference is resolved as the library will resolve it, and
@@ -258,20 +300,23 @@ def _reference_problem(schema: object) -> SchemaProblem | None:
     schemas: set[int] = set()
     in_place: dict[int, list[int]] = {}  # schema -> the schemas applied to the same value
     references: list[_Reference] = []
-    root = NO_FETCH.resolver_with_root(DRAFT202012.create_resource(schema))
+    specification: Specification[Any] = specification_with(dialect, default=DRAFT202012)
+    allowed = DIALECTS | {dialect}
+    root = NO_FETCH.resolver_with_root(specification.create_resource(schema))
     stack: list[tuple[object, str, Resolver[Any]]] = [(schema, "$", root)]
     while stack:
         node, path, resolver = stack.pop()
         schemas.add(id(node))
         if not isinstance(node, dict):
             continue  # true or false
-        resolver = resolver.in_subresource(DRAFT202012.create_resource(node))
-        dialect = node.get("$schema", JSON_SCHEMA_DIALECT)
-        if dialect not in DIALECTS:
+        resolver = resolver.in_subresource(specification.create_resource(node))
+        named = node.get("$schema", dialect)
+        if named not in allowed:
             return SchemaProblem(
                 child_path(path, "$schema"),
-                f"names another dialect ({short(dialect)}); inputSchema is read as JSON "
-                f'Schema 2020-12: remove "$schema" or set it to "{JSON_SCHEMA_DIALECT}".',
+                f"names another dialect ({short(named)}); inputSchema is read as JSON "
+                f'Schema 2020-12 (or the draft its root declares): remove "$schema" or set it '
+                f'to "{JSON_SCHEMA_DIALECT}".',
             )
         in_place[id(node)] = [id(s) for s in _in_place_subschemas(node)]
         for keyword in REFERENCE_KEYWORDS:

@@ -201,7 +201,7 @@ def test_new_messages_are_what_follows_the_longest_overlap(client, new):
 
 def test_overlap_is_linear_and_exact():
     long = [u(str(n)) for n in range(5000)]
-    assert overlap(long + [u("new")], long) == 5000
+    assert overlap([*long, u("new")], long) == 5000
     assert overlap([u("x")], long) == 0
 
 

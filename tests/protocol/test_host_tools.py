@@ -102,9 +102,10 @@ BAD_SCHEMAS = [
     (props(q={"anyOf": []}), "$.properties.q.anyOf", "non-empty array of schemas"),
     ({**OBJ, "$defs": {"A": {"type": "nope"}}}, '$["$defs"].A.type', "must be one of"),
     ({**OBJ, "patternProperties": {"(": OBJ}}, '$.patternProperties["("]', "regular expression"),
-    # Another dialect is not read as 2020-12 silently.
+    # Another dialect is not read as 2020-12 silently: an unknown one at the root, or one
+    # that differs from the root's inside it.
     (
-        {**OBJ, "$schema": "http://json-schema.org/draft-07/schema#"},
+        {**OBJ, "$schema": "http://example.com/my-dialect"},
         '$["$schema"]',
         'remove "$schema" or set it to "https://json-schema.org/draft/2020-12/schema"',
     ),
@@ -588,3 +589,28 @@ def test_the_argument_check_agrees_with_json_schema(schema, arguments) -> None:
     assert input_schema_problem(schema) is None, schema
     expected = jsonschema.Draft202012Validator(schema).is_valid(arguments)
     assert (arguments_problem(schema, arguments) is None) == expected, (schema, arguments)
+
+
+# A schema as zod-to-json-schema (the Vercel AI SDK's converter) writes it: draft-07, with
+# `definitions` and a tuple `items`, which 2020-12 would read otherwise.
+ZOD_DRAFT_07 = {
+    "type": "object",
+    "properties": {
+        "city": {"type": "string", "minLength": 1},
+        "point": {"type": "array", "items": [{"type": "number"}, {"type": "number"}]},
+        "unit": {"$ref": "#/definitions/unit"},
+    },
+    "required": ["city"],
+    "additionalProperties": False,
+    "definitions": {"unit": {"type": "string", "enum": ["c", "f"]}},
+    "$schema": "http://json-schema.org/draft-07/schema#",
+}
+
+
+def test_a_draft_07_schema_declared_at_the_root_is_applied_under_its_own_rules():
+    assert input_schema_problem(ZOD_DRAFT_07) is None
+    assert arguments_problem(ZOD_DRAFT_07, {"city": "Oslo", "point": [1, 2], "unit": "c"}) is None
+    bad_tuple = arguments_problem(ZOD_DRAFT_07, {"city": "Oslo", "point": [1, "x"]})
+    assert bad_tuple is not None and bad_tuple.path == "$.point[1]"
+    bad_ref = arguments_problem(ZOD_DRAFT_07, {"city": "Oslo", "unit": "k"})
+    assert bad_ref is not None and bad_ref.path == "$.unit"
