@@ -180,6 +180,9 @@ class AnthropicMessagesProvider:
             kwargs["system"] = request["system"]
         if request.get("tools"):
             kwargs["tools"] = request["tools"]
+        if request.get("tool_choice"):
+            # The adapter's one tool call per answer (SPEC §4.5), with its tools.
+            kwargs["tool_choice"] = request["tool_choice"]
         try:
             # One client per call: nothing to leak in a long-lived worker. An explicit
             # api_key keeps the SDK from looking for other credentials (profiles, env).

@@ -172,6 +172,10 @@ class OpenAIChatProvider:
         kwargs: dict[str, Any] = {"model": model, "messages": request["messages"]}
         if request.get("tools"):
             kwargs["tools"] = request["tools"]
+        if "parallel_tool_calls" in request:
+            # The adapter's one tool call per answer (SPEC §4.5), with its tools: False is
+            # the value, so presence decides.
+            kwargs["parallel_tool_calls"] = request["parallel_tool_calls"]
         if request.get("prompt_cache_key"):
             # The session's routing key for OpenAI's prompt cache (SPEC §15), as built.
             kwargs["prompt_cache_key"] = request["prompt_cache_key"]
