@@ -23,6 +23,10 @@ What a view depended on beyond state, log and version (docs/decisions.md "Replay
   the turn and not finished by then), labelled an estimate.
 * host tools, system prompt, model config, prompt-cache setting, limits: the published
   version, which never changes; the OpenAI cache key: the session id's.
+* the adapters as they are now: a request recorded before they asked for one tool call per
+  answer lacks `parallel_tool_calls` / `tool_choice` and is compared without them (noted);
+  one recorded before they showed the text beside a call differs (the view did not change,
+  the request did) and says so by being not identical.
 
 Reads are bounded whatever the number of turns: the session, its snapshots, the KV history
 through the highest R, the raw log through the highest U (plus the cold chunks it spans), the
@@ -100,6 +104,13 @@ from sessions_app.services.projection import (
 AS_RECORDED = "as recorded"
 PRESSURE_ESTIMATED = (
     "maintenancePending estimated from the maintenance jobs' times (this view never stated it)"
+)
+# Request keys the adapters add since SPEC §4.5 asked for one tool call per answer. A request
+# recorded before then lacks them: it is compared without them, and the turn says so.
+ONE_CALL_KEYS = ("parallel_tool_calls", "tool_choice")
+ONE_CALL_NOT_RECORDED = (
+    "recorded before requests asked for one tool call per answer: compared without "
+    "parallel_tool_calls / tool_choice"
 )
 
 
@@ -617,6 +628,16 @@ class _Rebuilt:
     tools: tuple[dict[str, Any], ...] = ()
 
 
+def _comparable(replayed: Mapping[str, Any], recorded: Mapping[str, Any], notes: list[str]) -> str:
+    """The rebuilt request's JSON to compare with the recorded one: without the one-call keys
+    when the recorded request predates them (noted)."""
+    missing = [k for k in ONE_CALL_KEYS if k in replayed and k not in recorded]
+    if not missing:
+        return _json_text(replayed)
+    notes.append(ONE_CALL_NOT_RECORDED)
+    return _json_text({k: v for k, v in replayed.items() if k not in missing})
+
+
 def _preview_chars(recorded: Mapping[str, Any], notes: list[str]) -> int:
     """The preview limit the view was built with; today's setting (noted) if not recorded."""
     preview = recorded.get("toolResultPreviewChars")
@@ -786,6 +807,7 @@ def _rebuild(ctx: _Context, snapshot: ProjectionSnapshot, number: int) -> _Rebui
             max_tokens_key=max_tokens_key(ctx.version),
         )
     replayed = _json_text(request)
+    identical = _comparable(request, snapshot.request or {}, notes) == sent
     wire = projection.to_wire()
     view_identical = _json_text([wire["messages"], wire["sources"]]) == _json_text(
         [snapshot.messages or [], snapshot.sources or []]
@@ -795,7 +817,7 @@ def _rebuild(ctx: _Context, snapshot: ProjectionSnapshot, number: int) -> _Rebui
             **base,
             replayed_protocol=projection.protocol,
             replayed_tokens=tokens.count_tokens(replayed),
-            request_identical=replayed == sent,
+            request_identical=identical,
             view_identical=view_identical,
             notes=tuple(notes),
             request=request,

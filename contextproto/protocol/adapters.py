@@ -24,6 +24,16 @@ With `prompt_cache` mode `auto`:
   the key, so a conversation's turns reach a machine that holds its prefix.
 Without `prompt_cache` (or mode `off`) the bodies carry no cache hints at all.
 
+An answer is shown as the model gave it (SPEC §4.5): the text a model wrote beside its tool
+call (the `tool_call` message's content) is the `content` beside `tool_calls` on OpenAI and
+text blocks before the `tool_use` block on Anthropic; Anthropic's thinking blocks go back
+to `anthropic-messages` unchanged, first in their assistant turn, and never carry a cache
+breakpoint (the API refuses one there); `openai-chat` leaves them out. Every request that
+carries tools asks for one tool call per answer, the same way every turn: OpenAI
+`parallel_tool_calls: false`, Anthropic `tool_choice: {"type": "auto",
+"disable_parallel_tool_use": true}` (a changed tool_choice would cost Anthropic's cached
+messages).
+
 Byte-stable prefixes: when a turn only appends raw messages to an unchanged state, each
 body equals the previous turn's up to the first appended message (markers aside): tools
 in the order given, JSON keys in a fixed order, system and header text unchanged
@@ -41,12 +51,16 @@ from typing import Any
 from contextproto.protocol import errors
 from contextproto.protocol.errors import ProtocolError
 from contextproto.protocol.messages import (
+    ANSWER_KINDS,
     KIND_TOOL_CALL,
     KIND_TOOL_RESULT,
+    PART_IMAGE,
+    PART_TEXT,
     ROLE_ASSISTANT,
     ROLE_TOOL,
     ROLE_USER,
     ModelMessage,
+    is_thinking_part,
 )
 from contextproto.protocol.projection import Projection
 from contextproto.protocol.prompt_cache import PROMPT_CACHE_OFF, TTL_5M, PromptCache
@@ -98,6 +112,19 @@ FALLBACK_DISTANCE = 12
 # else (raw messages, folds, masked results of later versions) is history.
 NOT_HISTORY = frozenset({"system", "context_header", "context_state"})
 
+# Between the texts of two calls of one OpenAI assistant message (see _adapt_openai).
+CALL_TEXT_SEPARATOR = "\n\n"
+
+
+# The `parallel_tool_calls` of every openai-chat request with tools (SPEC §4.5).
+OPENAI_PARALLEL_TOOL_CALLS = False
+
+
+def anthropic_tool_choice() -> dict[str, Any]:
+    """The `tool_choice` of every anthropic-messages request with tools (SPEC §4.5): the
+    model chooses whether to call a tool, and calls at most one. A new dict each time."""
+    return {"type": "auto", "disable_parallel_tool_use": True}
+
 
 @dataclass(frozen=True)
 class AdaptedRequest:
@@ -109,6 +136,7 @@ class AdaptedRequest:
 
 
 def _text_of(content: object) -> str:
+    """The text parts of `content` joined by new lines: no thinking, image or other part."""
     if isinstance(content, str):
         return content
     if isinstance(content, list):
@@ -136,17 +164,19 @@ def _has_image(content: object) -> bool:
 
 
 def _openai_content(content: Any) -> Any:
+    """Text and image parts only: Anthropic's thinking parts mean nothing to Chat Completions."""
     if not isinstance(content, list):
         return _text_of(content)
     parts = []
     for part in content:
         if not isinstance(part, dict):
             continue
-        if part.get("type") == "image":
+        if part.get("type") == PART_IMAGE:
             parts.append({"type": "image_url", "image_url": {"url": _image_url(part)}})
-        elif part.get("type") == "text":
+        elif part.get("type") == PART_TEXT:
             parts.append({"type": "text", "text": part.get("text", "")})
-    return parts
+    # An answer that only thought: an empty list is refused, an empty string is a message.
+    return parts if parts else ""
 
 
 def _openai_keep_results_adjacent(out: list[dict[str, Any]], notes: list[str]) -> None:
@@ -205,12 +235,33 @@ def _adapt_openai(
                     "arguments": json.dumps(message.arguments or {}, ensure_ascii=False),
                 },
             }
+            # The text the model wrote beside its call (text parts only; thinking is left
+            # out, and Chat Completions takes no images from the assistant).
+            text = _text_of(message.content)
+            if _has_image(message.content):
+                notes.append(
+                    f"openai-chat: image parts beside tool call {message.tool_call_id} were "
+                    "left out (assistant messages carry no images)"
+                )
             # Consecutive calls become one assistant message: OpenAI expects the tool
             # messages right after the single message that issued the calls.
             if out and out[-1]["role"] == ROLE_ASSISTANT and out[-1].get("tool_calls"):
-                out[-1]["tool_calls"].append(call)
+                merged_into = out[-1]
+                merged_into["tool_calls"].append(call)
+                if text:
+                    # Only an answer's first call carries its text by convention; a later
+                    # call's text joins it, after a blank line (docs/decisions.md).
+                    before = merged_into["content"]
+                    merged_into["content"] = (
+                        text if not before else before + CALL_TEXT_SEPARATOR + text
+                    )
+                    notes.append(
+                        f"openai-chat: the text beside tool call {message.tool_call_id} joins the "
+                        "content of the assistant message that carries the calls before it "
+                        "(one message holds every call of an answer)"
+                    )
             else:
-                out.append({"role": ROLE_ASSISTANT, "content": None, "tool_calls": [call]})
+                out.append({"role": ROLE_ASSISTANT, "content": text or None, "tool_calls": [call]})
         elif message.kind == KIND_TOOL_RESULT:
             if _has_image(message.content):
                 notes.append(
@@ -241,6 +292,8 @@ def _adapt_openai(
             }
             for t in tools
         ]
+        # Only the first call of an answer is executed (contract §5.6): ask for one.
+        body["parallel_tool_calls"] = OPENAI_PARALLEL_TOOL_CALLS
     if prompt_cache.enabled and cache_key:
         body["prompt_cache_key"] = cache_key
     return AdaptedRequest(provider=PROVIDER_OPENAI_CHAT, body=body, notes=tuple(notes))
@@ -249,15 +302,21 @@ def _adapt_openai(
 # --------------------------------------------------------------------------- anthropic
 
 
-def _anthropic_blocks(content: Any) -> list[dict[str, Any]]:
+def _anthropic_blocks(content: Any, *, answer: bool = False) -> list[dict[str, Any]]:
+    """Content blocks of `content`; for a model's answer its thinking blocks first.
+
+    Thinking and redacted_thinking parts are sent back as stored (same keys and values: the
+    signature vouches for them), in stored order, before text and images; they are left out
+    of anything that is not an answer (only answers may store them).
+    """
     if not isinstance(content, list):
         text = _text_of(content)
         return [{"type": "text", "text": text}] if text else []
-    blocks = []
+    blocks = [dict(p) for p in content if answer and is_thinking_part(p)]
     for part in content:
         if not isinstance(part, dict):
             continue
-        if part.get("type") == "image":
+        if part.get("type") == PART_IMAGE:
             if part.get("url"):
                 source = {"type": "url", "url": part["url"]}
             else:
@@ -267,7 +326,7 @@ def _anthropic_blocks(content: Any) -> list[dict[str, Any]]:
                     "data": part.get("data"),
                 }
             blocks.append({"type": "image", "source": source})
-        elif part.get("type") == "text" and part.get("text"):
+        elif part.get("type") == PART_TEXT and part.get("text"):
             # Anthropic refuses empty text blocks.
             blocks.append({"type": "text", "text": part["text"]})
     return blocks
@@ -277,13 +336,15 @@ def _anthropic_message(
     message: ModelMessage, projection: Projection
 ) -> tuple[str, list[dict[str, Any]]]:
     if message.kind == KIND_TOOL_CALL:
+        # The answer as given: its thinking, the text beside the call, then the call.
         return ROLE_ASSISTANT, [
+            *_anthropic_blocks(message.content, answer=True),
             {
                 "type": "tool_use",
                 "id": message.tool_call_id,
                 "name": message.tool_name,
                 "input": message.arguments or {},
-            }
+            },
         ]
     if message.kind == KIND_TOOL_RESULT or message.role == ROLE_TOOL:
         content: Any = message.content
@@ -297,7 +358,25 @@ def _anthropic_message(
             }
         ]
     role = ROLE_ASSISTANT if message.role == ROLE_ASSISTANT else ROLE_USER
-    return role, _anthropic_blocks(message.content)
+    answer = role == ROLE_ASSISTANT and message.kind in ANSWER_KINDS
+    return role, _anthropic_blocks(message.content, answer=answer)
+
+
+def _join_turn(turn: list[dict[str, Any]], blocks: list[dict[str, Any]]) -> bool:
+    """Append one message's blocks to the turn before it of the same role.
+
+    Its thinking blocks go after the turn's leading thinking blocks, not after its other
+    blocks: Anthropic wants an assistant turn to start with its thinking. Returns whether a
+    thinking block moved ahead of an earlier message's blocks (a fold, a second answer).
+    """
+    thinking = [b for b in blocks if is_thinking_part(b)]
+    lead = 0
+    while lead < len(turn) and is_thinking_part(turn[lead]):
+        lead += 1
+    moved = bool(thinking) and lead < len(turn)
+    turn[lead:lead] = thinking
+    turn.extend(b for b in blocks if not is_thinking_part(b))
+    return moved
 
 
 def _edge_derived_positions(projection: Projection, *, keep_trailing: bool = False) -> set[int]:
@@ -411,7 +490,8 @@ def _adapt_anthropic(
             blocks = [{"type": "text", "text": DERIVED_EDGE_MARKER + _text_of(message.content)}]
             moved.append(message.kind)
         elif _is_history(projection, position):
-            history_blocks.update(id(block) for block in blocks)
+            # Anthropic refuses cache_control on a thinking block: never a candidate.
+            history_blocks.update(id(block) for block in blocks if not is_thinking_part(block))
         if not blocks:
             notes.append(
                 f"anthropic-messages: empty {message.role}/{message.kind} message at position "
@@ -419,7 +499,13 @@ def _adapt_anthropic(
             )
             continue
         if merged and merged[-1]["role"] == role:
-            merged[-1]["content"].extend(blocks)
+            if _join_turn(merged[-1]["content"], blocks):
+                notes.append(
+                    f"anthropic-messages: thinking block(s) of the {message.role}/{message.kind} "
+                    f"message at position {position} were moved to the start of its assistant "
+                    "turn, before the blocks of the message(s) merged before it (thinking comes "
+                    "first in an assistant turn)"
+                )
         else:
             merged.append({"role": role, "content": list(blocks)})
 
@@ -468,6 +554,8 @@ def _adapt_anthropic(
         ]
         if cache:
             body["tools"][-1]["cache_control"] = _cache_control(prompt_cache.ttl)
+        # Only the first call of an answer is executed (contract §5.6): ask for one.
+        body["tool_choice"] = anthropic_tool_choice()
     if cache:
         for block in _anthropic_breakpoints(merged, history_blocks):
             block["cache_control"] = _cache_control(prompt_cache.ttl)

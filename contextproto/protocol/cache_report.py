@@ -63,6 +63,8 @@ from contextproto.protocol.messages import (
     DERIVED_SYSTEM,
     KIND_INPUT,
     KIND_TOOL_CALL,
+    PART_REDACTED_THINKING,
+    PART_THINKING,
     ProjectionSource,
 )
 from contextproto.protocol.projection import Projection
@@ -339,6 +341,8 @@ def _tagged_content(content: Any, tag: str) -> Any:
 
     The adapters drop empty text and turn each image into one block: a text part with the
     tag keeps that block count, so the tagged request has the real one's block structure.
+    A thinking part keeps its type with the tag as its text (or data): Anthropic sends it as
+    one block, OpenAI leaves it out, as for the real part.
     """
     if isinstance(content, str):
         return tag if content else ""
@@ -349,6 +353,10 @@ def _tagged_content(content: Any, tag: str) -> Any:
                 out.append({"type": "text", "text": tag})
             elif isinstance(part, dict) and part.get("type") == "text":
                 out.append({"type": "text", "text": tag if part.get("text") else ""})
+            elif isinstance(part, dict) and part.get("type") == PART_THINKING:
+                out.append({"type": PART_THINKING, "thinking": tag, "signature": ""})
+            elif isinstance(part, dict) and part.get("type") == PART_REDACTED_THINKING:
+                out.append({"type": PART_REDACTED_THINKING, "data": tag})
             else:
                 out.append(part)  # rendered by no adapter; kept so nothing else moves
         return out
@@ -365,7 +373,7 @@ def _tagged(projection: Projection) -> Projection:
             replace(
                 message,
                 content=_tagged_content(message.content, tag),
-                # A tool call renders no content: its arguments carry the tag.
+                # A tool call's own block is its tool_use: its arguments carry the tag too.
                 arguments={"tag": tag} if message.kind == KIND_TOOL_CALL else message.arguments,
             )
         )

@@ -44,7 +44,11 @@ work; neither page shows a date; retrieved December 2026):
   each read; a 1h breakpoint may not follow a 5m one; with mixed TTLs the write is billed
   as 1h from the hit to the last 1h breakpoint and 5m from there to the last breakpoint (the
   guide's section on mixing TTLs). Prices relative to input: read 0.1x, 5m write 1.25x,
-  1h write 2x. Entries are scoped by model.
+  1h write 2x. Entries are scoped by model. Thinking and redacted_thinking blocks of earlier
+  assistant turns count as blocks (for the lookback too) and by their JSON as sent, signature
+  included: the guide says they are cached as part of the prefix and cannot carry a marker
+  (one there is refused). Models that drop earlier turns' thinking from the prompt bill
+  less than that, so the figures err on the high side.
   Minimum cacheable lengths (`ANTHROPIC_MIN_CACHEABLE_TOKENS`): the guide's table as quoted
   in anthropic-sdk-python issue 1194 (early 2026): 4096 Opus 4.6 / 4.5 and Haiku 4.5; 1024
   Sonnet 4.6 / 4.5 / 4, Opus 4.1 / 4, Sonnet 3.7; 2048 Haiku 3.5 / 3. "What's new in Claude
@@ -67,6 +71,7 @@ from hashlib import blake2b as _blake2b
 from typing import Any, Literal, NamedTuple, TypedDict, TypeGuard
 
 from contextproto.protocol.adapters import PROVIDER_ANTHROPIC_MESSAGES, PROVIDER_OPENAI_CHAT
+from contextproto.protocol.messages import is_thinking_part
 
 SIMULATED_PROVIDERS = (PROVIDER_OPENAI_CHAT, PROVIDER_ANTHROPIC_MESSAGES)
 
@@ -347,6 +352,11 @@ def _linearise(provider: str, body: Mapping[str, Any], memo: _BlockMemo) -> Line
         for k, message in enumerate(_list_of(body, "messages")):
             role = _message(message, k)["role"]
             for j, block in enumerate(_text_blocks(message.get("content"), f"message #{k}")):
+                if is_thinking_part(block) and "cache_control" in block:
+                    raise CacheSimError(
+                        f"message #{k} block #{j}: anthropic-messages refuses cache_control on "
+                        f"a {block['type']} block; mark a later block."
+                    )
                 out.add(BlockRef(SECTION_MESSAGES, k, j, role), block)
         automatic = body.get("cache_control")
     else:

@@ -14,6 +14,15 @@ from typing import Any, NotRequired, TypedDict
 # A message's content: text, or a list of JSON parts (`{"type": "text", "text": ...}`, ...).
 Content = str | list[dict[str, Any]]
 
+# Part types (SPEC §3.1). Thinking parts are Anthropic's reasoning blocks, stored on the
+# model's answers exactly as it gave them: `{"type": "thinking", "thinking", "signature"}`
+# and `{"type": "redacted_thinking", "data"}`.
+PART_TEXT = "text"
+PART_IMAGE = "image"
+PART_THINKING = "thinking"
+PART_REDACTED_THINKING = "redacted_thinking"
+THINKING_PART_TYPES = frozenset({PART_THINKING, PART_REDACTED_THINKING})
+
 ROLE_USER = "user"
 ROLE_ASSISTANT = "assistant"
 ROLE_TOOL = "tool"
@@ -35,6 +44,14 @@ ROLE_OF_KIND = {
     KIND_TOOL_RESULT: ROLE_TOOL,
 }
 NEVER_FOLDABLE_KINDS = frozenset({KIND_INPUT, KIND_APPROVAL_FEEDBACK, KIND_RUNTIME_INSTRUCTION})
+# The kinds that are a model's answer, the only ones that may carry thinking parts.
+ANSWER_KINDS = frozenset({KIND_TEXT, KIND_TOOL_CALL})
+
+
+def is_thinking_part(part: object) -> bool:
+    """Whether `part` is a thinking or redacted_thinking part (SPEC §3.1)."""
+    return isinstance(part, dict) and part.get("type") in THINKING_PART_TYPES
+
 
 # Derived types of a ProjectionSource (SPEC §4.1)
 DERIVED_SYSTEM = "system"
@@ -51,10 +68,12 @@ DERIVED_MASKED = "masked"
 def content_text(content: object, *, text_only: bool = False) -> str:
     """Flatten a message content (a string or a list of parts) into text, parts on new lines.
 
-    A text part gives its text, an image part `[image <mediaType>]`, any other part (or a
-    content that is neither a string nor a list) its JSON with sorted keys. With
-    `text_only`, only text parts count: other parts are left out, other contents give "".
-    The maintainer's page text is built with the default (its prompts are pinned by tests).
+    A text part gives its text, an image part `[image <mediaType>]`, a thinking part
+    `[thinking] <its text>` and a redacted_thinking part `[redacted thinking]` (signatures
+    and encrypted data mean nothing to a reader), any other part (or a content that is
+    neither a string nor a list) its JSON with sorted keys. With `text_only`, only text
+    parts count: other parts are left out, other contents give "". The maintainer's page
+    text is built with the default (its prompts are pinned by tests).
     """
     if isinstance(content, str):
         return content
@@ -67,7 +86,7 @@ def content_text(content: object, *, text_only: bool = False) -> str:
     pieces: list[str] = []
     for part in content:
         kind = part.get("type") if isinstance(part, dict) else None
-        if kind == "text":
+        if kind == PART_TEXT:
             text = part.get("text")
             if isinstance(text, str):
                 pieces.append(text)
@@ -75,9 +94,13 @@ def content_text(content: object, *, text_only: bool = False) -> str:
                 pieces.append("" if text_only else _compact_json(text))
         elif text_only:
             continue
-        elif kind == "image":
+        elif kind == PART_IMAGE:
             media = part.get("mediaType")
             pieces.append(f"[image {media}]" if media else "[image]")
+        elif kind == PART_THINKING and isinstance(part.get("thinking"), str):
+            pieces.append(f"[thinking] {part['thinking']}")
+        elif kind == PART_REDACTED_THINKING:
+            pieces.append("[redacted thinking]")
         else:
             pieces.append(json.dumps(part, sort_keys=True, ensure_ascii=False, default=str))
     return "\n".join(pieces)

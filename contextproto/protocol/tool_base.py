@@ -16,7 +16,7 @@ from typing import Any, Protocol
 from contextproto.protocol import errors
 from contextproto.protocol.catalog import ProtocolVersion
 from contextproto.protocol.errors import ProtocolError
-from contextproto.protocol.messages import Content, Fold, RawMessage
+from contextproto.protocol.messages import Content, Fold, RawMessage, is_thinking_part
 from contextproto.protocol.state import (
     KEY_ACTIVE_WINDOW,
     MAIN_WINDOW,
@@ -268,12 +268,17 @@ def record_of(window_id: str, kv: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def text_of(content: Content | object) -> str:
-    """Return the readable text of a message content (images as a short marker)."""
+    """Return the readable text of a message content (images as a short marker).
+
+    Thinking parts are left out: a preview shows what the model said, not how it got there.
+    """
     if isinstance(content, str):
         return content
     if isinstance(content, list):
         parts = []
         for part in content:
+            if is_thinking_part(part):
+                continue
             if isinstance(part, dict) and part.get("type") == "text":
                 parts.append(str(part.get("text", "")))
             elif isinstance(part, dict):

@@ -24,7 +24,10 @@ class Message(serializers.Serializer):
     windowId = serializers.CharField()
     role = serializers.ChoiceField(choices=["user", "assistant", "tool"])
     kind = serializers.CharField()
-    content = AnyJSONField(help_text="A string or a list of parts ({type: text|image, ...}).")
+    content = AnyJSONField(
+        help_text="A string or a list of parts ({type: text|image, ...}; a model's answer may "
+        "also carry Anthropic thinking|redacted_thinking parts)."
+    )
     runId = _nullable_text(help_text="The run this message was written in (hex).")
     inputRun = _nullable_text(help_text="For an input: the run it started (hex).")
     toolCallId = _nullable_text()

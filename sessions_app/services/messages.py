@@ -28,12 +28,18 @@ from contextproto.errors import (
 from contextproto.ids import canonical_uuid
 from contextproto.protocol.catalog import PROTOCOL_TOOL_NAMES
 from contextproto.protocol.messages import (
+    ANSWER_KINDS,
     KIND_APPROVAL_FEEDBACK,
     KIND_RUNTIME_INSTRUCTION,
     KIND_TEXT,
     KIND_TOOL_CALL,
     KIND_TOOL_RESULT,
+    PART_IMAGE,
+    PART_REDACTED_THINKING,
+    PART_TEXT,
+    PART_THINKING,
     ROLE_OF_KIND,
+    is_thinking_part,
 )
 from sessions_app.models import Message, ProjectionSnapshot, Run, Session, WindowRecord
 from sessions_app.reads.raw_log import call_and_answer
@@ -175,7 +181,7 @@ def message_write(
             "the view they were generated from.",
             {"field": "snapshotId"},
         )
-    content_check(content)
+    content_check(content, kind=kind)
     with transaction.atomic():
         session = session_lock(session_id)
         fields: dict[str, Any] = {}
@@ -223,32 +229,61 @@ def _tool_call_recorded(session: Session, tool_call_id: str) -> bool:
     return call is not None
 
 
-def content_check(content: Any) -> None:
-    """Refuse (400 `content_invalid`) a content that is neither text nor a list of parts."""
+# The part shapes content_check accepts, as its refusals name them.
+_BASE_PARTS = "{type: text, text} or {type: image, mediaType, data|url}"
+_ANSWER_PARTS = (
+    "{type: text, text}, {type: image, mediaType, data|url}, "
+    "{type: thinking, thinking, signature} or {type: redacted_thinking, data}"
+)
+
+
+def _base_part(part: dict[str, Any]) -> bool:
+    return (part.get("type") == PART_TEXT and isinstance(part.get("text"), str)) or (
+        part.get("type") == PART_IMAGE
+        and isinstance(part.get("mediaType"), str)
+        and (isinstance(part.get("data"), str) or isinstance(part.get("url"), str))
+    )
+
+
+def _thinking_part(part: dict[str, Any]) -> bool:
+    # Strings as Anthropic gives them (an omitted thinking text is ""); the signature is
+    # checked by the provider when the block goes back.
+    if part.get("type") == PART_THINKING:
+        return isinstance(part.get("thinking"), str) and isinstance(part.get("signature"), str)
+    return part.get("type") == PART_REDACTED_THINKING and isinstance(part.get("data"), str)
+
+
+def content_check(content: Any, *, kind: str | None = None) -> None:
+    """Refuse (400 `content_invalid`) a content that is neither text nor a list of parts.
+
+    Parts are text and images; a model's answer (`kind` text or tool_call) may also carry
+    Anthropic's thinking and redacted_thinking parts, stored as given (SPEC §3.1). Without
+    `kind` (a user input) the base parts only.
+    """
     if isinstance(content, str):
         return
+    answer = kind in ANSWER_KINDS
     if not isinstance(content, list) or not content:
         raise ApplicationError(
             CONTENT_INVALID,
-            "content is a string or a non-empty list of parts ({type: text|image, ...}).",
+            "content is a string or a non-empty list of parts ({type: text|image"
+            f"{'|thinking|redacted_thinking' if answer else ''}, ...}}).",
             {"field": "content"},
         )
     for position, part in enumerate(content):
-        ok = isinstance(part, dict) and (
-            (part.get("type") == "text" and isinstance(part.get("text"), str))
-            or (
-                part.get("type") == "image"
-                and isinstance(part.get("mediaType"), str)
-                and (isinstance(part.get("data"), str) or isinstance(part.get("url"), str))
+        if isinstance(part, dict) and _base_part(part):
+            continue
+        if answer and isinstance(part, dict) and _thinking_part(part):
+            continue
+        if not answer and is_thinking_part(part):
+            message = (
+                f"content[{position}]: {part['type']} parts are stored only on a model's answer "
+                f"(assistant text or tool_call); a {kind or 'user input'} message takes "
+                f"{_BASE_PARTS}."
             )
-        )
-        if not ok:
-            raise ApplicationError(
-                CONTENT_INVALID,
-                f"content[{position}] must be {{type: text, text}} or "
-                "{type: image, mediaType, data|url}.",
-                {"field": f"content[{position}]"},
-            )
+        else:
+            message = f"content[{position}] must be {_ANSWER_PARTS if answer else _BASE_PARTS}."
+        raise ApplicationError(CONTENT_INVALID, message, {"field": f"content[{position}]"})
 
 
 def _tool_call_fields(

@@ -83,9 +83,8 @@ def _drive(gateway: Gateway, plan: list[Behaviour]) -> str:
         key = key or response["X-Contextproto-Session-Key"]
         session = response["X-Contextproto-Session"]
         message = response.json()["choices"][0]["message"]
-        history += pending + [
-            {k: v for k, v in message.items() if k in ("role", "content", "tool_calls")}
-        ]
+        answer = {k: v for k, v in message.items() if k in ("role", "content", "tool_calls")}
+        history += [*pending, answer]
         if message.get("tool_calls"):
             call = message["tool_calls"][0]
             pending = [{"role": "tool", "tool_call_id": call["id"], "content": "found it"}]

@@ -111,15 +111,21 @@ class LogBuilder:
         )
 
     def call(
-        self, name: str = "search", arguments: dict | None = None, *, call_id: str | None = None
+        self,
+        name: str = "search",
+        arguments: dict | None = None,
+        *,
+        call_id: str | None = None,
+        content: Any = "",
     ) -> str:
+        """Append a tool_call; `content` is what the model wrote beside it (text, thinking)."""
         self._calls += 1
         call_id = call_id or f"call_{self._calls}"
         self._call_windows[call_id] = self.window
         self._add(
             role=ROLE_ASSISTANT,
             kind=KIND_TOOL_CALL,
-            content="",
+            content=content,
             tool_call_id=call_id,
             tool_name=name,
             arguments=arguments if arguments is not None else {"q": "x"},

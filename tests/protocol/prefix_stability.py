@@ -3,12 +3,13 @@
 A request is cut into units in the order the provider renders it, each unit one canonical
 JSON string with the `cache_control` markers removed (the markers move by design):
 * neutral: each tool, then each message;
-* openai-chat: `prompt_cache_key`, each tool, then each message (the system prompt is the
-  first message);
-* anthropic-messages: each tool, the system prompt (a string, or each text block), then
-  each content block with its message's role. Roles alternate, so a role change is a new
-  message; blocks are what Anthropic caches at and looks back over, and a block appended
-  to the last message of the previous turn leaves the blocks before it unchanged.
+* openai-chat: `prompt_cache_key`, `parallel_tool_calls`, each tool, then each message (the
+  system prompt is the first message);
+* anthropic-messages: `tool_choice`, each tool, the system prompt (a string, or each text
+  block), then each content block with its message's role. Roles alternate, so a role
+  change is a new message; blocks are what Anthropic caches at and looks back over, and a
+  block appended to the last message of the previous turn leaves the blocks before it
+  unchanged.
 
 Every message of a projection that is not history (the header, the state) is exactly one
 unit in every adapter, which is how the helpers find them. What a later turn that only
@@ -48,8 +49,10 @@ def _unit(value: Any) -> str:
 def request_units(provider: str, body: dict[str, Any]) -> tuple[list[str], list[str]]:
     """(prelude units, message units) of `body` in the provider's render order."""
     prelude: list[str] = []
-    if "prompt_cache_key" in body:
-        prelude.append(_unit({"prompt_cache_key": body["prompt_cache_key"]}))
+    # Request-wide settings first: a change to any of them is a change before every message.
+    for key in ("prompt_cache_key", "parallel_tool_calls", "tool_choice"):
+        if key in body:
+            prelude.append(_unit({key: body[key]}))
     prelude += [_unit({"tool": tool}) for tool in body.get("tools") or ()]
     if provider != ANTHROPIC:
         return prelude, [_unit(message) for message in body["messages"]]

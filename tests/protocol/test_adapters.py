@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from contextproto.protocol import catalog
 from contextproto.protocol.adapters import (
     DERIVED_EDGE_MARKER,
     FALLBACK_STRIDE,
@@ -18,6 +19,7 @@ from contextproto.protocol.projection import Projection, project
 from contextproto.protocol.prompt_cache import PROMPT_CACHE_OFF, PromptCache
 from tests.protocol.logbuilder import LogBuilder, make_input
 from tests.protocol.prefix_stability import strip_markers
+from tests.providers.shapes import anthropic_messages_problems, openai_chat_problems
 
 TOOLS = [
     {
@@ -465,3 +467,248 @@ def test_anthropic_fallback_breakpoint_is_aligned_and_stays_put_while_history_gr
     # Two blocks a turn: the fallback moves every other turn only.
     fallbacks = [positions[n][0] for n in range(8, 20)]
     assert fallbacks[::2] == fallbacks[1::2] == [4, 8, 12, 16, 20, 24]
+
+
+# --------------------------------------------------------------------------- answers as given
+
+# (protocol, version, stateMessagePlacement): every mapping of the catalog.
+MAPPINGS = [
+    pytest.param("prefix", 2, None, id="prefix@2"),
+    pytest.param("unified", 1, None, id="unified@1"),
+    pytest.param("unified", 2, None, id="unified@2"),
+    *(
+        pytest.param("unified", 3, placement, id=f"unified@3-{placement}")
+        for placement in catalog.STATE_MESSAGE_PLACEMENTS
+    ),
+    pytest.param("unified", 4, None, id="unified@4"),
+]
+THINKING = {"type": "thinking", "thinking": "The price list has it.", "signature": "c2lnLTE="}
+REDACTED = {"type": "redacted_thinking", "data": "ZW5jcnlwdGVk"}
+LATER_THINKING = {"type": "thinking", "thinking": "Now answer.", "signature": "c2lnLTI="}
+BESIDE = "I look the price up."
+ANSWER = "It costs 42."
+
+
+def _answered_log() -> LogBuilder:
+    """An input, an answer with thinking and text beside its call, the result, a text answer
+    with thinking, and the next input: every answer is history in the view after it."""
+    log = LogBuilder()
+    log.input("What does it cost?")
+    call = log.call(
+        "lookup",
+        {"q": "price"},
+        call_id="c1",
+        content=[THINKING, REDACTED, {"type": "text", "text": BESIDE}],
+    )
+    log.result(call, "42")
+    log.text([LATER_THINKING, {"type": "text", "text": ANSWER}])
+    log.input("Thanks. And shipping?")
+    return log
+
+
+def _view(log: LogBuilder, protocol: str, version: int, placement: str | None) -> Projection:
+    options = {"stateMessagePlacement": placement} if placement else {}
+    return project(make_input(log, protocol_id=protocol, version=version, options=options))
+
+
+def _assistant_turn_with(body: dict, block_type: str) -> list[dict]:
+    return next(
+        m["content"]
+        for m in body["messages"]
+        if m["role"] == "assistant" and any(b["type"] == block_type for b in m["content"])
+    )
+
+
+@pytest.mark.parametrize(("protocol", "version", "placement"), MAPPINGS)
+def test_later_views_show_the_text_beside_a_call_and_thinking_per_provider(
+    protocol: str, version: int, placement: str | None
+) -> None:
+    projection = _view(_answered_log(), protocol, version, placement)
+    call = next(m for m in projection.messages if m.kind == "tool_call")
+
+    # neutral: the stored content, thinking included.
+    neutral = adapt(projection, "neutral", TOOLS).body["messages"]
+    assert {"role": "assistant", **call.to_wire()} in neutral
+    assert call.content == [THINKING, REDACTED, {"type": "text", "text": BESIDE}]
+
+    # openai-chat: the text beside tool_calls; no thinking anywhere.
+    openai = adapt(projection, "openai-chat", TOOLS).body
+    calls = next(m for m in openai["messages"] if m.get("tool_calls"))
+    assert calls["content"] == BESIDE
+    assert [c["id"] for c in calls["tool_calls"]] == ["c1"]
+    assert {"role": "assistant", "content": [{"type": "text", "text": ANSWER}]} in openai[
+        "messages"
+    ]
+    sent = json.dumps(openai, ensure_ascii=False)
+    assert "thinking" not in sent and "signature" not in sent and "The price list" not in sent
+    assert openai_chat_problems({"model": "m", **openai}) == []
+
+    # anthropic-messages: thinking first as stored, then the text, then the call.
+    for cache in (PROMPT_CACHE_OFF, PromptCache()):
+        anthropic = adapt(projection, "anthropic-messages", TOOLS, prompt_cache=cache).body
+        assert strip_markers(_assistant_turn_with(anthropic, "tool_use")) == [
+            THINKING,
+            REDACTED,
+            {"type": "text", "text": BESIDE},
+            {"type": "tool_use", "id": "c1", "name": "lookup", "input": {"q": "price"}},
+        ]
+        assert strip_markers(_assistant_turn_with(anthropic, "thinking")[:1]) == [THINKING]
+        answer = [
+            m["content"]
+            for m in anthropic["messages"]
+            if m["role"] == "assistant" and m["content"][0] == LATER_THINKING
+        ]
+        assert strip_markers(answer) == [[LATER_THINKING, {"type": "text", "text": ANSWER}]]
+        request = {"model": "m", "max_tokens": 1, **anthropic}
+        assert anthropic_messages_problems(request, turn_rules=False) == []
+
+
+def test_openai_keeps_one_message_per_answer_and_joins_a_later_calls_text() -> None:
+    log = LogBuilder()
+    log.input("go")
+    first = log.call("lookup", call_id="c1", content=[THINKING, {"type": "text", "text": "One."}])
+    second = log.call("fetch", call_id="c2", content="Two.")
+    third = log.call("fetch", call_id="c3")
+    for call_id in (first, second, third):
+        log.result(call_id, "r")
+    request = adapt(project(make_input(log)), "openai-chat", TOOLS)
+    calls = [m for m in request.body["messages"] if m.get("tool_calls")]
+    assert len(calls) == 1
+    assert calls[0]["content"] == "One.\n\nTwo."
+    assert [c["id"] for c in calls[0]["tool_calls"]] == ["c1", "c2", "c3"]
+    assert any("tool call c2 joins the content" in n for n in request.notes)
+    # A later call's text is the content when the first call has none.
+    log = LogBuilder()
+    log.input("go")
+    for n, content in enumerate(("", "Only the second.")):
+        log.call("lookup", call_id=f"c{n}", content=content)
+    for n in range(2):
+        log.result(f"c{n}", "r")
+    body = adapt(project(make_input(log)), "openai-chat", TOOLS).body
+    assert next(m for m in body["messages"] if m.get("tool_calls"))["content"] == (
+        "Only the second."
+    )
+
+
+def test_a_call_without_text_is_sent_as_before() -> None:
+    body = adapt(_two_parallel_calls(), "openai-chat", TOOLS).body
+    assert body["messages"][3]["content"] is None
+    blocks = adapt(_two_parallel_calls(), "anthropic-messages", TOOLS).body["messages"][1]
+    assert [b["type"] for b in blocks["content"]] == ["tool_use", "tool_use"]
+
+
+def test_an_answer_that_only_thought_is_still_a_valid_message_for_each_provider() -> None:
+    log = LogBuilder()
+    log.input("go")
+    call = log.call("lookup", call_id="c1", content=[REDACTED])
+    log.result(call, "r")
+    log.text([THINKING])
+    log.text([LATER_THINKING, {"type": "text", "text": ""}])
+    log.input("next")
+    projection = project(make_input(log))
+
+    openai = adapt(projection, "openai-chat", TOOLS).body
+    assistant = [m for m in openai["messages"] if m["role"] == "assistant"][1:]  # header first
+    assert assistant[0]["content"] is None
+    assert [c["id"] for c in assistant[0]["tool_calls"]] == ["c1"]
+    # An empty parts list is refused by Chat Completions; an empty string is a message.
+    assert [m["content"] for m in assistant[1:3]] == ["", [{"type": "text", "text": ""}]]
+    assert openai_chat_problems({"model": "m", **openai}) == []
+
+    anthropic = adapt(projection, "anthropic-messages", TOOLS).body
+    turns = [m["content"] for m in anthropic["messages"] if m["role"] == "assistant"]
+    # The two thinking-only answers merge into one assistant turn; no empty text is sent.
+    assert turns == [
+        [REDACTED, {"type": "tool_use", "id": "c1", "name": "lookup", "input": {"q": "x"}}],
+        [THINKING, LATER_THINKING],
+    ]
+    request = {"model": "m", "max_tokens": 1, **anthropic}
+    assert anthropic_messages_problems(request) == []
+
+
+def test_anthropic_puts_thinking_first_in_a_merged_assistant_turn_and_says_so() -> None:
+    log = LogBuilder()
+    log.input("go")
+    log.text("Let me look.")  # an earlier answer of the same assistant turn
+    call = log.call("lookup", call_id="c1", content=[THINKING, {"type": "text", "text": BESIDE}])
+    log.result(call, "r")
+    request = adapt(project(make_input(log)), "anthropic-messages", TOOLS)
+    turn = _assistant_turn_with(request.body, "tool_use")
+    assert [b["type"] for b in turn] == ["thinking", "text", "text", "tool_use"]
+    assert [b.get("text") for b in turn[1:3]] == ["Let me look.", BESIDE]
+    assert any("were moved to the start of its assistant turn" in n for n in request.notes)
+    # Thinking already first: nothing moves, nothing is noted.
+    alone = adapt(project(make_input(_answered_log())), "anthropic-messages", TOOLS)
+    assert not any("moved to the start" in n for n in alone.notes)
+
+
+def test_user_and_tool_messages_never_send_thinking_parts() -> None:
+    # Only answers may store them (the service refuses them elsewhere); an adapter that is
+    # handed one anyway leaves it out rather than send a thinking block in a user turn.
+    projection = _projection(
+        [
+            ModelMessage(
+                role="user", kind="input", content=[THINKING, {"type": "text", "text": "hi"}]
+            ),
+            _call("c1", "search"),
+            _result("c1", "r"),
+        ]
+    )
+    for provider in ("openai-chat", "anthropic-messages"):
+        body = adapt(projection, provider).body
+        assert "signature" not in json.dumps(body), provider
+
+
+@pytest.mark.parametrize(("protocol", "version", "placement"), MAPPINGS)
+def test_requests_with_tools_ask_for_one_tool_call_per_answer(
+    protocol: str, version: int, placement: str | None
+) -> None:
+    projection = _view(_answered_log(), protocol, version, placement)
+    tools = [*catalog.get_version(protocol, version).tools.values(), *TOOLS]
+    for cache in (PROMPT_CACHE_OFF, PromptCache()):
+        openai = adapt(projection, "openai-chat", tools, prompt_cache=cache, cache_key="k").body
+        anthropic = adapt(projection, "anthropic-messages", tools, prompt_cache=cache).body
+        assert openai["parallel_tool_calls"] is False
+        assert anthropic["tool_choice"] == {"type": "auto", "disable_parallel_tool_use": True}
+        # Fixed key order: the same bytes every turn.
+        assert list(openai)[:3] == ["messages", "tools", "parallel_tool_calls"]
+        assert list(anthropic)[-2:] == ["tools", "tool_choice"]
+    # Without tools, neither (OpenAI refuses parallel_tool_calls without tools).
+    for provider in ("openai-chat", "anthropic-messages"):
+        body = adapt(projection, provider, []).body
+        assert "parallel_tool_calls" not in body and "tool_choice" not in body
+    # neutral is the internal list: unchanged.
+    assert set(adapt(projection, "neutral", tools).body) == {"messages", "tools"}
+
+
+def test_no_cache_breakpoint_lands_on_a_thinking_block() -> None:
+    # The last history blocks are thinking: the sliding breakpoint goes to the block before.
+    log = LogBuilder()
+    log.input("go")
+    log.text([THINKING, REDACTED])
+    body = adapt(project(make_input(log)), "anthropic-messages", prompt_cache=PromptCache()).body
+    assert _blocks_with_markers(body) == [
+        ("user", {"type": "text", "text": "go", "cache_control": {"type": "ephemeral"}})
+    ]
+
+    # A long run of answers that think: the last breakpoint and the fallback both skip them.
+    def view(exchanges: int) -> dict:
+        log = LogBuilder()
+        log.input("go")
+        for n in range(exchanges):
+            thinking = {**THINKING, "thinking": f"step {n}"}
+            call = log.call("lookup", call_id=f"c{n}", content=[thinking, REDACTED])
+            log.result(call, f"r{n}")
+        return adapt(
+            project(make_input(log)), "anthropic-messages", TOOLS, prompt_cache=PromptCache()
+        ).body
+
+    counts = set()
+    for exchanges in range(1, 16):
+        body = view(exchanges)
+        marked = _blocks_with_markers(body)
+        counts.add(len(marked))
+        assert all(block["type"] not in ("thinking", "redacted_thinking") for _, block in marked)
+        request = {"model": "m", "max_tokens": 1, **body}
+        assert anthropic_messages_problems(request, turn_rules=False) == []
+    assert counts == {1, 2}  # the fallback was placed too, on a block that is not thinking

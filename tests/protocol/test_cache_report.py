@@ -23,6 +23,7 @@ from contextproto.protocol.cache_report import (
     CacheReportError,
     EconomySettings,
     ViewTurn,
+    _owners,
     cache_economy,
     paced,
 )
@@ -311,6 +312,42 @@ def test_the_full_history_sends_every_raw_message_and_only_appends():
     # Everything sent before is read back at the breakpoint on the last raw block.
     anthropic = report[PROVIDER_ANTHROPIC_MESSAGES].turns
     assert anthropic[2].cache.cache_read_tokens == anthropic[1].cache.input_tokens
+
+
+def test_blocks_of_an_answer_that_thought_are_traced_to_its_message():
+    log = LogBuilder(window="alpha")
+    log.input("Prepare the quote.")
+    thinking = {"type": "thinking", "thinking": "Look it up.", "signature": "c2ln"}
+    redacted = {"type": "redacted_thinking", "data": "ZW5j"}
+    beside = {"type": "text", "text": "Looking it up."}
+    call = log.call("lookup", content=[thinking, redacted, beside])
+    log.result(call, BULK)
+    first = project(make_input(log, window="alpha", kv=_kv()))
+    log.text([thinking, {"type": "text", "text": "noted"}])
+    log.exchange("lookup", BULK)
+    second = project(make_input(log, window="alpha", kv=_kv(), revision=8))
+
+    turn = _turns(first)[0]
+    owners = _owners(PROVIDER_ANTHROPIC_MESSAGES, turn, SETTINGS)
+    call_at = next(p for p, m in enumerate(first.messages) if m.kind == "tool_call")
+    body = adapt(first, PROVIDER_ANTHROPIC_MESSAGES, list(TOOLS)).body
+    blocks = [b for m in body["messages"] for b in m["content"]]
+    traced = owners[len(TOOLS) + 1 :]  # after the tools and the system block
+    use = next(n for n, b in enumerate(blocks) if b["type"] == "tool_use")
+    assert [b["type"] for b in blocks[use - 3 : use + 1]] == [
+        "thinking",
+        "redacted_thinking",
+        "text",
+        "tool_use",
+    ]
+    assert traced[use - 3 : use + 1] == [call_at] * 4
+    assert len(traced) == len(blocks) and None not in traced
+
+    # Answers that think append like any other: nothing re-billed.
+    report = _report(first, second)
+    for provider in PROVIDERS:
+        assert _causes(report, provider) == [None, CAUSE_APPEND]
+        assert report[provider].turns[1].rebilled_tokens == 0
 
 
 # --------------------------------------------------------------------------- from storage

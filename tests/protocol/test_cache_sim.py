@@ -471,6 +471,26 @@ def test_a_string_system_prompt_or_content_is_the_same_prefix_as_one_text_block(
             },
             'must be "5m" or "1h"',
         ),
+        (
+            ANTHROPIC,
+            {
+                "messages": [
+                    {"role": "user", "content": "x"},
+                    {
+                        "role": "assistant",
+                        "content": [
+                            {
+                                "type": "thinking",
+                                "thinking": "t",
+                                "signature": "s",
+                                "cache_control": {"type": "ephemeral"},
+                            }
+                        ],
+                    },
+                ]
+            },
+            "message #1 block #0: anthropic-messages refuses cache_control on a thinking block",
+        ),
     ],
 )
 def test_malformed_requests_are_refused_with_what_to_fix(provider, body, message):

@@ -9,6 +9,8 @@ from contextproto.protocol.messages import content_text
 TEXT = {"type": "text", "text": "hello"}
 IMAGE = {"type": "image", "mediaType": "image/png", "data": "AAAA"}
 ODD = {"type": "audio", "b": 1, "a": "é"}
+THINKING = {"type": "thinking", "thinking": "first, the total", "signature": "c2lnbmVk"}
+REDACTED = {"type": "redacted_thinking", "data": "ZW5jcnlwdGVk"}
 
 
 @pytest.mark.parametrize(
@@ -24,6 +26,13 @@ ODD = {"type": "audio", "b": 1, "a": "é"}
         ({"b": 1, "a": 2}, '{"a": 2, "b": 1}', ""),
         (None, "null", ""),
         ([], "", ""),
+        # Thinking shows its text, never a signature or encrypted data; text_only skips it.
+        (
+            [THINKING, REDACTED, TEXT],
+            "[thinking] first, the total\n[redacted thinking]\nhello",
+            "hello",
+        ),
+        ([REDACTED], "[redacted thinking]", ""),
     ],
 )
 def test_content_text(content, full, text_only):

@@ -8,10 +8,14 @@ turns are projected and adapted with prompt caching on (and off); the request of
 equal the request of N up to M's first appended message, markers aside
 (tests/protocol/prefix_stability.py).
 
-Kept out by design: a new run (it drops the previous run's inputs that a checkpoint
-covers, SPEC §4.1), images (the GUI projection replaces the oldest of more than three,
-SPEC §4.4), and a fold of the last group of N (a fold is always followed by the call that
-made it).
+Answers carry what models write: text beside the first call of an answer, and Anthropic
+thinking parts on an answer that follows a user or tool message. Kept out by design: a new
+run (it drops the previous run's inputs that a checkpoint covers, SPEC §4.1), images (the
+GUI projection replaces the oldest of more than three, SPEC §4.4), a fold of the last group
+of N (a fold is always followed by the call that made it), and thinking on an answer
+written right after another assistant message (Anthropic wants thinking first in the merged
+assistant turn, so it moves ahead of the earlier message's blocks; no model answers twice
+without a user or tool message between).
 """
 
 from __future__ import annotations
@@ -76,6 +80,25 @@ PARALLEL = st.integers(2, 3)
 FLAGS = st.booleans()
 FOLD_HERE = st.integers(0, 2).map(lambda n: n == 0)
 CACHES = st.sampled_from([PromptCache(), PromptCache(ttl="1h"), PROMPT_CACHE_OFF])
+THINKING = st.sampled_from(
+    (
+        [],
+        [{"type": "thinking", "thinking": "Let me think: Zürich €", "signature": "c2ln"}],
+        [
+            {"type": "redacted_thinking", "data": "ZW5j"},
+            {"type": "thinking", "thinking": "", "signature": "c2"},
+        ],
+    )
+)
+BESIDE_CALL = st.one_of(st.just(""), TEXTS)
+
+
+def _answer(draw, text: str, *, after_assistant: bool) -> object:
+    """An answer's content: its text, with thinking parts when it opens an assistant turn."""
+    thinking = [] if after_assistant else draw(THINKING)
+    if not thinking:
+        return text
+    return [*thinking, *([{"type": "text", "text": text}] if text else [])]
 
 
 @st.composite
@@ -84,13 +107,19 @@ def turns(draw, window: str) -> Turns:
     log.input(draw(TEXTS))
     boundaries = [len(log.messages)]
     for step in draw(STEPS):
+        after_assistant = log.messages[-1].role == "assistant"
         if step == "text":
-            log.text(draw(TEXTS))
+            log.text(_answer(draw, draw(TEXTS), after_assistant=after_assistant))
         elif step == "input":
             log.input(draw(TEXTS))
         else:
             count = draw(PARALLEL) if step == "parallel" else 1
-            calls = [log.call(draw(TOOL_NAMES), {"q": draw(TEXTS)}) for _ in range(count)]
+            # Only an answer's first call carries its text and thinking.
+            first = _answer(draw, draw(BESIDE_CALL), after_assistant=after_assistant)
+            calls = [
+                log.call(draw(TOOL_NAMES), {"q": draw(TEXTS)}, content=first if n == 0 else "")
+                for n in range(count)
+            ]
             if step == "approval":
                 log.approval(calls[0], draw(TEXTS))
             for n in draw(ORDERS[count]):
@@ -193,10 +222,17 @@ def test_the_comparison_catches_a_reordered_tool_and_a_changed_header() -> None:
 
     before = request(3, HOST_TOOLS, "plan")
     assert_prefix_kept("anthropic-messages", before, request(4, HOST_TOOLS, "plan"))
-    with pytest.raises(AssertionError, match="unit 0 of"):
+    # Unit 0 is the request's tool_choice; the tools follow it.
+    with pytest.raises(AssertionError, match="unit 1 of"):
         assert_prefix_kept("anthropic-messages", before, request(4, HOST_TOOLS[::-1], "plan"))
     with pytest.raises(AssertionError, match="changed by an append-only turn"):
         assert_prefix_kept("anthropic-messages", before, request(4, HOST_TOOLS, "new plan"))
+    # One tool call per answer asked another way is a change before every message.
+    projection, body = request(4, HOST_TOOLS, "plan")
+    with pytest.raises(AssertionError, match="unit 0 of"):
+        assert_prefix_kept(
+            "anthropic-messages", before, (projection, {**body, "tool_choice": {"type": "auto"}})
+        )
     # Markers are not part of the comparison, but the rest of a block is.
     units = comparable_units("anthropic-messages", *before)
     assert not any("cache_control" in unit for unit in units)

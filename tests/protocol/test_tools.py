@@ -618,6 +618,17 @@ def test_history_list_groups_only_the_windows_messages_with_previews_and_foldabi
     assert (result["windowId"], result["coveredThrough"], result["upperBound"]) == ("main", 0, 14)
 
 
+def test_history_list_previews_show_an_answers_text_not_its_thinking() -> None:
+    log = LogBuilder()
+    log.input("please price it")
+    thinking = {"type": "thinking", "thinking": "secret plan", "signature": "c2ln"}
+    log.text(
+        [thinking, {"type": "redacted_thinking", "data": "ZW5j"}, {"type": "text", "text": "42."}]
+    )
+    result = ok(run(_reader(log, {KEY_ACTIVE_WINDOW: "main"}), catalog.HISTORY_LIST, {}))
+    assert [g["preview"] for g in result["groups"]] == ["please price it", "42."]
+
+
 def test_history_list_pages_with_next_after_index() -> None:
     reader = _folds_reader(_work_log())
     first = ok(run(reader, catalog.HISTORY_LIST, {"limit": 3}))

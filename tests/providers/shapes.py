@@ -11,7 +11,10 @@ required; `system` is a top-level field, never a message role; roles are user/as
 and alternate; the first message is a user message; the conversation ends with a user
 message (prefill is refused with tools and on current models); the user message after a
 `tool_use` begins with one `tool_result` block per `tool_use` id of the assistant
-message right before it; tools are `{name, description?, input_schema}`.
+message right before it; tools are `{name, description?, input_schema}`; `tool_choice`
+(`{"type": "auto"|"any"|"tool"|"none", "disable_parallel_tool_use"?: bool}`) only with
+tools. Thinking blocks (`{type: thinking, thinking, signature}`, `{type: redacted_thinking,
+data}`) come first in their assistant turn and never carry `cache_control`.
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ OPENAI_ROLES = {"system", "developer", "user", "assistant", "tool"}
 OPENAI_USER_PARTS = {"text", "image_url", "input_audio", "file"}
 ANTHROPIC_USER_BLOCKS = {"text", "image", "document", "tool_result"}
 ANTHROPIC_ASSISTANT_BLOCKS = {"text", "tool_use", "thinking", "redacted_thinking"}
+THINKING_BLOCKS = {"thinking", "redacted_thinking"}
+ANTHROPIC_TOOL_CHOICES = {"auto", "any", "tool", "none"}
 
 
 def _text_parts_ok(content: Any) -> bool:
@@ -128,6 +133,11 @@ def openai_chat_problems(body: Any) -> list[str]:
                 names.append(function.get("name"))
             if len(names) != len(set(names)):
                 problems.append("tools: duplicate function names")
+    if "parallel_tool_calls" in body:
+        if not isinstance(body["parallel_tool_calls"], bool):
+            problems.append("parallel_tool_calls must be a boolean")
+        if not tools:
+            problems.append("parallel_tool_calls is only allowed when tools are specified")
     for key in ("max_tokens", "max_completion_tokens"):
         if key in body and (not isinstance(body[key], int) or body[key] < 1):
             problems.append(f"{key} must be a positive integer")
@@ -172,6 +182,16 @@ def anthropic_messages_problems(body: Any, *, turn_rules: bool = True) -> list[s
                 problems.append(f"{at}.content[{j}]: {kind!r} block not allowed in a {role} turn")
             elif kind == "text" and not block.get("text"):
                 problems.append(f"{at}.content[{j}]: empty text block")
+            elif kind in THINKING_BLOCKS:
+                fields = ("thinking", "signature") if kind == "thinking" else ("data",)
+                if not all(isinstance(block.get(f), str) for f in fields):
+                    problems.append(f"{at}.content[{j}]: {kind} needs string {', '.join(fields)}")
+                if "cache_control" in block:
+                    problems.append(f"{at}.content[{j}]: cache_control on a {kind} block")
+                if any(
+                    isinstance(b, dict) and b.get("type") not in THINKING_BLOCKS for b in blocks[:j]
+                ):
+                    problems.append(f"{at}.content[{j}]: {kind} block after other blocks")
             elif kind == "tool_use":
                 if not TOOL_USE_ID.match(str(block.get("id", ""))):
                     problems.append(f"{at}.content[{j}]: bad tool_use id {block.get('id')!r}")
@@ -235,4 +255,12 @@ def anthropic_messages_problems(body: Any, *, turn_rules: bool = True) -> list[s
                     problems.append(f"tools[{j}]: bad tool name {tool.get('name')!r}")
                 if not _schema_ok(tool.get("input_schema")):
                     problems.append(f"tools[{j}]: input_schema must be an object schema")
+    if "tool_choice" in body:
+        choice = body["tool_choice"]
+        if not tools:
+            problems.append("tool_choice is only allowed when tools are specified")
+        if not isinstance(choice, dict) or choice.get("type") not in ANTHROPIC_TOOL_CHOICES:
+            problems.append(f"tool_choice: unknown choice {choice!r}")
+        elif not isinstance(choice.get("disable_parallel_tool_use", False), bool):
+            problems.append("tool_choice.disable_parallel_tool_use must be a boolean")
     return problems

@@ -8,7 +8,7 @@ import pytest
 
 from sessions_app.providers import ProviderError, ToolCallRequest
 from sessions_app.providers.anthropic_messages import AnthropicMessagesProvider
-from tests.providers.engine_requests import adapted
+from tests.providers.engine_requests import THINKING, adapted
 from tests.providers.servers import ANTHROPIC_TOOL_USE_REPLY, FakeAPI
 from tests.providers.shapes import anthropic_messages_problems
 
@@ -50,7 +50,29 @@ def test_request_as_sent_matches_the_messages_shape(anthropic_api: FakeAPI) -> N
     assert all(m["role"] in ("user", "assistant") for m in body["messages"])
     assert body["messages"] == request.body["messages"]  # the adapter body, unchanged
     assert body["tools"] == request.body["tools"]
-    assert set(body) == {"model", "max_tokens", "system", "messages", "tools"}
+    # One tool call per answer (SPEC §4.5), as the adapter asked.
+    assert body["tool_choice"] == {"type": "auto", "disable_parallel_tool_use": True}
+    assert set(body) == {"model", "max_tokens", "system", "messages", "tools", "tool_choice"}
+
+
+def test_an_answer_goes_back_with_its_thinking_and_text_before_its_call(
+    anthropic_api: FakeAPI,
+) -> None:
+    _provider(anthropic_api.url).complete(adapted("anthropic-messages").body, model="c")
+    answer = next(
+        m for m in anthropic_api.last.body["messages"] if m["content"][-1]["type"] == "tool_use"
+    )
+    assert answer["content"][:2] == [
+        THINKING,
+        {"type": "text", "text": "First I look the customer up."},
+    ]
+
+
+def test_a_request_without_tools_sends_no_tool_choice(anthropic_api: FakeAPI) -> None:
+    body = adapted("anthropic-messages").body
+    del body["tools"], body["tool_choice"]
+    _provider(anthropic_api.url).complete(body, model="c")
+    assert "tool_choice" not in anthropic_api.last.body and "tools" not in anthropic_api.last.body
 
 
 def test_sent_tool_results_answer_the_tool_use_right_before_them(

@@ -41,7 +41,30 @@ def test_request_as_sent_matches_the_chat_completions_shape(openai_api: FakeAPI)
     assert body["tools"] == request.body["tools"]
     assert body["max_completion_tokens"] == 256
     assert "max_tokens" not in body
-    assert set(body) == {"model", "messages", "tools", "max_completion_tokens"}
+    # One tool call per answer (SPEC §4.5), as the adapter asked.
+    assert body["parallel_tool_calls"] is False
+    assert set(body) == {
+        "model",
+        "messages",
+        "tools",
+        "parallel_tool_calls",
+        "max_completion_tokens",
+    }
+
+
+def test_the_text_beside_a_call_is_sent_and_thinking_is_not(openai_api: FakeAPI) -> None:
+    _provider(openai_api.url).complete(adapted("openai-chat").body, model="gpt-test")
+    messages = openai_api.last.body["messages"]
+    first_call = next(m for m in messages if m.get("tool_calls"))
+    assert first_call["content"] == "First I look the customer up."
+    assert "customer record has the budget" not in json.dumps(messages)
+
+
+def test_a_request_without_tools_sends_no_parallel_tool_calls(openai_api: FakeAPI) -> None:
+    body = adapted("openai-chat").body
+    del body["tools"], body["parallel_tool_calls"]
+    _provider(openai_api.url).complete(body, model="gpt-test")
+    assert "parallel_tool_calls" not in openai_api.last.body
 
 
 def test_sent_history_pairs_each_tool_message_with_its_call(openai_api: FakeAPI) -> None:

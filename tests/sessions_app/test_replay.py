@@ -18,7 +18,13 @@ from django.test.utils import override_settings
 from contextproto.errors import ApplicationError
 from contextproto.protocol.cache_sim import SIMULATED_PROVIDERS
 from sessions_app.models import ArchiveChunk, ProjectionSnapshot, Session
-from sessions_app.replay import PRESSURE_ESTIMATED, replay_target, session_replay
+from sessions_app.replay import (
+    ONE_CALL_KEYS,
+    ONE_CALL_NOT_RECORDED,
+    PRESSURE_ESTIMATED,
+    replay_target,
+    session_replay,
+)
 from tests.conftest import KeyClient
 from tests.sessions_app.replay_builders import (
     FLAVOURS,
@@ -127,6 +133,34 @@ def test_the_preview_limit_a_view_was_built_with_is_recorded_and_replayed(api_se
     assert all(t.notes == (assumed,) for t in replay.turns)
     cut = [t for t in replay.turns if not t.request_identical]
     assert cut and all(t.replayed_tokens > t.sent_tokens for t in cut)
+
+
+def test_a_request_recorded_before_one_call_per_answer_is_compared_without_it(api_session):
+    s = recorded_session(api_session, flavour("unified@2"))
+    snapshots = ProjectionSnapshot.objects.filter(session_id=s.id)
+    older = 0
+    for snap in snapshots:
+        request = {k: v for k, v in snap.request.items() if k not in ONE_CALL_KEYS}
+        if request != snap.request:
+            older += 1
+            snap.request = request
+            snap.save(update_fields=["body"])
+    # Every openai-chat and anthropic-messages request carried tools; neutral has neither key.
+    assert older == snapshots.exclude(provider="neutral").count() > 0
+
+    replay = session_replay(session_id=s.id)
+
+    assert all(t.request_identical for t in replay.turns)
+    noted = [t for t in replay.turns if t.notes == (ONE_CALL_NOT_RECORDED,)]
+    assert len(noted) == older
+    assert {t.provider for t in noted} == {"openai-chat", "anthropic-messages"}
+    # What it rebuilds is what would be sent today, the settings included.
+    assert all("parallel_tool_calls" in t.request or "tool_choice" in t.request for t in noted)
+    # A recorded request that differs otherwise is still reported.
+    changed = snapshots.filter(provider="openai-chat").latest("created_at")
+    changed.request = {**changed.request, "messages": []}
+    changed.save(update_fields=["body"])
+    assert session_replay(session_id=s.id).identical == len(replay.turns) - 1
 
 
 def test_an_older_unified4_snapshot_states_its_pending_flag_in_its_view(api_session):
