@@ -279,9 +279,17 @@ class GatewayCall:
         if found is None:
             return None
         stale = found.created_at < timezone.now() - IDEMPOTENCY_WINDOW
-        if stale or found.status == GatewayExchange.Status.FAILED:
-            # Free the key: a day old, or its request failed and may be tried again.
+        if stale:
             GatewayExchange.objects.filter(pk=found.pk).update(idempotency_key=None)
+            return None
+        if found.status == GatewayExchange.Status.FAILED or self._abandoned(found):
+            # Its request failed (or died with its process): free the key, and let the retry
+            # go on in the session that request started, if any.
+            GatewayExchange.objects.filter(pk=found.pk).update(idempotency_key=None)
+            if found.request_hash == self.body_hash and self.session_key_of is None:
+                self.named_session = self.named_session or (
+                    str(found.session_id) if found.session_id else None
+                )
             return None
         self.session = found.session
         if found.request_hash != self.body_hash:
@@ -299,6 +307,15 @@ class GatewayCall:
                 {"retryAfterSeconds": RETRY_AFTER_SECONDS},
             )
         return self._replay(found, keep_key=False)
+
+    @staticmethod
+    def _abandoned(exchange: GatewayExchange) -> bool:
+        """A request still marked running whose session no live request holds: its process
+        died (its run's lease ran out), so its key may be used again."""
+        if exchange.status != GatewayExchange.Status.RUNNING or exchange.session_id is None:
+            return False
+        run = Run.objects.filter(session_id=exchange.session_id).order_by("-created_at").first()
+        return not _busy(run)
 
     def _session_locked(self) -> Session:
         """Find (and lock) or start the request's session."""

@@ -19,7 +19,7 @@ from sessions_app.reads import console as console_reads
 from tests.admin.console_data import bulk_console_data
 
 PRICES = {"input": 3, "cacheRead": 0.3, "cacheWrite": 3.75, "output": 15}
-DASHBOARD_MAX_QUERIES = 14  # login session, user, the dashboard's nine reads, app list
+DASHBOARD_MAX_QUERIES = 16  # login session, user, the dashboard's eleven reads, app list
 
 
 def _session(version, key: str, age: timedelta) -> Session:
@@ -264,3 +264,37 @@ def test_the_dashboard_lists_each_node_with_role_build_and_fingerprint(admin_cli
     assert f'title="{"a" * 64}"' in table
     assert "&lt;b&gt;w&lt;/b&gt;:12" in table  # node names are escaped
     assert "The nodes run different builds." in table
+
+
+def test_the_dashboard_counts_gateway_requests_and_links_the_latest_sessions(
+    admin_client, application, make_version
+):
+    from sessions_app.models import GatewayExchange
+
+    version = make_version(application)
+    via_api = _session(version, "k-api", timedelta(minutes=5))
+    via_gateway = _session(version, "k-gw", timedelta(minutes=1))
+    Session.objects.filter(pk=via_gateway.pk).update(via_gateway=True)
+    for status, replayed, age in (
+        (200, False, timedelta(minutes=1)),
+        (200, True, timedelta(minutes=2)),
+        (409, False, timedelta(minutes=3)),
+        (502, False, timedelta(hours=3)),
+    ):
+        exchange = GatewayExchange.objects.create(
+            application=application,
+            session=via_gateway,
+            client_format="openai",
+            request_hash="h",
+            http_status=status,
+            replayed=replayed,
+        )
+        GatewayExchange.objects.filter(pk=exchange.pk).update(created_at=timezone.now() - age)
+    page = admin_client.get("/admin/").content.decode()
+    cells = dict(re.findall(r'data-gateway="(\w+)">(\d+)<', page))
+    assert cells == {"requests": "3", "errors": "1", "replays": "1"}
+    rows = re.findall(r'<tr class="latest-session">(.*?)</tr>', page, re.S)
+    assert len(rows) == 2
+    assert "/browse/" in rows[0] and str(via_gateway.pk)[:8] in rows[0]
+    assert "gateway-mark" in rows[0] and "gateway-mark" not in rows[1]
+    assert str(via_api.pk)[:8] in rows[1]

@@ -48,6 +48,7 @@ def server_env(tmp: Path, **extra: str) -> dict[str, str]:
 @contextmanager
 def gateway_server(tmp: Path, *, workers: int = 1, **extra: str) -> Iterator[str]:
     """uvicorn serving the ASGI app (API, admin, MCP, gateway) on a free port."""
+    tmp.mkdir(parents=True, exist_ok=True)
     port = free_port()
     command = [sys.executable, "-m", "uvicorn", "contextproto.asgi:application"]
     command += ["--host", "127.0.0.1", "--port", str(port), "--workers", str(workers)]

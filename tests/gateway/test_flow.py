@@ -187,3 +187,127 @@ def test_a_mismatch_is_refused_with_the_index_and_the_reason(gateway, scripted):
     assert error["details"]["index"] == 1
     assert response["x-should-retry"] == "false"
     assert response["X-Contextproto-Session"] == first["X-Contextproto-Session"]
+
+
+def test_metrics_count_gateway_requests_and_their_time_outside_the_model(gateway, scripted):
+    from prometheus_client import REGISTRY
+
+    def sample(name: str, **labels: str) -> float:
+        return REGISTRY.get_sample_value(name, labels) or 0.0
+
+    scripted([{"text": "ok"}])
+    before = sample("contextproto_gateway_requests_total", format="openai", status="200")
+    refused_before = sample("contextproto_gateway_requests_total", format="openai", status="404")
+    observed = sample("contextproto_gateway_overhead_seconds_count", format="openai")
+    gateway.openai({"model": "helper", "messages": [{"role": "user", "content": "hi"}]})
+    gateway.openai({"model": "nobody", "messages": [{"role": "user", "content": "hi"}]})
+    assert (
+        sample("contextproto_gateway_requests_total", format="openai", status="200") == before + 1
+    )
+    assert (
+        sample("contextproto_gateway_requests_total", format="openai", status="404")
+        == refused_before + 1
+    )
+    assert sample("contextproto_gateway_overhead_seconds_count", format="openai") == observed + 2
+
+
+def test_an_idempotency_key_answers_its_first_reply_and_refuses_another_body(gateway, scripted):
+    scripted([{"text": "first"}, {"text": "second"}])
+    body = {"model": "helper", "messages": [{"role": "user", "content": "hi"}]}
+    headers = {"Idempotency-Key": "req-1"}
+    first = gateway.openai(body, headers=headers)
+    again = gateway.openai(body, headers=headers)
+    assert again.status_code == 200 and again.content == first.content
+    assert again["X-Contextproto-Replayed"] == "true"
+    assert again["X-Contextproto-Session"] == first["X-Contextproto-Session"]
+    assert Session.objects.count() == 1
+    other = gateway.openai({**body, "temperature": 0.5}, headers=headers)
+    assert other.status_code == 409
+    assert other.json()["error"]["code"] == "idempotency_key_reused"
+    assert other["x-should-retry"] == "false"
+    fresh = gateway.openai(body, headers={"Idempotency-Key": "req-2"})
+    assert fresh.status_code == 200
+    assert fresh["X-Contextproto-Session"] != first["X-Contextproto-Session"]
+
+
+def test_a_conversation_is_imported_into_an_empty_session(gateway, scripted):
+    scripted([{"expect": {"contains": ["earlier answer", "found: 42"]}, "text": "Continuing."}])
+    messages = [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "first question"},
+        {"role": "assistant", "content": "earlier answer"},
+        {"role": "user", "content": "look it up"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "old1",
+                    "type": "function",
+                    "function": {"name": "lookup", "arguments": "{}"},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": "old1", "content": "found: 42"},
+    ]
+    response = gateway.openai({"model": "helper", "messages": messages})
+    assert response.status_code == 200, response.content
+    assert _text(response) == "Continuing."
+    log = Message.objects.filter(session_id=response["X-Contextproto-Session"]).order_by("index")
+    assert [(m.role, m.kind) for m in log] == [
+        ("user", "input"),
+        ("assistant", "text"),
+        ("user", "input"),
+        ("assistant", "tool_call"),
+        ("tool", "tool_result"),
+        ("assistant", "text"),
+    ]
+    # The next request continues it like any other session.
+    scripted([{"text": "x"}], name="other")
+    key = response["X-Contextproto-Session-Key"]
+    nothing = gateway.openai(
+        {"messages": [*messages[1:], response.json()["choices"][0]["message"]]}, key=key
+    )
+    assert nothing.status_code == 400
+    assert nothing.json()["error"]["code"] == "gateway_nothing_new"
+
+
+def test_a_user_message_while_a_client_call_waits_is_refused(gateway, scripted):
+    scripted([{"toolCalls": [{"id": "c1", "name": "lookup", "arguments": {}}]}])
+    tools = [{"type": "function", "function": {"name": "lookup", "parameters": {"type": "object"}}}]
+    first = gateway.openai(
+        {"model": "helper", "tools": tools, "messages": [{"role": "user", "content": "go"}]}
+    )
+    key = first["X-Contextproto-Session-Key"]
+    refused = gateway.openai(
+        {"tools": tools, "messages": [{"role": "user", "content": "never mind"}]}, key=key
+    )
+    assert refused.status_code == 409
+    error = refused.json()["error"]
+    assert error["code"] == "tool_call_pending"
+    assert error["details"]["toolCallId"] == "c1"
+
+
+def test_client_system_text_and_tools_commit_one_revision_only_when_they_change(gateway, scripted):
+    scripted([{"text": "1"}, {"text": "2"}, {"text": "3"}])
+    tools = [{"type": "function", "function": {"name": "lookup", "parameters": {"type": "object"}}}]
+    history = [{"role": "system", "content": "Be kind."}, {"role": "user", "content": "a"}]
+    first = gateway.openai({"model": "helper", "tools": tools, "messages": history})
+    key = first["X-Contextproto-Session-Key"]
+    session = Session.objects.get(pk=first["X-Contextproto-Session"])
+    revision = session.state_revision
+    history += [first.json()["choices"][0]["message"], {"role": "user", "content": "b"}]
+    gateway.openai({"tools": tools, "messages": history}, key=key)
+    session.refresh_from_db()
+    assert session.state_revision == revision  # same text, same tools: nothing committed
+    history[0]["content"] = "Be brief."
+    history += [{"role": "assistant", "content": "2"}, {"role": "user", "content": "c"}]
+    gateway.openai({"messages": history}, key=key)
+    session.refresh_from_db()
+    assert session.state_revision == revision + 1
+    from sessions_app.models import KVEntry
+
+    stored = dict(KVEntry.objects.filter(session=session).values_list("key", "value"))
+    assert stored["gateway/system"] == "Be brief."
+    assert stored["gateway/tools"] == []
+    assert "gateway/tool/lookup" not in stored
