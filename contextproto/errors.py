@@ -146,7 +146,9 @@ STATE_REVISION_INVALID = _code(
     "state_revision_invalid", 400, "MCP _meta.stateRevision: not an integer >= 0, or ahead."
 )
 TOOL_CALL_ID_INVALID = _code(
-    "tool_call_id_invalid", 400, "MCP _meta.toolCallId: not a string of 1-200 characters."
+    "tool_call_id_invalid",
+    400,
+    "A toolCallId (or MCP _meta.toolCallId) outside 1-256 code points or with a control character.",
 )
 KV_KEY_INVALID = _code("kv_key_invalid", 400, "A KV key that is empty, too long or malformed.")
 KV_VALUE_TOO_LARGE = _code("kv_value_too_large", 400, "A KV value above the size limit.")

@@ -80,6 +80,9 @@ MAINTAINER_NOT_BOUND = "context_maintainer_not_bound"
 HISTORY_INDEX_OUT_OF_RANGE = "history_index_out_of_range"
 HISTORY_MESSAGE_MISSING = "history_message_missing"
 
+# what hosts send (SPEC §9.2)
+USAGE_INVALID = "usage_invalid"
+
 # maintenance
 MAINTENANCE_NOTHING_TO_COMPRESS = "maintenance_nothing_to_compress"
 MAINTENANCE_BOUNDARY_INVALID = "maintenance_boundary_invalid"

@@ -151,7 +151,10 @@ class SessionMessagesApi(APIView):
         role = serializers.ChoiceField(choices=["user", "assistant", "tool"])
         kind = serializers.CharField(max_length=32)
         content = AnyJSONField()
-        toolCallId = serializers.CharField(max_length=200, required=False, allow_null=True)
+        # Checked by the service (tool_call_id_invalid), so every writer gets one rule.
+        toolCallId = serializers.CharField(
+            trim_whitespace=False, allow_blank=True, required=False, allow_null=True
+        )
         toolName = serializers.CharField(max_length=128, required=False, allow_null=True)
         arguments = AnyJSONField(required=False, allow_null=True)
         isError = serializers.BooleanField(required=False, allow_null=True)
@@ -248,13 +251,36 @@ class SessionToolsApi(APIView):
         )
 
 
+TOOL_CALL_ID = serializers.CharField(
+    trim_whitespace=False,
+    help_text="The call's id as the provider made it (1-256 characters, no control characters).",
+)
+
+
 class ToolDispatchApi(APIView):
-    @extend_schema(request=None, responses={200: shapes.Receipt})
+    @extend_schema(operation_id="tool_call_dispatch", request=None, responses={200: shapes.Receipt})
     def post(self, request: Request, session_id: str, tool_call_id: str) -> Response:
         session = session_for(request, session_id)
         if request.data not in ({}, None):
             StrictSerializer.parse(request.data)
         receipt = dispatch.tool_dispatch(session_id=session.id, tool_call_id=tool_call_id)
+        return Response(receipt.to_wire())
+
+
+class ToolDispatchByBodyApi(APIView):
+    """The dispatch of the call named in the body: the same as the path form, for any id
+    (a proxy may rewrite `%2F` or `//` in a path, never a JSON string)."""
+
+    class Input(StrictSerializer):
+        toolCallId = TOOL_CALL_ID
+
+    @extend_schema(
+        operation_id="tool_call_dispatch_from_body", request=Input, responses={200: shapes.Receipt}
+    )
+    def post(self, request: Request, session_id: str) -> Response:
+        session = session_for(request, session_id)
+        data = self.Input.parse(request.data)
+        receipt = dispatch.tool_dispatch(session_id=session.id, tool_call_id=data["toolCallId"])
         return Response(receipt.to_wire())
 
 

@@ -21,12 +21,14 @@ from contextproto.errors import (
     SNAPSHOT_REQUIRED,
     TOOL_CALL_ALREADY_ANSWERED,
     TOOL_CALL_DUPLICATE,
+    TOOL_CALL_ID_INVALID,
     TOOL_CALL_INCOMPLETE,
     TOOL_CALL_NOT_FOUND,
     ApplicationError,
 )
 from contextproto.ids import canonical_uuid
 from contextproto.protocol.catalog import PROTOCOL_TOOL_NAMES
+from contextproto.protocol.host_wire import tool_call_id_problem
 from contextproto.protocol.messages import (
     KIND_APPROVAL_FEEDBACK,
     KIND_RUNTIME_INSTRUCTION,
@@ -264,6 +266,7 @@ def _tool_call_fields(
             "A tool_call needs toolCallId and toolName.",
             {"field": "toolCallId" if not tool_call_id else "toolName"},
         )
+    tool_call_id_check(tool_call_id)
     if arguments is not None and not isinstance(arguments, dict):
         raise ApplicationError(
             ARGUMENTS_INVALID, "arguments must be a JSON object.", {"field": "arguments"}
@@ -288,6 +291,18 @@ def _tool_call_fields(
         "arguments": arguments if arguments is not None else {},
         "snapshot_id": snapshot,
     }
+
+
+def tool_call_id_check(tool_call_id: object, field: str = "toolCallId") -> None:
+    """Refuse (400 `tool_call_id_invalid`) an id outside SPEC §9.2's rule, naming `field`."""
+    problem = tool_call_id_problem(tool_call_id)
+    if problem is not None:
+        raise ApplicationError(
+            TOOL_CALL_ID_INVALID,
+            f"{field}: {problem}. Send the id as the provider made it (1-256 characters, no "
+            "control characters).",
+            {"field": field},
+        )
 
 
 def _snapshot_of(session: Session, snapshot_id: str | None) -> UUID | None:
