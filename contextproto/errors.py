@@ -138,6 +138,9 @@ CONTEXT_CAPACITY_EXCEEDED = _code(
     "context_capacity_exceeded", 422, "The view does not fit the model's input budget."
 )
 NOT_A_PROTOCOL_TOOL = _code("not_a_protocol_tool", 400, "Only protocol tools are dispatched.")
+TOOL_CALL_ANSWERED = _code(
+    "tool_call_answered", 409, "Abandon: the call already has its result; details.abandoned."
+)
 TOOL_CALL_ID_REUSED = _code(
     "tool_call_id_reused", 409, "A toolCallId already used for another tool or arguments."
 )
@@ -226,6 +229,9 @@ SNAPSHOT_MISSING = _code(
 )
 SINGLE_TOOL_CALL_PER_TURN = _code(
     "single_tool_call_per_turn", 400, "Tool result: a later call of one model answer."
+)
+TOOL_CALL_ABANDONED = _code(
+    "tool_call_abandoned", 400, "Tool result: the host abandoned the call (its result is lost)."
 )
 TOOL_INTERNAL_ERROR = _code(
     "tool_internal_error", 500, "Tool result: the handler failed inside the service."

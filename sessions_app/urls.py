@@ -32,9 +32,19 @@ urlpatterns = [
         name="session-dispatch-by-body",
     ),
     path(
+        S + "tool-calls/abandon/",
+        apis.ToolAbandonByBodyApi.as_view(),
+        name="session-abandon-by-body",
+    ),
+    path(
         S + "tool-calls/<path:tool_call_id>/dispatch/",
         apis.ToolDispatchApi.as_view(),
         name="session-dispatch",
+    ),
+    path(
+        S + "tool-calls/<path:tool_call_id>/abandon/",
+        apis.ToolAbandonApi.as_view(),
+        name="session-abandon",
     ),
     path(S + "windows/", apis.WindowsApi.as_view(), name="session-windows"),
     path(S + "folds/", apis.FoldsApi.as_view(), name="session-folds"),

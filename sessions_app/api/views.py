@@ -284,6 +284,49 @@ class ToolDispatchByBodyApi(APIView):
         return Response(receipt.to_wire())
 
 
+ABANDON_REASON = serializers.CharField(
+    max_length=2000,
+    required=False,
+    allow_null=True,
+    help_text="Why the result will never come (shown to the model with the error).",
+)
+
+
+class ToolAbandonApi(APIView):
+    """Answer a call whose result will never come with the error `tool_call_abandoned`."""
+
+    class Input(StrictSerializer):
+        reason = ABANDON_REASON
+
+    @extend_schema(operation_id="tool_call_abandon", request=Input, responses={200: shapes.Receipt})
+    def post(self, request: Request, session_id: str, tool_call_id: str) -> Response:
+        session = session_for(request, session_id)
+        data = self.Input.parse(request.data if request.data is not None else {})
+        receipt = dispatch.tool_call_abandon(
+            session_id=session.id, tool_call_id=tool_call_id, reason=data.get("reason")
+        )
+        return Response(receipt.to_wire())
+
+
+class ToolAbandonByBodyApi(APIView):
+    """The abandonment of the call named in the body: the same as the path form."""
+
+    class Input(StrictSerializer):
+        toolCallId = TOOL_CALL_ID
+        reason = ABANDON_REASON
+
+    @extend_schema(
+        operation_id="tool_call_abandon_from_body", request=Input, responses={200: shapes.Receipt}
+    )
+    def post(self, request: Request, session_id: str) -> Response:
+        session = session_for(request, session_id)
+        data = self.Input.parse(request.data)
+        receipt = dispatch.tool_call_abandon(
+            session_id=session.id, tool_call_id=data["toolCallId"], reason=data.get("reason")
+        )
+        return Response(receipt.to_wire())
+
+
 def _page_query(request: Request) -> tuple[str | None, int]:
     """The raw `cursor` (checked by the selector) and the `limit` of a list request."""
     return request.query_params.get("cursor"), page_limit(request.query_params.get("limit"))
