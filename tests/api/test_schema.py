@@ -17,7 +17,7 @@ QUERY_PARAMETERS = {
     ("get", "/api/v1/sessions/{session_id}/snapshots/"): {"cursor", "limit"},
     ("get", "/api/v1/sessions/{session_id}/kv/"): {"cursor", "limit", "prefix", "revision"},
     ("get", "/api/v1/api-keys/"): {"cursor", "limit"},
-    ("get", "/api/v1/tools/"): {"cursor", "limit"},
+    ("get", "/api/v1/tools/"): {"cursor", "limit", "name"},
 }
 # Answer without a credential.
 PUBLIC = {
