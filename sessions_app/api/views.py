@@ -216,7 +216,16 @@ class ProjectionApi(APIView):
     class Input(StrictSerializer):
         runId = serializers.CharField(max_length=64, required=False, allow_null=True)
         provider = serializers.ChoiceField(
-            choices=adapters.PROVIDERS, default=adapters.WireFormat.NEUTRAL.value
+            choices=adapters.PROVIDERS,
+            default=adapters.WireFormat.NEUTRAL.value,
+            help_text="The wire format of the request to build (not the model provider).",
+            # DRF's message names no choice; and `openai` / `anthropic` are model providers
+            # (model.provider), a mix-up worth naming.
+            error_messages={
+                "invalid_choice": f'"{{input}}" is not a wire format; use one of '
+                f"{', '.join(adapters.PROVIDERS)} (model.provider openai speaks openai-chat, "
+                "anthropic speaks anthropic-messages)."
+            },
         )
 
     @extend_schema(request=Input, responses={201: shapes.Snapshot})
