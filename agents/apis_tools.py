@@ -53,9 +53,7 @@ class ToolInput(StrictSerializer):
 
 
 class ToolsApi(APIView):
-    @extend_schema(
-        operation_id="tool_list", parameters=[*PAGE, NAME], responses={200: shapes.HostToolList}
-    )
+    @extend_schema(parameters=[*PAGE, NAME], responses={200: shapes.HostToolList})
     def get(self, request: Request) -> Response:
         application = application_of(request, "Tool")
         page = selectors.tool_page(
@@ -69,7 +67,6 @@ class ToolsApi(APIView):
         )
 
     @extend_schema(
-        operation_id="tool_register",
         request=ToolInput,
         responses={201: shapes.HostTool, 200: shapes.HostTool},
     )
@@ -89,12 +86,12 @@ class ToolsApi(APIView):
 
 
 class ToolDetailApi(APIView):
-    @extend_schema(operation_id="tool_get", responses={200: shapes.HostTool})
+    @extend_schema(responses={200: shapes.HostTool})
     def get(self, request: Request, tool_id: str) -> Response:
         tool = selectors.tool_get(application=application_of(request, "Tool"), tool_id=tool_id)
         return Response(tool_to_wire(tool))
 
-    @extend_schema(operation_id="tool_update", request=ToolInput, responses={200: shapes.HostTool})
+    @extend_schema(request=ToolInput, responses={200: shapes.HostTool})
     def patch(self, request: Request, tool_id: str) -> Response:
         tool = selectors.tool_get(application=application_of(request, "Tool"), tool_id=tool_id)
         data = ToolInput.parse(request.data, partial=True)
@@ -103,7 +100,7 @@ class ToolDetailApi(APIView):
         tool = services_tools.tool_update(tool=tool, changes=changes)
         return Response(tool_to_wire(tool))
 
-    @extend_schema(operation_id="tool_delete", request=None, responses={204: None})
+    @extend_schema(request=None, responses={204: None})
     def delete(self, request: Request, tool_id: str) -> Response:
         tool = selectors.tool_get(application=application_of(request, "Tool"), tool_id=tool_id)
         services_tools.tool_delete(tool=tool)

@@ -25,7 +25,7 @@ class TokenCountField(StrictIntegerField):
 
 
 class UsageCounts(StrictSerializer):
-    """A turn's usage in the service's counts (SPEC §15)."""
+    """A turn's usage in the service's counts."""
 
     inputTokens = TokenCountField(
         help_text="Every input (prompt) token of the request, cached ones included."
@@ -45,7 +45,7 @@ class UsageCounts(StrictSerializer):
 
 
 class ProviderUsage(StrictSerializer):
-    """A turn's usage as the provider's SDK returned it (SPEC §9.2), converted to the counts."""
+    """A turn's usage as the provider's SDK returned it, converted to the counts."""
 
     usage = AnyJSONField(
         help_text="OpenAI Chat Completions (prompt_tokens, completion_tokens, "

@@ -9,14 +9,14 @@ from django.conf import settings
 from django.core.cache import cache
 from django.db import connection
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agents import selectors as agent_selectors
-from contextproto import pagination
+from contextproto import api_schema, pagination
 from contextproto.api import (
     AnyJSONField,
     IdField,
@@ -46,6 +46,11 @@ from sessions_app.services import (
     runs,
     sessions,
 )
+
+
+@extend_schema_field({"type": "string", "enum": api_schema.WRITABLE_KINDS})
+class WritableKindField(serializers.CharField):
+    pass
 
 
 def session_for(request: Request, session_id: str) -> Session:
@@ -149,7 +154,8 @@ class SessionInputApi(APIView):
 class SessionMessagesApi(APIView):
     class Input(StrictSerializer):
         role = serializers.ChoiceField(choices=["user", "assistant", "tool"])
-        kind = serializers.CharField(max_length=32)
+        # Checked by the service (its codes name input and unknown kinds); an enum in the schema.
+        kind = WritableKindField(max_length=32)
         content = AnyJSONField()
         # Checked by the service (tool_call_id_invalid), so every writer gets one rule.
         toolCallId = serializers.CharField(
@@ -267,7 +273,7 @@ TOOL_CALL_ID = serializers.CharField(
 
 
 class ToolDispatchApi(APIView):
-    @extend_schema(operation_id="tool_call_dispatch", request=None, responses={200: shapes.Receipt})
+    @extend_schema(request=None, responses={200: shapes.Receipt})
     def post(self, request: Request, session_id: str, tool_call_id: str) -> Response:
         session = session_for(request, session_id)
         if request.data not in ({}, None):
@@ -283,9 +289,7 @@ class ToolDispatchByBodyApi(APIView):
     class Input(StrictSerializer):
         toolCallId = TOOL_CALL_ID
 
-    @extend_schema(
-        operation_id="tool_call_dispatch_from_body", request=Input, responses={200: shapes.Receipt}
-    )
+    @extend_schema(request=Input, responses={200: shapes.Receipt})
     def post(self, request: Request, session_id: str) -> Response:
         session = session_for(request, session_id)
         data = self.Input.parse(request.data)
@@ -307,7 +311,7 @@ class ToolAbandonApi(APIView):
     class Input(StrictSerializer):
         reason = ABANDON_REASON
 
-    @extend_schema(operation_id="tool_call_abandon", request=Input, responses={200: shapes.Receipt})
+    @extend_schema(request=Input, responses={200: shapes.Receipt})
     def post(self, request: Request, session_id: str, tool_call_id: str) -> Response:
         session = session_for(request, session_id)
         data = self.Input.parse(request.data if request.data is not None else {})
@@ -324,9 +328,7 @@ class ToolAbandonByBodyApi(APIView):
         toolCallId = TOOL_CALL_ID
         reason = ABANDON_REASON
 
-    @extend_schema(
-        operation_id="tool_call_abandon_from_body", request=Input, responses={200: shapes.Receipt}
-    )
+    @extend_schema(request=Input, responses={200: shapes.Receipt})
     def post(self, request: Request, session_id: str) -> Response:
         session = session_for(request, session_id)
         data = self.Input.parse(request.data)
@@ -444,7 +446,8 @@ class KvApi(APIView):
 
 
 class SessionForkApi(APIView):
-    """Fork the session at a turn (SPEC §17); an application key only (docs/decisions.md)."""
+    """Fork the session at a turn: a new session with the log through the turn's bound and the
+    state at its revision. Takes the application key."""
 
     class Input(StrictSerializer):
         snapshotId = serializers.CharField(
@@ -526,7 +529,7 @@ class _Probe(APIView):
 
 class HealthApi(_Probe):
     """Node role, catalog fingerprint, reachability of the database and the cache/broker, and
-    the live nodes with `skew: true` when their catalogs differ (SPEC §12)."""
+    the live nodes with `skew: true` when their catalogs differ."""
 
     @extend_schema(auth=[], responses={200: shapes.Health, 503: shapes.Health})
     def get(self, request: Request) -> Response:
