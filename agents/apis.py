@@ -171,7 +171,7 @@ class AgentVersionArchiveApi(APIView):
 
 
 class ProtocolListApi(APIView):
-    @extend_schema(operation_id="protocols_list", responses={200: shapes.ProtocolList})
+    @extend_schema(responses={200: shapes.ProtocolList})
     def get(self, request: Request) -> Response:
         application_of(request, "Protocol")  # a session key reaches only its session
         return Response(

@@ -38,9 +38,7 @@ def _no_body(request: Request) -> None:
 
 
 class ApiKeysApi(APIView):
-    @extend_schema(
-        operation_id="api_keys_list", parameters=PAGE, responses={200: shapes.ApiKeyList}
-    )
+    @extend_schema(parameters=PAGE, responses={200: shapes.ApiKeyList})
     def get(self, request: Request) -> Response:
         application = application_of(request, "API key")
         page = selectors.api_key_page(
@@ -55,9 +53,7 @@ class ApiKeysApi(APIView):
             }
         )
 
-    @extend_schema(
-        operation_id="api_keys_create", request=None, responses={201: shapes.ApiKeyCreated}
-    )
+    @extend_schema(request=None, responses={201: shapes.ApiKeyCreated})
     def post(self, request: Request) -> Response:
         application = application_of(request, "API key")
         _no_body(request)
@@ -66,7 +62,7 @@ class ApiKeysApi(APIView):
 
 
 class ApiKeyRevokeApi(APIView):
-    @extend_schema(operation_id="api_keys_revoke", request=None, responses={200: shapes.ApiKey})
+    @extend_schema(request=None, responses={200: shapes.ApiKey})
     def post(self, request: Request, key_id: str) -> Response:
         application = application_of(request, "API key")
         _no_body(request)

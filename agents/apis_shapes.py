@@ -22,9 +22,16 @@ class AgentList(serializers.Serializer):
     agents = Agent(many=True)
 
 
+# Who runs a version's model (`model.provider`): named ModelProvider in the schema.
+MODEL_PROVIDERS: list[str] = list(AgentVersionModel.Provider.values)
+
+
 class ModelSettings(serializers.Serializer):
-    provider = serializers.CharField(
-        allow_null=True, help_text=f"One of {', '.join(AgentVersionModel.Provider.values)}."
+    provider = serializers.ChoiceField(
+        choices=MODEL_PROVIDERS,
+        allow_null=True,
+        help_text="Who runs the model: the service (scripted, openai, anthropic) or a host "
+        "(external).",
     )
     name = serializers.CharField(allow_null=True)
     maxInputTokens = serializers.IntegerField(allow_null=True)
@@ -115,7 +122,7 @@ class ApiKeyList(serializers.Serializer):
 
 
 class HostTool(serializers.Serializer):
-    """A host tool of the Application (SPEC §18): run by the host, bound to versions by id."""
+    """A host tool of the Application: run by the host, bound to versions by id."""
 
     id = serializers.UUIDField()
     name = serializers.CharField()

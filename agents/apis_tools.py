@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -19,6 +20,13 @@ from agents import selectors, services_tools
 from agents.models import Tool
 from contextproto.api import AnyJSONField, StrictSerializer, application_of, page_limit
 from contextproto.api_schema import PAGE
+
+NAME = OpenApiParameter(
+    "name",
+    OpenApiTypes.STR,
+    OpenApiParameter.QUERY,
+    description="Only the tool with this name (the list is empty when there is none).",
+)
 
 SCHEMA_HELP = (
     'Any JSON Schema 2020-12 object schema ("type": "object" at the root), as frameworks '
@@ -45,38 +53,45 @@ class ToolInput(StrictSerializer):
 
 
 class ToolsApi(APIView):
-    @extend_schema(operation_id="tools_list", parameters=PAGE, responses={200: shapes.HostToolList})
+    @extend_schema(parameters=[*PAGE, NAME], responses={200: shapes.HostToolList})
     def get(self, request: Request) -> Response:
         application = application_of(request, "Tool")
         page = selectors.tool_page(
             application=application,
             cursor=request.query_params.get("cursor"),
             limit=page_limit(request.query_params.get("limit")),
+            name=request.query_params.get("name"),
         )
         return Response(
             {"tools": [tool_to_wire(t) for t in page.items], "nextCursor": page.next_cursor}
         )
 
-    @extend_schema(operation_id="tools_create", request=ToolInput, responses={201: shapes.HostTool})
+    @extend_schema(
+        request=ToolInput,
+        responses={201: shapes.HostTool, 200: shapes.HostTool},
+    )
     def post(self, request: Request) -> Response:
         application = application_of(request, "Tool")
         data = ToolInput.parse(request.data)
-        tool = services_tools.tool_create(
+        tool, created = services_tools.tool_register(
             application=application,
             name=data["name"],
             description=data.get("description", ""),
             input_schema=data["inputSchema"],
         )
-        return Response(tool_to_wire(tool), status=status.HTTP_201_CREATED)
+        # 201 for a new tool; 200 with the same tool when it was already registered as is.
+        return Response(
+            tool_to_wire(tool), status=status.HTTP_201_CREATED if created else status.HTTP_200_OK
+        )
 
 
 class ToolDetailApi(APIView):
-    @extend_schema(operation_id="tools_retrieve", responses={200: shapes.HostTool})
+    @extend_schema(responses={200: shapes.HostTool})
     def get(self, request: Request, tool_id: str) -> Response:
         tool = selectors.tool_get(application=application_of(request, "Tool"), tool_id=tool_id)
         return Response(tool_to_wire(tool))
 
-    @extend_schema(operation_id="tools_update", request=ToolInput, responses={200: shapes.HostTool})
+    @extend_schema(request=ToolInput, responses={200: shapes.HostTool})
     def patch(self, request: Request, tool_id: str) -> Response:
         tool = selectors.tool_get(application=application_of(request, "Tool"), tool_id=tool_id)
         data = ToolInput.parse(request.data, partial=True)
@@ -85,7 +100,7 @@ class ToolDetailApi(APIView):
         tool = services_tools.tool_update(tool=tool, changes=changes)
         return Response(tool_to_wire(tool))
 
-    @extend_schema(operation_id="tools_destroy", request=None, responses={204: None})
+    @extend_schema(request=None, responses={204: None})
     def delete(self, request: Request, tool_id: str) -> Response:
         tool = selectors.tool_get(application=application_of(request, "Tool"), tool_id=tool_id)
         services_tools.tool_delete(tool=tool)

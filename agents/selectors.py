@@ -180,11 +180,14 @@ TOOLS_BY_NAME = Keyset(
 )
 
 
-def tool_page(*, application: Application, cursor: str | None, limit: int) -> Page[Tool]:
-    """The Application's host tools in name order (one query)."""
-    return keyset_page(
-        Tool.objects.filter(application=application), TOOLS_BY_NAME, cursor=cursor, limit=limit
-    )
+def tool_page(
+    *, application: Application, cursor: str | None, limit: int, name: str | None = None
+) -> Page[Tool]:
+    """The Application's host tools in name order (one query); only `name`'s when given."""
+    tools = Tool.objects.filter(application=application)
+    if name is not None:
+        tools = tools.filter(name=name)
+    return keyset_page(tools, TOOLS_BY_NAME, cursor=cursor, limit=limit)
 
 
 def tool_get(*, application: Application, tool_id: Any) -> Tool:

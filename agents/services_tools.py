@@ -41,14 +41,16 @@ def tool_check(
     description: Any,
     input_schema: Any,
     tool: Tool | None = None,
+    check_taken: bool = True,
 ) -> None:
     """Refuse a name, description or input schema a host tool may not have (400 or 409).
 
     Order: name rule (`tool_name_invalid`), reserved name (`tool_name_reserved`),
     description, input schema (`invalid_input_schema`, details.path: its size, then
-    host_tools.input_schema_problem), then a name another
-    tool of the Application has (`tool_name_taken`; `tool` is the one being changed). Each
-    refusal's details name the field ("name", "description", "inputSchema").
+    host_tools.input_schema_problem), then a name another tool of the Application has
+    (`tool_name_taken`, with `details.id` of that tool; `tool` is the one being changed;
+    `check_taken=False` leaves this last check to the caller). Each refusal's details name
+    the field ("name", "description", "inputSchema").
     """
     problem = host_tools.name_problem(name)
     if problem is not None:
@@ -66,11 +68,14 @@ def tool_check(
             {"field": "description"},
         )
     _schema_check(input_schema)
+    if not check_taken:
+        return
     taken = Tool.objects.filter(application=application, name=name)
     if tool is not None:
         taken = taken.exclude(pk=tool.pk)
-    if taken.exists():
-        raise _name_taken(name)
+    clash = taken.values_list("id", flat=True).first()
+    if clash is not None:
+        raise _name_taken(name, clash)
 
 
 def _schema_check(input_schema: Any) -> None:
@@ -92,12 +97,12 @@ def _schema_check(input_schema: Any) -> None:
         )
 
 
-def _name_taken(name: str) -> ApplicationError:
+def _name_taken(name: str, tool_id: Any) -> ApplicationError:
     return ApplicationError(
         TOOL_NAME_TAKEN,
-        f"A tool named {name!r} already exists in this application; pick another name or "
-        "change that tool.",
-        {"field": "name"},
+        f"A tool named {name!r} with another definition already exists in this application "
+        f"(id {tool_id}); pick another name, or change that tool.",
+        {"field": "name", "id": str(tool_id)},
     )
 
 
@@ -112,8 +117,9 @@ def _save(tool: Tool, *, creating: bool) -> Tool:
             tool.save(force_insert=creating)
     except IntegrityError as exc:
         clash = Tool.objects.filter(application_id=tool.application_id, name=tool.name)
-        if clash.exclude(pk=tool.pk).exists():
-            raise _name_taken(tool.name) from exc
+        clash_id = clash.exclude(pk=tool.pk).values_list("id", flat=True).first()
+        if clash_id is not None:
+            raise _name_taken(tool.name, clash_id) from exc
         raise
     return tool
 
@@ -130,6 +136,57 @@ def tool_create(
         application=application, name=name, description=description, input_schema=input_schema
     )
     return _save(tool, creating=True)
+
+
+def _same_definition(tool: Tool, description: Any, input_schema: Any) -> bool:
+    """Whether `tool` has this description and input schema (as JSON values: key order and
+    formatting do not count)."""
+
+    def canonical(value: Any) -> str:
+        return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+    return tool.description == description and canonical(tool.input_schema) == canonical(
+        input_schema
+    )
+
+
+def tool_register(
+    *, application: Application, name: Any, description: Any = "", input_schema: Any
+) -> tuple[Tool, bool]:
+    """Register a host tool idempotently (SPEC §9.2); return (tool, created).
+
+    The name and definition (description, input schema) of an existing tool of the
+    Application answer that tool (created False), so a deploy may register its tools every
+    time; the same name with another definition is 409 `tool_name_taken` with `details.id`.
+    Otherwise tool_create's checks and insert. Two concurrent registrations of one new tool
+    both succeed: the loser of the insert race reads the winner's row and compares.
+    """
+    tool_check(
+        application=application,
+        name=name,
+        description=description,
+        input_schema=input_schema,
+        check_taken=False,
+    )
+    existing = Tool.objects.filter(application=application, name=name).first()
+    if existing is None:
+        try:
+            with transaction.atomic():
+                tool = Tool.objects.create(
+                    application=application,
+                    name=name,
+                    description=description,
+                    input_schema=input_schema,
+                )
+            return tool, True
+        except IntegrityError:
+            # A concurrent registration inserted it first: compare with that one.
+            existing = Tool.objects.filter(application=application, name=name).first()
+            if existing is None:
+                raise
+    if _same_definition(existing, description, input_schema):
+        return existing, False
+    raise _name_taken(name, existing.id)
 
 
 def _in_use(tool: Tool, doing: str) -> ApplicationError:

@@ -56,9 +56,9 @@ def application_of(request: Request, what: str = "Resource") -> Application:
     return credential.application
 
 
+# Refuses unknown keys instead of dropping them silently (DRF's default). A comment, not a
+# docstring: the schema would show a base class's docstring on every input model.
 class StrictSerializer(serializers.Serializer):
-    """Refuse unknown keys instead of dropping them silently (DRF's default)."""
-
     def to_internal_value(self, data: Any) -> Any:
         if not isinstance(data, dict):
             raise serializers.ValidationError(
@@ -86,8 +86,9 @@ class StrictSerializer(serializers.Serializer):
         return serializer.validated_data
 
 
+# A JSON value of any type (DRF's JSONField, named for the schema).
 class AnyJSONField(serializers.JSONField):
-    """A JSON value of any type (DRF's JSONField, named for the schema)."""
+    pass
 
 
 class IdField(serializers.UUIDField):

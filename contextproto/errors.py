@@ -19,21 +19,30 @@ from typing import Any, TypedDict
 from contextproto.protocol import errors as engine
 from contextproto.protocol.errors import ErrorBody, ProtocolError
 
+# Where a code reaches a client: as an HTTP refusal's `error.code`, inside a tool result
+# (`result.error.code` of a 200 receipt, or an MCP tool error), or as a run's / maintenance
+# job's failure. The OpenAPI description lists the three apart (SPEC §9.2).
+HTTP = "http"
+TOOL_RESULT = "tool_result"
+RUN = "run"
+_HTTP_ONLY = frozenset({HTTP})
+
 
 @dataclass(frozen=True)
 class ErrorCode:
     code: str
     status: int
     meaning: str
+    seen_in: frozenset[str] = _HTTP_ONLY
 
 
 ERRORS: dict[str, ErrorCode] = {}
 
 
-def _code(code: str, status: int, meaning: str) -> str:
+def _code(code: str, status: int, meaning: str, *, seen_in: tuple[str, ...] = (HTTP,)) -> str:
     if code in ERRORS:
         raise ValueError(f"error code {code} is registered twice")
-    ERRORS[code] = ErrorCode(code, status, meaning)
+    ERRORS[code] = ErrorCode(code, status, meaning, frozenset(seen_in))
     return code
 
 
@@ -129,30 +138,62 @@ SESSION_BUSY = _code(
 )
 RUN_NOT_FOUND = _code("run_not_found", 400, "The runId is not a run of this session.")
 MODEL_EMPTY_ANSWER = _code(
-    "model_empty_answer", 400, "Run failure: the model gave neither text nor a tool call."
+    "model_empty_answer",
+    400,
+    "Run failure: the model gave neither text nor a tool call.",
+    seen_in=(RUN,),
 )
 EXPERIMENT_BUDGET_EXHAUSTED = _code(
-    "experiment_budget_exhausted", 400, "Run failure: the experiment's token budget is spent."
+    "experiment_budget_exhausted",
+    400,
+    "Run failure: the experiment's token budget is spent.",
+    seen_in=(RUN,),
 )
 
 # ---------------------------------------------------------------- projection and dispatch
 CONTEXT_CAPACITY_EXCEEDED = _code(
-    "context_capacity_exceeded", 422, "The view does not fit the model's input budget."
+    "context_capacity_exceeded",
+    422,
+    "The view does not fit the model's input budget.",
+    seen_in=(HTTP, RUN),
 )
-NOT_A_PROTOCOL_TOOL = _code("not_a_protocol_tool", 400, "Only protocol tools are dispatched.")
+NOT_A_PROTOCOL_TOOL = _code(
+    "not_a_protocol_tool", 400, "Only protocol tools are dispatched.", seen_in=(HTTP, TOOL_RESULT)
+)
+TOOL_CALL_ANSWERED = _code(
+    "tool_call_answered", 409, "Abandon: the call already has its result; details.abandoned."
+)
 TOOL_CALL_ID_REUSED = _code(
-    "tool_call_id_reused", 409, "A toolCallId already used for another tool or arguments."
+    "tool_call_id_reused",
+    409,
+    "A toolCallId already used for another tool or arguments.",
+    seen_in=(TOOL_RESULT,),
 )
-STATE_STALE = _code(engine.STATE_STALE, 409, "The KV revision moved (compare-and-set failed).")
+STATE_STALE = _code(
+    engine.STATE_STALE,
+    409,
+    "The KV revision moved (compare-and-set failed).",
+    seen_in=(TOOL_RESULT,),
+)
 STATE_REVISION_INVALID = _code(
-    "state_revision_invalid", 400, "MCP _meta.stateRevision: not an integer >= 0, or ahead."
+    "state_revision_invalid",
+    400,
+    "MCP _meta.stateRevision: not an integer >= 0, or ahead.",
+    seen_in=(TOOL_RESULT,),
 )
 TOOL_CALL_ID_INVALID = _code(
-    "tool_call_id_invalid", 400, "MCP _meta.toolCallId: not a string of 1-200 characters."
+    "tool_call_id_invalid",
+    400,
+    "A toolCallId (or MCP _meta.toolCallId) outside 1-256 code points or with a control character.",
+    seen_in=(HTTP, TOOL_RESULT),
 )
 KV_KEY_INVALID = _code("kv_key_invalid", 400, "A KV key that is empty, too long or malformed.")
-KV_VALUE_TOO_LARGE = _code("kv_value_too_large", 400, "A KV value above the size limit.")
-KV_KEY_LIMIT_REACHED = _code("kv_key_limit_reached", 400, "The session has its maximum of keys.")
+KV_VALUE_TOO_LARGE = _code(
+    "kv_value_too_large", 400, "A KV value above the size limit.", seen_in=(HTTP, TOOL_RESULT)
+)
+KV_KEY_LIMIT_REACHED = _code(
+    "kv_key_limit_reached", 400, "The session has its maximum of keys.", seen_in=(HTTP, TOOL_RESULT)
+)
 USAGE_ALREADY_REPORTED = _code(
     "usage_already_reported", 409, "The snapshot's usage was reported with other values."
 )
@@ -160,11 +201,13 @@ HISTORY_INDEX_OUT_OF_RANGE = _code(
     engine.HISTORY_INDEX_OUT_OF_RANGE,
     400,
     "context_history_read: an index above the frozen upper bound of the call's view.",
+    seen_in=(TOOL_RESULT,),
 )
 HISTORY_MESSAGE_MISSING = _code(
     engine.HISTORY_MESSAGE_MISSING,
     400,
     "context_history_read: a message up to the bound that the log cannot load (a damaged log).",
+    seen_in=(TOOL_RESULT,),
 )
 ARCHIVE_RESTORE_CONFLICT = _code(
     "archive_restore_conflict", 409, "A hot row already holds an index being restored."
@@ -213,7 +256,10 @@ MAINTENANCE_PAGE_OUT_OF_RANGE = _code(
     engine.MAINTENANCE_PAGE_OUT_OF_RANGE, 404, "No such page of the job."
 )
 PROTOCOL_UNKNOWN_ON_WORKER = _code(
-    "protocol_unknown_on_worker", 409, "This node's catalog lacks the protocol version."
+    "protocol_unknown_on_worker",
+    409,
+    "This node's catalog lacks the protocol version.",
+    seen_in=(RUN,),
 )
 
 # ---------------------------------------------------------------- results and run failures
@@ -222,48 +268,100 @@ PROTOCOL_UNKNOWN_ON_WORKER = _code(
 # answer with were they raised: 400 for what the caller or the model can fix, 502 for a
 # model provider that failed upstream, 500 for a defect of ours.
 SNAPSHOT_MISSING = _code(
-    "snapshot_missing", 400, "Tool result: the call names no projection snapshot."
+    "snapshot_missing",
+    400,
+    "Tool result: the call names no projection snapshot.",
+    seen_in=(TOOL_RESULT,),
 )
 SINGLE_TOOL_CALL_PER_TURN = _code(
-    "single_tool_call_per_turn", 400, "Tool result: a later call of one model answer."
+    "single_tool_call_per_turn",
+    400,
+    "Tool result: a later call of one model answer.",
+    seen_in=(TOOL_RESULT,),
+)
+TOOL_CALL_ABANDONED = _code(
+    "tool_call_abandoned",
+    400,
+    "Tool result: the host abandoned the call (its result is lost).",
+    seen_in=(TOOL_RESULT,),
 )
 TOOL_INTERNAL_ERROR = _code(
-    "tool_internal_error", 500, "Tool result: the handler failed inside the service."
+    "tool_internal_error",
+    500,
+    "Tool result: the handler failed inside the service.",
+    seen_in=(TOOL_RESULT,),
 )
 TOOL_NOT_AVAILABLE = _code(
-    "tool_not_available", 400, "Tool result: the model called a tool the agent does not bind."
+    "tool_not_available",
+    400,
+    "Tool result: the model called a tool the agent does not bind.",
+    seen_in=(TOOL_RESULT,),
 )
 MAX_TURNS_REACHED = _code(
-    "max_turns_reached", 422, "Run stop: the run used its maxTurnsPerRun (a gateway reply: 422)."
+    "max_turns_reached",
+    422,
+    "Run stop: the run used its maxTurnsPerRun (a gateway request answers it with 422).",
+    seen_in=(RUN, HTTP),
 )
 PROVIDER_INVALID = _code(
-    "provider_invalid", 400, "Run failure: the version's model could not be set up."
+    "provider_invalid",
+    400,
+    "Run failure: the version's model could not be set up.",
+    seen_in=(RUN,),
 )
 PROVIDER_NOT_RUNNABLE = _code(
-    "provider_not_runnable", 400, "Run failure: provider 'external' is driven by a host."
+    "provider_not_runnable",
+    400,
+    "Run failure: provider 'external' is driven by a host.",
+    seen_in=(RUN,),
 )
 PROVIDER_NOT_CONFIGURED = _code(
-    "provider_not_configured", 400, "Run failure: the provider lacks its key or base URL."
+    "provider_not_configured",
+    400,
+    "Run failure: the provider lacks its key or base URL.",
+    seen_in=(RUN,),
 )
 PROVIDER_UNAVAILABLE = _code(
-    "provider_unavailable", 502, "Run failure: the model endpoint failed (retried first)."
+    "provider_unavailable",
+    502,
+    "Run failure: the model endpoint failed (retried first).",
+    seen_in=(RUN,),
 )
 PROVIDER_RATE_LIMITED = _code(
-    "provider_rate_limited", 502, "Run failure: the model endpoint kept answering 429."
+    "provider_rate_limited",
+    502,
+    "Run failure: the model endpoint kept answering 429.",
+    seen_in=(RUN,),
 )
 PROVIDER_REQUEST_REJECTED = _code(
-    "provider_request_rejected", 502, "Run failure: the model endpoint refused the request."
+    "provider_request_rejected",
+    502,
+    "Run failure: the model endpoint refused the request.",
+    seen_in=(RUN,),
 )
 PROVIDER_RESPONSE_INVALID = _code(
-    "provider_response_invalid", 502, "Run failure: an answer of the model that is unreadable."
+    "provider_response_invalid",
+    502,
+    "Run failure: an answer of the model that is unreadable.",
+    seen_in=(RUN,),
 )
-SCRIPT_INVALID = _code("script_invalid", 400, "Run failure: a malformed scripted-model script.")
+SCRIPT_INVALID = _code(
+    "script_invalid", 400, "Run failure: a malformed scripted-model script.", seen_in=(RUN,)
+)
 SCRIPT_STEP_REQUIRED = _code(
-    "script_step_required", 400, "Run failure: the scripted model was called without a step."
+    "script_step_required",
+    400,
+    "Run failure: the scripted model was called without a step.",
+    seen_in=(RUN,),
 )
-SCRIPT_EXHAUSTED = _code("script_exhausted", 400, "Run failure: the script has no step left.")
+SCRIPT_EXHAUSTED = _code(
+    "script_exhausted", 400, "Run failure: the script has no step left.", seen_in=(RUN,)
+)
 SCRIPT_EXPECTATION_FAILED = _code(
-    "script_expectation_failed", 400, "Run failure: a script step's expectation on the view failed."
+    "script_expectation_failed",
+    400,
+    "Run failure: a script step's expectation on the view failed.",
+    seen_in=(RUN,),
 )
 
 # ---------------------------------------------------------------- the gateway (SPEC §19)
@@ -310,11 +408,47 @@ GATEWAY_UPSTREAM_TIMEOUT = _code(
 # ---------------------------------------------------------------- the engine's codes
 # Refusals of the engine reach the API through ApplicationError.from_protocol or as a
 # ProtocolError (both 400); the ones given another status above keep it.
+# The engine's tool refusals reach a client only inside a tool result (a receipt, an MCP tool
+# error, the built-in runtime's answer to the model); its other refusals are HTTP 400s.
+ENGINE_TOOL_RESULT_CODES = frozenset(
+    {
+        engine.INVALID_ARGUMENTS,
+        engine.TOOL_UNKNOWN,
+        engine.WINDOW_EXPECTATION_REQUIRED,
+        engine.WINDOW_MISMATCH,
+        engine.WINDOW_ALREADY_ACTIVE,
+        engine.WINDOW_EXISTS,
+        engine.WINDOW_NOT_FOUND,
+        engine.WINDOW_GOAL_REQUIRED,
+        engine.WINDOW_LIMIT_REACHED,
+        engine.WINDOW_MAIN_NOT_COMPLETABLE,
+        engine.WINDOW_RETURN_TO_SELF,
+        engine.WINDOW_RETURN_COMPLETED,
+        engine.WINDOW_STATE_INCONSISTENT,
+        engine.FOLD_NOT_FOUND,
+        engine.FOLD_MESSAGES_MISSING,
+        engine.MAINTAINER_NOT_BOUND,
+        *(code for code in engine.CODES if code.startswith("context_fold_")),
+    }
+)
 for _engine_code in engine.CODES:
     if _engine_code not in ERRORS:
-        _code(_engine_code, 400, "A refusal of the engine (contextproto.protocol.errors).")
+        if _engine_code in ENGINE_TOOL_RESULT_CODES:
+            _code(
+                _engine_code,
+                400,
+                "Tool result: a refusal of the engine's tool rules (contextproto.protocol).",
+                seen_in=(TOOL_RESULT,),
+            )
+        else:
+            _code(_engine_code, 400, "A refusal of the engine (contextproto.protocol.errors).")
 PROVIDER_UNKNOWN = engine.PROVIDER_UNKNOWN
 PROTOCOL_UNKNOWN = engine.PROTOCOL_UNKNOWN
+
+
+def codes_seen_in(where: str) -> list[ErrorCode]:
+    """The registered codes a client meets `where` (HTTP, TOOL_RESULT, RUN), by code."""
+    return sorted((e for e in ERRORS.values() if where in e.seen_in), key=lambda e: e.code)
 
 
 def error_catalog() -> list[dict[str, Any]]:

@@ -221,12 +221,28 @@ SPECTACULAR_SETTINGS = {
     "TITLE": "contextproto API",
     "DESCRIPTION": "Context protocol service: agents, sessions, projections, protocol tools.",
     "VERSION": "1",
+    # Enum values are their own description; no "* `x` - x" lists in every field.
+    "ENUM_GENERATE_CHOICE_DESCRIPTION": False,
+    # One named enum per vocabulary (generated clients get one type each, not one per field).
+    "ENUM_NAME_OVERRIDES": {
+        "ErrorCode": "contextproto.api_schema.ERROR_CODES",
+        "ToolResultCode": "contextproto.api_schema.TOOL_RESULT_CODES",
+        "MessageRole": "contextproto.api_schema.MESSAGE_ROLES",
+        "ViewRole": "contextproto.api_schema.VIEW_ROLES",
+        "MessageKind": "contextproto.api_schema.MESSAGE_KINDS",
+        "WritableMessageKind": "contextproto.api_schema.WRITABLE_KINDS",
+        "ViewMessageKind": "contextproto.api_schema.VIEW_KINDS",
+        "DerivedType": "contextproto.api_schema.DERIVED_TYPES",
+        "WireFormat": "contextproto.api_schema.WIRE_FORMATS",
+        "ModelProvider": "agents.apis_shapes.MODEL_PROVIDERS",
+    },
     "SERVE_INCLUDE_SCHEMA": False,
     # drf-spectacular's default hook, then the error-code table at the end of the description
     # (for the served schema and `manage.py spectacular` alike).
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "contextproto.api_schema.error_codes_hook",
+        "contextproto.api_schema.open_components_hook",
     ],
 }
 

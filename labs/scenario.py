@@ -89,7 +89,7 @@ def protocol_view(label: str) -> ProtocolView:
     )
 
 
-def host_result(tool_name: str, arguments: dict[str, Any]) -> str:
+def host_result(tool_name: str, arguments: object) -> str:
     """Deterministic, bulky host tool output: the kind of text folds and checkpoints absorb."""
     rows = [
         f"{tool_name} row {n:03d}: item=laptop-{n % 7} region=EU price={1200 + n * 7} "

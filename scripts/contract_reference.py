@@ -315,8 +315,11 @@ def _endpoints_section(schema: dict[str, Any]) -> tuple[list[str], set[str]]:
             elif method in ("post", "patch", "put"):
                 out += ["No body.", ""]
             answers = []
+            refusals = []
             for status, response in operation["responses"].items():
-                if status in ("4XX", "5XX"):
+                if "x-error-codes" in response:
+                    codes = ", ".join(f"`{code}`" for code in response["x-error-codes"])
+                    refusals.append(f"{status} {codes}")
                     continue
                 content = response.get("content", {}).get("application/json")
                 if content is None:
@@ -329,6 +332,8 @@ def _endpoints_section(schema: dict[str, Any]) -> tuple[list[str], set[str]]:
                     text += f" with header `{header}`"
                 answers.append(text)
             out += ["Answers: " + "; ".join(answers) + ".", ""]
+            if refusals:
+                out += ["Refusals: " + "; ".join(refusals) + ".", ""]
     return out, used
 
 
@@ -369,20 +374,40 @@ def _shapes_section(schema: dict[str, Any], roots: set[str]) -> list[str]:
 
 
 def _errors_section() -> list[str]:
-    from contextproto.errors import error_catalog
+    from contextproto.errors import HTTP, RUN, TOOL_RESULT, codes_seen_in
 
     out = [
         "## Error codes",
         "",
-        "Every code an HTTP refusal can carry in `error.code`, with its status. Codes of the",
-        "engine (the protocol's own rules) answer 400 over HTTP; the same codes reach a model",
-        "inside a tool receipt's `result.error` instead, where the status plays no part.",
+        "Every code an HTTP refusal can carry in `error.code`, with its status (each operation",
+        "above lists its own under Refusals).",
         "",
         "| code | status | meaning |",
         "|---|---|---|",
     ]
-    for entry in error_catalog():
-        out.append(f"| `{entry['code']}` | {entry['status']} | {_cell(entry['meaning'])} |")
+    for entry in sorted(codes_seen_in(HTTP), key=lambda e: (e.status, e.code)):
+        out.append(f"| `{entry.code}` | {entry.status} | {_cell(entry.meaning)} |")
+    out += [
+        "",
+        "### Codes inside a tool result",
+        "",
+        "A protocol tool's refusal arrives with status 200, in a receipt's `result.error.code`",
+        "(over MCP: a tool result with `isError`); no HTTP status applies.",
+        "",
+        "| code | meaning |",
+        "|---|---|",
+    ]
+    for entry in codes_seen_in(TOOL_RESULT):
+        out.append(f"| `{entry.code}` | {_cell(entry.meaning)} |")
+    out += [
+        "",
+        "### Codes of a failed run or maintenance job",
+        "",
+        "| code | meaning |",
+        "|---|---|",
+    ]
+    for entry in codes_seen_in(RUN):
+        out.append(f"| `{entry.code}` | {_cell(entry.meaning)} |")
     out.append("")
     return out
 

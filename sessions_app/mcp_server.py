@@ -51,6 +51,7 @@ from contextproto.errors import (
 )
 from contextproto.parsers import check_storable
 from contextproto.protocol import catalog
+from contextproto.protocol.host_wire import tool_call_id_problem
 from contextproto.protocol.tool_results import tool_failure
 from sessions_app.auth import credential_for_key
 from sessions_app.reads.lists import session_get
@@ -177,11 +178,11 @@ def _checked_call(params: types.CallToolRequestParams) -> tuple[str, int | None]
     call_id = framing.get(TOOL_CALL_ID_META)
     if call_id is None:
         call_id = f"mcp_{uuid.uuid4().hex}"
-    elif not isinstance(call_id, str) or not 1 <= len(call_id) <= 200:
+    elif (problem := tool_call_id_problem(call_id)) or not isinstance(call_id, str):
         raise ApplicationError(
             TOOL_CALL_ID_INVALID,
-            "_meta.toolCallId is a string of 1-200 characters naming this call (send the "
-            "same id again to retry it), or absent.",
+            f"_meta.toolCallId: {problem}. It names this call (send the same id again to "
+            "retry it), or is absent.",
             {"field": "_meta.toolCallId"},
         )
     revision = framing.get(STATE_REVISION_META)

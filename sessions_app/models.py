@@ -11,6 +11,7 @@ from django.db import models
 from django.db.models import Q
 
 from agents.models import AgentVersion, Application
+from contextproto.protocol.host_wire import TOOL_CALL_ID_MAX_CHARS
 from contextproto.protocol.messages import KIND_TEXT, KIND_TOOL_CALL, KIND_TOOL_RESULT
 
 
@@ -144,7 +145,7 @@ class Message(models.Model):
         Run, null=True, blank=True, on_delete=models.DO_NOTHING, related_name="+"
     )
     input_run = models.CharField(max_length=32, null=True, blank=True)
-    tool_call_id = models.CharField(max_length=200, null=True, blank=True)
+    tool_call_id = models.CharField(max_length=TOOL_CALL_ID_MAX_CHARS, null=True, blank=True)
     tool_name = models.CharField(max_length=128, null=True, blank=True)
     arguments = models.JSONField(null=True, blank=True)
     is_error = models.BooleanField(null=True, blank=True)
@@ -383,7 +384,7 @@ class ProjectionSnapshot(models.Model):
 
 class ToolReceipt(models.Model):
     session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="receipts")
-    tool_call_id = models.CharField(max_length=200)
+    tool_call_id = models.CharField(max_length=TOOL_CALL_ID_MAX_CHARS)
     tool_name = models.CharField(max_length=128)
     result = models.JSONField()
     success = models.BooleanField()

@@ -23,10 +23,28 @@ urlpatterns = [
         apis_keys.SessionKeyRevokeApi.as_view(),
         name="session-key-revoke",
     ),
+    # A tool call id is whatever the provider made, `/` included (SPEC §9.2): servers decode
+    # `%2F` before routing, so the id is everything between `tool-calls/` and the action.
+    # The body forms come first: `tool-calls/dispatch/` is not the path form of an id.
     path(
-        S + "tool-calls/<str:tool_call_id>/dispatch/",
+        S + "tool-calls/dispatch/",
+        apis.ToolDispatchByBodyApi.as_view(),
+        name="session-dispatch-by-body",
+    ),
+    path(
+        S + "tool-calls/abandon/",
+        apis.ToolAbandonByBodyApi.as_view(),
+        name="session-abandon-by-body",
+    ),
+    path(
+        S + "tool-calls/<path:tool_call_id>/dispatch/",
         apis.ToolDispatchApi.as_view(),
         name="session-dispatch",
+    ),
+    path(
+        S + "tool-calls/<path:tool_call_id>/abandon/",
+        apis.ToolAbandonApi.as_view(),
+        name="session-abandon",
     ),
     path(S + "windows/", apis.WindowsApi.as_view(), name="session-windows"),
     path(S + "folds/", apis.FoldsApi.as_view(), name="session-folds"),

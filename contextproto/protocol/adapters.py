@@ -59,6 +59,7 @@ from contextproto.protocol.messages import (
     ROLE_ASSISTANT,
     ROLE_TOOL,
     ROLE_USER,
+    Arguments,
     ModelMessage,
     is_thinking_part,
 )
@@ -214,6 +215,14 @@ def _openai_keep_results_adjacent(out: list[dict[str, Any]], notes: list[str]) -
         i += 1 + len(results)
 
 
+def _openai_arguments(arguments: Arguments | None) -> str:
+    """The `arguments` string of an OpenAI call: the provider's own text when it was stored
+    as written (not the JSON text of an object), else the object as JSON."""
+    if isinstance(arguments, str):
+        return arguments
+    return json.dumps(arguments or {}, ensure_ascii=False)
+
+
 def _adapt_openai(
     projection: Projection,
     tools: Sequence[Mapping[str, Any]],
@@ -232,7 +241,7 @@ def _adapt_openai(
                 "type": "function",
                 "function": {
                     "name": message.tool_name,
-                    "arguments": json.dumps(message.arguments or {}, ensure_ascii=False),
+                    "arguments": _openai_arguments(message.arguments),
                 },
             }
             # The text the model wrote beside its call (text parts only; thinking is left
@@ -343,7 +352,9 @@ def _anthropic_message(
                 "type": "tool_use",
                 "id": message.tool_call_id,
                 "name": message.tool_name,
-                "input": message.arguments or {},
+                # Anthropic takes only an object; text that is none (a model's malformed
+                # JSON) travels as {} and the snapshot's notes say so.
+                "input": message.arguments if isinstance(message.arguments, dict) else {},
             },
         ]
     if message.kind == KIND_TOOL_RESULT or message.role == ROLE_TOOL:
@@ -483,6 +494,11 @@ def _adapt_anthropic(
             system_texts.append(_text_of(message.content))
             continue
         role, blocks = _anthropic_message(message, projection)
+        if message.kind == KIND_TOOL_CALL and isinstance(message.arguments, str):
+            notes.append(
+                f"anthropic-messages: the arguments of {message.tool_call_id} are not a JSON "
+                "object (kept as the model wrote them); sent as input {}"
+            )
         if position in edges:
             # A leading assistant turn and a trailing prefill are refused by the Messages
             # API; the derived state goes in the user role, marked as carrying no authority.

@@ -6,6 +6,7 @@ from typing import Any
 
 from .catalog import EXPECTED_WINDOW_ARG, ProtocolVersion, check_value, json_type_name
 from .errors import INVALID_ARGUMENTS, TOOL_UNKNOWN, ProtocolError
+from .host_wire import arguments_text_problem
 
 
 def validate_tool_arguments(
@@ -29,6 +30,16 @@ def validate_tool_arguments(
             {"tool": tool_name, "available": available},
         )
 
+    if isinstance(arguments, str):
+        # The provider's text, recorded as written because it is no JSON object (SPEC §9.2):
+        # the model gets to try again.
+        raise _invalid(
+            tool_name,
+            None,
+            f"{tool_name}: the arguments are not a JSON object: "
+            f"{arguments_text_problem(arguments)}. Call the tool again with the arguments as "
+            "one JSON object.",
+        )
     if not isinstance(arguments, dict):
         raise _invalid(
             tool_name,

@@ -85,6 +85,9 @@ GATEWAY_TRANSCRIPT_MISMATCH = "gateway_transcript_mismatch"
 GATEWAY_NOTHING_NEW = "gateway_nothing_new"
 TOOL_CALL_PENDING = "tool_call_pending"
 
+# what hosts send (SPEC §9.2)
+USAGE_INVALID = "usage_invalid"
+
 # maintenance
 MAINTENANCE_NOTHING_TO_COMPRESS = "maintenance_nothing_to_compress"
 MAINTENANCE_BOUNDARY_INVALID = "maintenance_boundary_invalid"

@@ -13,6 +13,9 @@ from typing import Any, NotRequired, TypedDict
 
 # A message's content: text, or a list of JSON parts (`{"type": "text", "text": ...}`, ...).
 Content = str | list[dict[str, Any]]
+# A tool call's arguments: an object, or the provider's text as written when it is not the
+# JSON text of an object (SPEC §9.2: a model's malformed JSON is recorded, not refused).
+Arguments = dict[str, Any] | str
 
 # Part types (SPEC §3.1). Thinking parts are Anthropic's reasoning blocks, stored on the
 # model's answers exactly as it gave them: `{"type": "thinking", "thinking", "signature"}`
@@ -123,7 +126,7 @@ class RawMessageWire(TypedDict):
     inputRun: str | None
     toolCallId: str | None
     toolName: str | None
-    arguments: dict[str, Any] | None
+    arguments: Arguments | None
     isError: bool | None
     snapshotId: str | None
     createdAt: str | None
@@ -148,7 +151,7 @@ class ModelMessageWire(TypedDict):
     content: Content
     toolCallId: NotRequired[str]
     toolName: NotRequired[str]
-    arguments: NotRequired[dict[str, Any]]
+    arguments: NotRequired[Arguments]
 
 
 class SourceWire(TypedDict):
@@ -177,7 +180,7 @@ class RawMessage:
     input_run: str | None = None
     tool_call_id: str | None = None
     tool_name: str | None = None
-    arguments: dict[str, Any] | None = None
+    arguments: Arguments | None = None
     is_error: bool | None = None
     snapshot_id: str | None = None
     created_at: str | None = None
@@ -246,7 +249,7 @@ class ModelMessage:
     content: Content
     tool_call_id: str | None = None
     tool_name: str | None = None
-    arguments: dict[str, Any] | None = None
+    arguments: Arguments | None = None
 
     def to_wire(self) -> ModelMessageWire:
         wire: ModelMessageWire = {"role": self.role, "kind": self.kind, "content": self.content}

@@ -38,13 +38,24 @@ class WindowKV(TypedDict):
     createdAtIndex: int
 
 
+class CompletedWindowHandoff(TypedDict):
+    """unified@4's handoff input of a return by `context_window_complete` (SPEC §16): what
+    the sub-task produced, so the parent's view shows it."""
+
+    completedWindowId: str
+    goal: str
+    outcome: str
+
+
 class WindowEntry(TypedDict):
     """The value of `currentWindowEntry`: how the agent arrived in its window."""
 
     windowId: str
     fromWindowId: str
     upperBoundBeforeEntry: int
-    input: str
+    # The handoff of this entry: the `input` of an open; after a return by complete, the
+    # target's own input (unified@2/@3) or the completed window and its outcome (unified@4).
+    input: str | CompletedWindowHandoff
     enteredAtRevision: int
 
 

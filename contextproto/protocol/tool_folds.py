@@ -55,8 +55,13 @@ def _covered(inv: Invocation, window_id: str) -> int:
 
 def _message_preview(message: RawMessage) -> str:
     if message.kind == KIND_TOOL_CALL:
-        arguments = json.dumps(
-            message.arguments, ensure_ascii=False, separators=(",", ":"), sort_keys=True
+        # Text that is no JSON object is shown as the model wrote it.
+        arguments = (
+            message.arguments
+            if isinstance(message.arguments, str)
+            else json.dumps(
+                message.arguments, ensure_ascii=False, separators=(",", ":"), sort_keys=True
+            )
         )
         return f"{message.tool_name}({arguments})"
     if message.kind == KIND_TOOL_RESULT:

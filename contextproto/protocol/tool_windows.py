@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from contextproto.protocol import errors
+from contextproto.protocol.catalog import ProtocolVersion
 from contextproto.protocol.state import (
     KEY_ACTIVE_WINDOW,
     KEY_CURRENT_WINDOW_ENTRY,
@@ -17,6 +18,7 @@ from contextproto.protocol.state import (
     STATUS_ACTIVE,
     STATUS_COMPLETED,
     STATUS_SUSPENDED,
+    CompletedWindowHandoff,
     WindowEntry,
     checkpoint_key,
     covered_key,
@@ -41,9 +43,20 @@ from contextproto.protocol.tool_results import (
     WindowReadResult,
     WindowSummary,
 )
+from contextproto.protocol.vocabulary import UNIFIED
 
 
-def _entry(inv: Invocation, *, target: str, came_from: str, handoff: str) -> WindowEntry:
+def return_names_completed_window(version: ProtocolVersion) -> bool:
+    """Whether a return by complete hands the parent the completed window and its outcome
+    as the entry's handoff input (unified@4 on, SPEC §16). Without it a model that returned
+    saw the parent's old handoff and no trace of what it had just finished, and re-opened
+    the finished window; unified@1-3 keep the parent's own input, as published."""
+    return version.protocol_id == UNIFIED and version.version >= 4
+
+
+def _entry(
+    inv: Invocation, *, target: str, came_from: str, handoff: str | CompletedWindowHandoff
+) -> WindowEntry:
     """Return the `currentWindowEntry` value for a switch committed by this call."""
     return {
         "windowId": target,
@@ -220,8 +233,15 @@ def window_complete(inv: Invocation) -> ToolOutcome:
         KEY_ACTIVE_WINDOW: target,
     }
     if inv.writes_entry:
+        handoff: str | CompletedWindowHandoff = target_record.get("input", "")
+        if return_names_completed_window(inv.ctx.version):
+            handoff = {
+                "completedWindowId": current,
+                "goal": record_w.get("goal", ""),
+                "outcome": outcome,
+            }
         writes[KEY_CURRENT_WINDOW_ENTRY] = _entry(
-            inv, target=target, came_from=current, handoff=target_record.get("input", "")
+            inv, target=target, came_from=current, handoff=handoff
         )
     return success(
         WindowCompleteResult(

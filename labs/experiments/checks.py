@@ -256,7 +256,7 @@ def check_wrong_window_writes(facts: RunFacts) -> Check:
                     "toolCallId": call.tool_call_id,
                     "tool": call.tool_name,
                     "code": error["code"],
-                    "expectedWindowId": (call.arguments or {}).get("expectedWindowId"),
+                    "expectedWindowId": _arguments_of(call).get("expectedWindowId"),
                     "currentWindowId": error.get("currentWindowId"),
                     "modelContinued": bool(later),
                 }
@@ -353,13 +353,20 @@ def check_read_back(facts: RunFacts) -> Check:
     )
 
 
+def _arguments_of(call: RawMessage) -> dict[str, Any]:
+    """A call's arguments as an object; {} for text that is none (SPEC §9.2)."""
+    return call.arguments if isinstance(call.arguments, dict) else {}
+
+
 def check_repeated_calls(facts: RunFacts) -> Check:
     """Identical tool calls (same tool, same arguments apart from `purpose`) in the run."""
     keys = Counter(
         (
             call.tool_name,
             json.dumps(
-                {k: v for k, v in (call.arguments or {}).items() if k != "purpose"},
+                {k: v for k, v in _arguments_of(call).items() if k != "purpose"}
+                if isinstance(call.arguments, dict)
+                else call.arguments,
                 sort_keys=True,
             ),
         )

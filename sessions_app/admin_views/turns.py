@@ -115,7 +115,9 @@ class CallStep:
 
     @property
     def arguments(self) -> str:
-        return preview(pretty(self.call.arguments or {}), 600)
+        arguments = self.call.arguments
+        # Text that is no JSON object was stored as the model wrote it (SPEC §9.2).
+        return preview(arguments if isinstance(arguments, str) else pretty(arguments or {}), 600)
 
 
 @dataclass

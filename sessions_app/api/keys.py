@@ -32,9 +32,7 @@ class SessionKeyRotateApi(APIView):
         sessionId = serializers.UUIDField()
         sessionKey = serializers.CharField(help_text="The new session key: shown once.")
 
-    @extend_schema(
-        operation_id="sessions_session_key_rotate", request=None, responses={200: Output}
-    )
+    @extend_schema(request=None, responses={200: Output})
     def post(self, request: Request, session_id: str) -> Response:
         session = _own_session(request, session_id)
         raw = sessions.session_key_rotate(session=session)
@@ -46,9 +44,7 @@ class SessionKeyRevokeApi(APIView):
         sessionId = serializers.UUIDField()
         revoked = serializers.BooleanField()
 
-    @extend_schema(
-        operation_id="sessions_session_key_revoke", request=None, responses={200: Output}
-    )
+    @extend_schema(request=None, responses={200: Output})
     def post(self, request: Request, session_id: str) -> Response:
         session = _own_session(request, session_id)
         sessions.session_key_revoke(session=session)

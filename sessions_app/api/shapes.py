@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
+from contextproto import api_schema
 from contextproto.api import AnyJSONField
 
 
@@ -22,8 +23,8 @@ class Message(serializers.Serializer):
     id = serializers.CharField()
     index = serializers.IntegerField()
     windowId = serializers.CharField()
-    role = serializers.ChoiceField(choices=["user", "assistant", "tool"])
-    kind = serializers.CharField()
+    role = serializers.ChoiceField(choices=api_schema.MESSAGE_ROLES)
+    kind = serializers.ChoiceField(choices=api_schema.MESSAGE_KINDS)
     content = AnyJSONField(
         help_text="A string or a list of parts ({type: text|image, ...}; a model's answer may "
         "also carry Anthropic thinking|redacted_thinking parts)."
@@ -32,7 +33,11 @@ class Message(serializers.Serializer):
     inputRun = _nullable_text(help_text="For an input: the run it started (hex).")
     toolCallId = _nullable_text()
     toolName = _nullable_text()
-    arguments = AnyJSONField(allow_null=True)
+    arguments = AnyJSONField(
+        allow_null=True,
+        help_text="A tool call's arguments: an object, or the provider's text as written when "
+        "it is not the JSON text of one.",
+    )
     isError = serializers.BooleanField(allow_null=True)
     snapshotId = _nullable_text()
     createdAt = serializers.DateTimeField(allow_null=True)
@@ -61,7 +66,7 @@ class Session(serializers.Serializer):
 
 
 class SessionUsage(serializers.Serializer):
-    """Tokens and cost summed over the session's turns with reported usage (SPEC §15)."""
+    """Tokens and cost summed over the session's turns with reported usage."""
 
     inputTokens = serializers.IntegerField(
         help_text="Every input token, cache reads and writes included."
@@ -95,8 +100,11 @@ class SessionForked(SessionCreated):
 class ProjectionMessage(serializers.Serializer):
     """One message of the model's view; the tool fields only where the message has them."""
 
-    role = serializers.CharField()
-    kind = serializers.CharField()
+    role = serializers.ChoiceField(choices=api_schema.VIEW_ROLES)
+    kind = serializers.ChoiceField(
+        choices=api_schema.VIEW_KINDS,
+        help_text="A raw message's kind, or a derived message's type.",
+    )
     content = AnyJSONField()
     toolCallId = serializers.CharField(required=False)
     toolName = serializers.CharField(required=False)
@@ -106,7 +114,7 @@ class ProjectionMessage(serializers.Serializer):
 class ProjectionSource(serializers.Serializer):
     """Which raw messages (if any) `messages[i]` stands for."""
 
-    derivedType = serializers.CharField()
+    derivedType = serializers.ChoiceField(choices=api_schema.DERIVED_TYPES)
     foldId = _nullable_text()
     sessionId = serializers.CharField()
     windowId = _nullable_text()
@@ -124,7 +132,9 @@ class Snapshot(serializers.Serializer):
     runId = _nullable_text()
     windowId = serializers.CharField()
     protocol = serializers.CharField()
-    provider = serializers.CharField()
+    provider = serializers.ChoiceField(
+        choices=api_schema.WIRE_FORMATS, help_text="The wire format of `request`."
+    )
     messages = ProjectionMessage(many=True)
     sources = ProjectionSource(many=True)
     request = AnyJSONField(help_text="The request body for `provider`.")
@@ -133,13 +143,28 @@ class Snapshot(serializers.Serializer):
     createdAt = serializers.DateTimeField()
 
 
+class ToolError(serializers.Serializer):
+    """Why a tool call failed; more context fields may follow the three named here."""
+
+    code = serializers.ChoiceField(choices=api_schema.TOOL_RESULT_CODES)
+    message = serializers.CharField(help_text="What went wrong, for the model to act on.")
+    correctable = serializers.BooleanField(help_text="Whether calling differently can succeed.")
+
+
+class ToolResult(serializers.Serializer):
+    """A tool's answer: its own fields when `success` is true, else `error`."""
+
+    success = serializers.BooleanField()
+    error = ToolError(required=False)
+
+
 class Receipt(serializers.Serializer):
     """The outcome of a dispatched protocol tool call; the same again when replayed."""
 
     toolCallId = serializers.CharField()
     replayed = serializers.BooleanField()
     stateRevision = serializers.IntegerField()
-    result = serializers.DictField(help_text="{success, …}: the tool's result or error.")
+    result = ToolResult()
     resultMessage = Message()
 
 

@@ -9,14 +9,14 @@ from django.conf import settings
 from django.core.cache import cache
 from django.db import connection
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agents import selectors as agent_selectors
-from contextproto import pagination
+from contextproto import api_schema, pagination
 from contextproto.api import (
     AnyJSONField,
     IdField,
@@ -46,6 +46,11 @@ from sessions_app.services import (
     runs,
     sessions,
 )
+
+
+@extend_schema_field({"type": "string", "enum": api_schema.WRITABLE_KINDS})
+class WritableKindField(serializers.CharField):
+    pass
 
 
 def session_for(request: Request, session_id: str) -> Session:
@@ -149,9 +154,13 @@ class SessionInputApi(APIView):
 class SessionMessagesApi(APIView):
     class Input(StrictSerializer):
         role = serializers.ChoiceField(choices=["user", "assistant", "tool"])
-        kind = serializers.CharField(max_length=32)
+        # Checked by the service (its codes name input and unknown kinds); an enum in the schema.
+        kind = WritableKindField(max_length=32)
         content = AnyJSONField()
-        toolCallId = serializers.CharField(max_length=200, required=False, allow_null=True)
+        # Checked by the service (tool_call_id_invalid), so every writer gets one rule.
+        toolCallId = serializers.CharField(
+            trim_whitespace=False, allow_blank=True, required=False, allow_null=True
+        )
         toolName = serializers.CharField(max_length=128, required=False, allow_null=True)
         arguments = AnyJSONField(required=False, allow_null=True)
         isError = serializers.BooleanField(required=False, allow_null=True)
@@ -213,7 +222,16 @@ class ProjectionApi(APIView):
     class Input(StrictSerializer):
         runId = serializers.CharField(max_length=64, required=False, allow_null=True)
         provider = serializers.ChoiceField(
-            choices=adapters.PROVIDERS, default=adapters.WireFormat.NEUTRAL.value
+            choices=adapters.PROVIDERS,
+            default=adapters.WireFormat.NEUTRAL.value,
+            help_text="The wire format of the request to build (not the model provider).",
+            # DRF's message names no choice; and `openai` / `anthropic` are model providers
+            # (model.provider), a mix-up worth naming.
+            error_messages={
+                "invalid_choice": f'"{{input}}" is not a wire format; use one of '
+                f"{', '.join(adapters.PROVIDERS)} (model.provider openai speaks openai-chat, "
+                "anthropic speaks anthropic-messages)."
+            },
         )
 
     @extend_schema(request=Input, responses={201: shapes.Snapshot})
@@ -248,6 +266,12 @@ class SessionToolsApi(APIView):
         )
 
 
+TOOL_CALL_ID = serializers.CharField(
+    trim_whitespace=False,
+    help_text="The call's id as the provider made it (1-256 characters, no control characters).",
+)
+
+
 class ToolDispatchApi(APIView):
     @extend_schema(request=None, responses={200: shapes.Receipt})
     def post(self, request: Request, session_id: str, tool_call_id: str) -> Response:
@@ -255,6 +279,62 @@ class ToolDispatchApi(APIView):
         if request.data not in ({}, None):
             StrictSerializer.parse(request.data)
         receipt = dispatch.tool_dispatch(session_id=session.id, tool_call_id=tool_call_id)
+        return Response(receipt.to_wire())
+
+
+class ToolDispatchByBodyApi(APIView):
+    """The dispatch of the call named in the body: the same as the path form, for any id
+    (a proxy may rewrite `%2F` or `//` in a path, never a JSON string)."""
+
+    class Input(StrictSerializer):
+        toolCallId = TOOL_CALL_ID
+
+    @extend_schema(request=Input, responses={200: shapes.Receipt})
+    def post(self, request: Request, session_id: str) -> Response:
+        session = session_for(request, session_id)
+        data = self.Input.parse(request.data)
+        receipt = dispatch.tool_dispatch(session_id=session.id, tool_call_id=data["toolCallId"])
+        return Response(receipt.to_wire())
+
+
+ABANDON_REASON = serializers.CharField(
+    max_length=2000,
+    required=False,
+    allow_null=True,
+    help_text="Why the result will never come (shown to the model with the error).",
+)
+
+
+class ToolAbandonApi(APIView):
+    """Answer a call whose result will never come with the error `tool_call_abandoned`."""
+
+    class Input(StrictSerializer):
+        reason = ABANDON_REASON
+
+    @extend_schema(request=Input, responses={200: shapes.Receipt})
+    def post(self, request: Request, session_id: str, tool_call_id: str) -> Response:
+        session = session_for(request, session_id)
+        data = self.Input.parse(request.data if request.data is not None else {})
+        receipt = dispatch.tool_call_abandon(
+            session_id=session.id, tool_call_id=tool_call_id, reason=data.get("reason")
+        )
+        return Response(receipt.to_wire())
+
+
+class ToolAbandonByBodyApi(APIView):
+    """The abandonment of the call named in the body: the same as the path form."""
+
+    class Input(StrictSerializer):
+        toolCallId = TOOL_CALL_ID
+        reason = ABANDON_REASON
+
+    @extend_schema(request=Input, responses={200: shapes.Receipt})
+    def post(self, request: Request, session_id: str) -> Response:
+        session = session_for(request, session_id)
+        data = self.Input.parse(request.data)
+        receipt = dispatch.tool_call_abandon(
+            session_id=session.id, tool_call_id=data["toolCallId"], reason=data.get("reason")
+        )
         return Response(receipt.to_wire())
 
 
@@ -366,7 +446,8 @@ class KvApi(APIView):
 
 
 class SessionForkApi(APIView):
-    """Fork the session at a turn (SPEC §17); an application key only (docs/decisions.md)."""
+    """Fork the session at a turn: a new session with the log through the turn's bound and the
+    state at its revision. Takes the application key."""
 
     class Input(StrictSerializer):
         snapshotId = serializers.CharField(
@@ -448,7 +529,7 @@ class _Probe(APIView):
 
 class HealthApi(_Probe):
     """Node role, catalog fingerprint, reachability of the database and the cache/broker, and
-    the live nodes with `skew: true` when their catalogs differ (SPEC §12)."""
+    the live nodes with `skew: true` when their catalogs differ."""
 
     @extend_schema(auth=[], responses={200: shapes.Health, 503: shapes.Health})
     def get(self, request: Request) -> Response:

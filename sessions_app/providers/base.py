@@ -38,7 +38,7 @@ class ToolCallRequest:
 
     id: str
     name: str
-    arguments: dict
+    arguments: Any  # a JSON object, or the text the model wrote when it is none
 
 
 @dataclass(frozen=True)
@@ -177,8 +177,12 @@ def storable_reply(reply: ModelReply) -> ModelReply:
     )
 
 
-def parse_arguments(call_id: str, raw: Any, notes: list[str]) -> dict:
-    """Decode a tool call's JSON arguments; keep undecodable ones as `{"_raw": text}`."""
+def parse_arguments(call_id: str, raw: Any, notes: list[str]) -> Any:
+    """Decode a tool call's JSON arguments; text that is no JSON object stays as written.
+
+    As a host's (SPEC §9.2): the call is recorded with it, and the service answers it with
+    the correctable `invalid_arguments`, so the model tries again.
+    """
     if isinstance(raw, dict):
         return raw
     if raw is None or raw == "":
@@ -189,10 +193,8 @@ def parse_arguments(call_id: str, raw: Any, notes: list[str]) -> dict:
         value = None
     if isinstance(value, dict):
         return value
-    notes.append(
-        f"tool call {call_id}: arguments are not a JSON object; kept as {{'_raw': <text>}}"
-    )
-    return {"_raw": raw if isinstance(raw, str) else json.dumps(raw)}
+    notes.append(f"tool call {call_id}: arguments are not a JSON object; kept as written")
+    return raw if isinstance(raw, str) else json.dumps(raw)
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ base URL includes the API version prefix (`https://api.openai.com/v1`); the SDK 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -99,8 +100,8 @@ def parse_completion(raw: dict[str, Any], request: dict) -> ModelReply:
         else:  # e.g. a `custom` tool: free-form input, no JSON arguments
             name = (call.get(call["type"]) or {}).get("name") or ""
             raw_input = (call.get(call["type"]) or {}).get("input")
-            arguments = {"_raw": raw_input}
-            notes.append(f"tool call {call_id}: type {call['type']!r} kept as {{'_raw': input}}")
+            arguments = raw_input if isinstance(raw_input, str) else json.dumps(raw_input)
+            notes.append(f"tool call {call_id}: type {call['type']!r} kept as its text input")
         calls.append(ToolCallRequest(id=call_id, name=name, arguments=arguments))
     content = message.get("content")
     if isinstance(content, list):  # some compatible servers answer with parts

@@ -20,7 +20,6 @@ one the model, the host and the client see from then on.
 from __future__ import annotations
 
 import json
-import unicodedata
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -34,6 +33,7 @@ from contextproto.protocol import catalog
 from contextproto.protocol.errors import INVALID_ARGUMENTS
 from contextproto.protocol.gateway import state as client_state
 from contextproto.protocol.host_tools import arguments_problem
+from contextproto.protocol.host_wire import tool_call_id_problem
 from contextproto.protocol.messages import (
     KIND_TEXT,
     KIND_TOOL_CALL,
@@ -49,20 +49,6 @@ from sessions_app.reads.raw_log import call_and_answer
 from sessions_app.services.messages import message_append_locked
 from sessions_app.store.codec import raw_from_row
 from sessions_app.store.state import session_lock
-
-# SPEC §9.2: a tool call id is 1-256 code points, none of Unicode category Cc.
-TOOL_CALL_ID_MAX = 256
-
-
-def tool_call_id_problem(call_id: object) -> str | None:
-    """Why `call_id` is not a tool call id the log takes, or None."""
-    if not isinstance(call_id, str) or not call_id:
-        return "a tool call id is a non-empty string"
-    if len(call_id) > TOOL_CALL_ID_MAX:
-        return f"a tool call id has at most {TOOL_CALL_ID_MAX} characters"
-    if any(unicodedata.category(c) == "Cc" for c in call_id):
-        return "a tool call id has no control characters"
-    return None
 
 
 @dataclass(frozen=True)
@@ -150,7 +136,7 @@ def _refusal(call: AnswerCall, position: int, tools: Mapping[str, Any]) -> ToolF
     if call.name not in tools:
         return tool_failure(TOOL_NOT_AVAILABLE, f"{call.name} is not a tool of this agent.")
     arguments = call.arguments
-    if not isinstance(arguments, dict) or set(arguments) == {"_raw"}:
+    if not isinstance(arguments, dict):
         return tool_failure(
             INVALID_ARGUMENTS,
             f"{call.name}: the arguments are not a JSON object. Send them as a JSON object "

@@ -26,7 +26,9 @@ from contextproto.errors import (
     SNAPSHOT_MISSING,
     STATE_REVISION_INVALID,
     STATE_STALE,
+    TOOL_CALL_ABANDONED,
     TOOL_CALL_ALREADY_ANSWERED,
+    TOOL_CALL_ANSWERED,
     TOOL_CALL_ID_REUSED,
     TOOL_INTERNAL_ERROR,
     ApplicationError,
@@ -294,6 +296,91 @@ def _perform_effects(session_id: UUID, effects: tuple[tuple[str, dict], ...]) ->
             hooks.maintenance_request(
                 session_id=session_id, window_id=payload["windowId"], trigger="tool"
             )
+
+
+def tool_call_abandon(
+    *, session_id: UUID | str, tool_call_id: str, reason: str | None = None
+) -> Receipt:
+    """Answer a call that will never get its result with the error `tool_call_abandoned`.
+
+    For a call the host lost or the user cancelled (SPEC §9.2): the error result
+    `{"success": false, "error": {"code": "tool_call_abandoned", "message", "correctable":
+    true}}` is written in the call's window and run, so the session projects again. A host
+    tool's call gets it as a host result would be written, and a built-in run waiting for it
+    continues (the same hook). A protocol tool's call also gets its receipt, so a later
+    dispatch replays the abandonment instead of running the tool: exactly one result per
+    call either way. Raises NotFound for an unknown call and 409 `tool_call_answered` (with
+    `details.abandoned`) for one that has its result, an earlier abandonment included.
+    Locks the session row; one transaction.
+    """
+    with transaction.atomic():
+        session = session_lock(session_id)
+        call, answer = call_and_answer(session.id, tool_call_id)
+        if call is None:
+            raise NotFound("Tool call", {"toolCallId": tool_call_id})
+        if answer is not None:
+            raise ApplicationError(
+                TOOL_CALL_ANSWERED,
+                f"toolCallId {tool_call_id} already has its result (message #{answer.index}); "
+                "there is nothing to abandon.",
+                {
+                    "toolCallId": tool_call_id,
+                    "resultIndex": answer.index,
+                    "abandoned": _is_abandonment(answer),
+                },
+            )
+        message = (
+            f"The result of this {call.tool_name} call was abandoned by the host and will "
+            "never arrive; nothing is known about its effect. Call the tool again if it is "
+            "still needed."
+        )
+        result = tool_failure(
+            TOOL_CALL_ABANDONED,
+            message if reason is None else f"{message} Reason: {reason}",
+            correctable=True,
+            details={"reason": reason} if reason is not None else None,
+        )
+        result_row = message_append_locked(
+            session,
+            role="tool",
+            kind=KIND_TOOL_RESULT,
+            content=json.dumps(result, ensure_ascii=False, sort_keys=True),
+            window_id=call.window_id,
+            run_id=call.run_id,
+            tool_call_id=tool_call_id,
+            tool_name=call.tool_name,
+            is_error=True,
+        )
+        if call.tool_name in catalog.PROTOCOL_TOOL_NAMES:
+            ToolReceipt.objects.create(
+                session=session,
+                tool_call_id=tool_call_id,
+                tool_name=call.tool_name or "",
+                result=result,
+                success=False,
+                state_revision=session.state_revision,
+                result_message=result_row,
+                duration_ms=0,
+            )
+        # A built-in run waiting for this call goes on, as after any host result.
+        hooks.host_tool_result_written(session_id=session.id)
+        return Receipt(
+            tool_call_id=tool_call_id,
+            replayed=False,
+            state_revision=session.state_revision,
+            result=result,
+            result_message=raw_from_row(result_row),
+        )
+
+
+def _is_abandonment(answer: RawMessage) -> bool:
+    """Whether a result message is an abandonment (its content is the abandoned error)."""
+    try:
+        body = json.loads(answer.content) if isinstance(answer.content, str) else None
+    except ValueError:
+        return False
+    error = body.get("error") if isinstance(body, dict) else None
+    return isinstance(error, dict) and error.get("code") == TOOL_CALL_ABANDONED
 
 
 def tool_call_record_and_dispatch(

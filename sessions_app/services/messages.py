@@ -11,6 +11,7 @@ from django.utils import timezone
 
 from contextproto.errors import (
     ARGUMENTS_INVALID,
+    BODY_TOO_DEEP,
     CONTENT_INVALID,
     INVALID_REQUEST,
     MESSAGE_KIND_INVALID,
@@ -21,12 +22,15 @@ from contextproto.errors import (
     SNAPSHOT_REQUIRED,
     TOOL_CALL_ALREADY_ANSWERED,
     TOOL_CALL_DUPLICATE,
+    TOOL_CALL_ID_INVALID,
     TOOL_CALL_INCOMPLETE,
     TOOL_CALL_NOT_FOUND,
     ApplicationError,
 )
 from contextproto.ids import canonical_uuid
+from contextproto.parsers import MAX_JSON_DEPTH, check_storable
 from contextproto.protocol.catalog import PROTOCOL_TOOL_NAMES
+from contextproto.protocol.host_wire import arguments_from_text, tool_call_id_problem
 from contextproto.protocol.messages import (
     ANSWER_KINDS,
     KIND_APPROVAL_FEEDBACK,
@@ -39,6 +43,7 @@ from contextproto.protocol.messages import (
     PART_TEXT,
     PART_THINKING,
     ROLE_OF_KIND,
+    Arguments,
     is_thinking_part,
 )
 from sessions_app.models import Message, ProjectionSnapshot, Run, Session, WindowRecord
@@ -59,7 +64,7 @@ def message_append_locked(
     input_run: str | None = None,
     tool_call_id: str | None = None,
     tool_name: str | None = None,
-    arguments: dict[str, Any] | None = None,
+    arguments: Arguments | None = None,
     is_error: bool | None = None,
     snapshot_id: UUID | str | None = None,
     save_session: bool = True,
@@ -145,7 +150,7 @@ def message_write(
     content: Any,
     tool_call_id: str | None = None,
     tool_name: str | None = None,
-    arguments: dict[str, Any] | None = None,
+    arguments: Arguments | None = None,
     is_error: bool | None = None,
     snapshot_id: str | None = None,
 ) -> Message:
@@ -299,10 +304,8 @@ def _tool_call_fields(
             "A tool_call needs toolCallId and toolName.",
             {"field": "toolCallId" if not tool_call_id else "toolName"},
         )
-    if arguments is not None and not isinstance(arguments, dict):
-        raise ApplicationError(
-            ARGUMENTS_INVALID, "arguments must be a JSON object.", {"field": "arguments"}
-        )
+    tool_call_id_check(tool_call_id)
+    arguments = arguments_to_store(arguments)
     snapshot = _snapshot_of(session, snapshot_id)
     if snapshot is None:
         raise ApplicationError(
@@ -323,6 +326,49 @@ def _tool_call_fields(
         "arguments": arguments if arguments is not None else {},
         "snapshot_id": snapshot,
     }
+
+
+def arguments_to_store(arguments: Any) -> Arguments:
+    """A call's arguments as stored (SPEC §9.2): an object as given; JSON text of an object
+    as that object; any other text as written (its dispatch answers `invalid_arguments`).
+
+    Refuses (400 `arguments_invalid`) anything else, and a parsed object that no database
+    can store (the body parser's checks: NUL, non-finite numbers, depth), naming the field.
+    """
+    if arguments is None:
+        return {}
+    if isinstance(arguments, dict):
+        return arguments
+    if not isinstance(arguments, str):
+        raise ApplicationError(
+            ARGUMENTS_INVALID,
+            "arguments must be a JSON object, or the JSON text the provider returned (a string).",
+            {"field": "arguments"},
+        )
+    try:
+        parsed = arguments_from_text(arguments)
+    except RecursionError as exc:
+        raise ApplicationError(
+            BODY_TOO_DEEP,
+            f"arguments: JSON text nested deeper than {MAX_JSON_DEPTH} levels; flatten it.",
+            {"field": "arguments", "maxDepth": MAX_JSON_DEPTH},
+        ) from exc
+    if parsed is None:
+        return arguments
+    check_storable(parsed, "arguments")
+    return parsed
+
+
+def tool_call_id_check(tool_call_id: object, field: str = "toolCallId") -> None:
+    """Refuse (400 `tool_call_id_invalid`) an id outside SPEC §9.2's rule, naming `field`."""
+    problem = tool_call_id_problem(tool_call_id)
+    if problem is not None:
+        raise ApplicationError(
+            TOOL_CALL_ID_INVALID,
+            f"{field}: {problem}. Send the id as the provider made it (1-256 characters, no "
+            "control characters).",
+            {"field": field},
+        )
 
 
 def _snapshot_of(session: Session, snapshot_id: str | None) -> UUID | None:

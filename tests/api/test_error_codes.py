@@ -86,8 +86,14 @@ def description(django_db_blocker) -> str:
 
 
 def listed(description: str) -> dict[str, int]:
+    """The HTTP codes of the description's first table, with their status."""
     rows = re.findall(r"^\| `([a-z0-9_]+)` \| (\d{3}) \|", description, re.MULTILINE)
     return {code: int(status) for code, status in rows}
+
+
+def listed_apart(description: str) -> set[str]:
+    """The codes of the tables without a status: tool results, failed runs (SPEC §9.2)."""
+    return set(re.findall(r"^\| `([a-z0-9_]+)` \| (?!\d{3} \|)", description, re.MULTILINE))
 
 
 def test_the_collection_finds_codes_of_every_kind():
@@ -98,16 +104,27 @@ def test_the_collection_finds_codes_of_every_kind():
 
 
 def test_every_code_the_api_can_emit_is_in_the_description(description):
-    missing = {
-        code: where for code, where in emitted_codes().items() if code not in listed(description)
-    }
+    # An HTTP refusal's code in the table with statuses; a code seen only inside tool results
+    # or failed runs in the tables apart, without a status it never has (SPEC §9.2).
+    shown = set(listed(description)) | listed_apart(description)
+    missing = {code: where for code, where in emitted_codes().items() if code not in shown}
     assert missing == {}
 
 
-def test_the_description_lists_each_code_once_with_its_registered_status(description):
-    rows = re.findall(r"^\| `([a-z0-9_]+)` \|", description, re.MULTILINE)
-    assert len(rows) == len(set(rows))
+def test_the_description_lists_each_code_once_per_table_with_its_registered_status(description):
+    for table in description.split("\n## ")[1:]:
+        rows = re.findall(r"^\| `([a-z0-9_]+)` \|", table, re.MULTILINE)
+        assert len(rows) == len(set(rows))
     assert listed(description) == {code: status for code, status, _ in error_codes()}
+
+
+def test_tool_result_codes_are_listed_apart_from_http_errors(description):
+    http = set(listed(description))
+    apart = listed_apart(description)
+    assert "context_state_stale" in apart and "context_state_stale" not in http
+    assert "tool_call_abandoned" in apart and "invalid_arguments" in apart
+    assert "provider_unavailable" in apart and "provider_unavailable" not in http
+    assert {"not_found", "tool_call_answered", "usage_invalid"} <= http
 
 
 def test_manage_py_spectacular_describes_the_same_error_codes(description, tmp_path):

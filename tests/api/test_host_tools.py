@@ -102,11 +102,15 @@ def test_unknown_fields_are_refused(acme):
 # ---------------------------------------------------------------- refusals
 
 
-def test_a_name_taken_in_the_application_is_a_409(acme, tenant):
+def test_a_name_taken_with_another_definition_is_a_409_naming_the_tool(acme, tenant):
+    # SPEC §9.2: the same name and definition answer the tool (see test_registration_is_
+    # idempotent); only another definition is refused, with the existing tool's id.
     _, client = acme
-    register(client)
-    error = error_of(client.post("tools/", tool_body()), 409)
+    existing = register(client)
+    changed = {**tool_body(), "description": "Another description."}
+    error = error_of(client.post("tools/", changed), 409)
     assert error["code"] == "tool_name_taken" and error["details"]["field"] == "name"
+    assert error["details"]["id"] == existing["id"]
     # Names are per Application: another one may use it.
     _, other = tenant("Other")
     register(other)
@@ -328,32 +332,39 @@ def test_a_bound_tool_reaches_the_models_view(acme):
 
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
-def test_concurrent_registrations_of_one_name_create_one_tool(tenant):
+@pytest.mark.parametrize("same_definition", [True, False])
+def test_concurrent_registrations_of_one_name_create_one_tool(tenant, same_definition):
+    # SPEC §9.2: the same definition registered at once by several deploys is one tool and
+    # a 200 for every loser of the race; other definitions lose with 409 tool_name_taken.
     _, client = tenant("Racers")
     workers = 6
     barrier = threading.Barrier(workers)
     statuses, codes, errors = [], [], []
 
-    def worker() -> None:
+    def worker(n: int) -> None:
         try:
+            body = tool_body("racy")
+            if not same_definition:
+                body = {**body, "description": f"variant {n}"}
             barrier.wait()
-            response = client.post("tools/", tool_body("racy"))
+            response = client.post("tools/", body)
             statuses.append(response.status_code)
-            if response.status_code != 201:
+            if response.status_code >= 400:
                 codes.append(response.json()["error"]["code"])
         except BaseException as exc:
             errors.append(exc)
         finally:
             connection.close()
 
-    threads = [threading.Thread(target=worker) for _ in range(workers)]
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(workers)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
     assert not errors
-    assert sorted(statuses) == [201] + [409] * (workers - 1)
-    assert codes == ["tool_name_taken"] * (workers - 1)
+    loser = 200 if same_definition else 409
+    assert sorted(statuses) == sorted([201] + [loser] * (workers - 1))
+    assert codes == ([] if same_definition else ["tool_name_taken"] * (workers - 1))
     assert Tool.objects.filter(name="racy").count() == 1
 
 
@@ -400,3 +411,39 @@ def test_a_delete_racing_a_publish_never_leaves_a_published_version_without_its_
     else:  # the publish went first: the delete was refused and the tool stays bound
         assert answers["delete"] == 409
         assert bound == [tool["id"]] and Tool.objects.filter(pk=tool["id"]).exists()
+
+
+# ---------------------------------------------------------------- idempotent registration
+
+
+def test_registration_is_idempotent_for_the_same_definition(acme):
+    # SPEC §9.2: a deploy that registers its tools every time gets the same tool back.
+    _, client = acme
+    first = client.post("tools/", tool_body())
+    assert first.status_code == 201
+    reordered = {**tool_body(), "inputSchema": dict(reversed(list(WEATHER_SCHEMA.items())))}
+    again = client.post("tools/", reordered)
+    assert again.status_code == 200, again.content
+    assert again.json() == first.json()
+    assert Tool.objects.filter(name="get_weather").count() == 1
+
+
+def test_a_registration_with_the_default_description_matches_only_an_empty_one(acme):
+    _, client = acme
+    body = {"name": "ping", "inputSchema": {"type": "object"}}
+    created = client.post("tools/", body).json()
+    assert client.post("tools/", {**body, "description": ""}).json()["id"] == created["id"]
+    error = error_of(client.post("tools/", {**body, "description": "Pings."}), 409)
+    assert error["details"]["id"] == created["id"]
+
+
+def test_tools_are_found_by_name(acme, tenant):
+    _, client = acme
+    for name in ("alpha", "bravo"):
+        client.post("tools/", {"name": name, "inputSchema": {"type": "object"}})
+    found = client.get("tools/", name="bravo").json()
+    assert [t["name"] for t in found["tools"]] == ["bravo"] and found["nextCursor"] is None
+    assert client.get("tools/", name="charlie").json() == {"tools": [], "nextCursor": None}
+    # Another Application's tool of that name is not found.
+    _, other = tenant("Other")
+    assert other.get("tools/", name="alpha").json()["tools"] == []

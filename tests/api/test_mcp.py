@@ -427,7 +427,9 @@ def deep(levels: int) -> object:
             "_meta.stateRevision" + "[0]" * 62,
         ),
         ({"memory": "m"}, {"toolCallId": 7}, "tool_call_id_invalid", "_meta.toolCallId"),
-        ({"memory": "m"}, {"toolCallId": "x" * 201}, "tool_call_id_invalid", "_meta.toolCallId"),
+        # SPEC §9.2: ids are 1-256 code points without control characters (was 1-200).
+        ({"memory": "m"}, {"toolCallId": "x" * 257}, "tool_call_id_invalid", "_meta.toolCallId"),
+        ({"memory": "m"}, {"toolCallId": "a\tb"}, "tool_call_id_invalid", "_meta.toolCallId"),
     ],
 )
 def test_unstorable_arguments_or_meta_are_a_tool_error_and_never_stored(

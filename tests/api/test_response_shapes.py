@@ -112,7 +112,10 @@ def test_every_operation_answers_in_its_documented_shape(schema, walk, api_sessi
     # Host tools.
     tool_body = {"name": "lookup", "description": "d", "inputSchema": {"type": "object"}}
     tool = check(app.post("tools/", tool_body), 201)
-    check(app.post("tools/", tool_body), 409)
+    # SPEC §9.2: the same definition again is the tool (200); another one is the 409.
+    check(app.post("tools/", tool_body), 200)
+    check(app.post("tools/", {**tool_body, "description": "other"}), 409)
+    check(app.get("tools/", name="lookup"), 200)
     check(app.post("tools/", {**tool_body, "inputSchema": {"type": "array"}}), 400)
     check(app.get("tools/", limit=1), 200)
     check(app.get(f"tools/{tool['id']}/"), 200)
@@ -182,8 +185,17 @@ def test_every_operation_answers_in_its_documented_shape(schema, walk, api_sessi
     check(host.post(s.path("tool-calls/open_a/dispatch/")), 200)
     check(host.post(s.path("tool-calls/open_a/dispatch/")), 200)
     check(host.post(s.path("tool-calls/missing/dispatch/")), 404)
+    check(host.post(s.path("tool-calls/dispatch/"), {"toolCallId": "open_a"}), 200)
+    check(host.post(s.path("tool-calls/dispatch/"), {}), 400)
+    check(host.post(s.path("tool-calls/open_a/abandon/"), {}), 409)
+    check(host.post(s.path("tool-calls/abandon/"), {"toolCallId": "missing"}), 404)
     check(host.post(s.path("messages/"), {**call, "toolCallId": "x", "snapshotId": None}), 400)
     s.tool("context_window_open", windowId="main", resume=True, input="back", expectedWindowId="a")
+    lost = s.project()
+    lost_call = {**call, "toolCallId": "lost/1", "toolName": "lookup", "arguments": "{"}
+    check(host.post(s.path("messages/"), {**lost_call, "snapshotId": lost["snapshotId"]}), 201)
+    check(host.post(s.path("tool-calls/lost%2F1/abandon/"), {"reason": "lost"}), 200)
+    check(host.post(s.path("tool-calls/abandon/"), {"toolCallId": "lost/1"}), 409)
     for n in range(12):
         s.host_tool_work(f"lookup{n}", "x" * 400)
     a1, a2 = s.host_tool_work("to-fold", "y")
@@ -206,6 +218,9 @@ def test_every_operation_answers_in_its_documented_shape(schema, walk, api_sessi
     check(app.post(s.path("fork/"), {"throughIndex": 10**6}), 400)
     usage = {"inputTokens": 10, "outputTokens": 2}
     check(host.post(s.path(f"snapshots/{view['snapshotId']}/usage/"), usage), 200)
+    native = {"usage": {"prompt_tokens": 10, "completion_tokens": 2}}
+    check(host.post(s.path(f"snapshots/{view['snapshotId']}/usage/"), native), 200)
+    check(host.post(s.path(f"snapshots/{view['snapshotId']}/usage/"), {"usage": {}}), 400)
 
     # Maintenance: no maintainer is bound, so an external one plans, pages and commits.
     check(host.post(s.path("windows/main/maintenance/")), 400)

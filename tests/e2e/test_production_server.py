@@ -127,6 +127,19 @@ def test_one_host_turn_and_mcp_against_the_production_server(production_server):
     assert status == 200 and receipt["result"]["success"] is True, receipt
     assert host.call("GET", "")[1]["activeWindow"] == "quote"
 
+    # An id with `/` (SPEC §9.2): uvicorn decodes %2F before Django routes, and the route
+    # takes it whole; dispatched by path, replayed by the body form, and the view builds.
+    status, view = host.call("POST", "projection/", {})
+    assert status == 201, view
+    slash = {"role": "assistant", "kind": "tool_call", "content": "", "toolCallId": "ctx/m:0"}
+    slash |= {"toolName": "context_task_memory_get", "arguments": {"purpose": "read"}}
+    assert host.call("POST", "messages/", slash | {"snapshotId": view["snapshotId"]})[0] == 201
+    status, receipt = host.call("POST", "tool-calls/ctx%2Fm%3A0/dispatch/", {})
+    assert status == 200 and receipt["toolCallId"] == "ctx/m:0", receipt
+    status, again = host.call("POST", "tool-calls/dispatch/", {"toolCallId": "ctx/m:0"})
+    assert status == 200 and again["replayed"] is True, again
+    assert host.call("POST", "projection/", {})[0] == 201
+
     # Static files are served by the same server (the admin is styled).
     with urllib.request.urlopen(production_server + "/static/admin/css/base.css") as css:
         assert css.status == 200 and b"body" in css.read()

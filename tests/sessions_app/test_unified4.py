@@ -154,3 +154,31 @@ def test_the_context_viewer_shows_a_stub_beside_the_message_it_masks(api_session
     assert "badge-masked" in view_row and f"#r{result}" in view_row
     assert "masked: " in view_row and "context_history_read" in view_row
     assert 'data-segment="masked"' in body
+
+
+def test_after_a_return_the_parents_view_shows_what_the_sub_task_produced(api_session):
+    # SPEC §16: the state message names the completed window and its outcome, so the model
+    # does not re-open a finished window to find out what it did.
+    s = v4_session(api_session)
+    s.input("quote ACME, then schedule delivery")
+    opened = s.tool(
+        "context_window_open",
+        windowId="quote",
+        goal="prepare the ACME quote",
+        input="5000 units of A-100",
+        expectedWindowId="main",
+    )
+    assert opened["success"], opened
+    done = s.tool(
+        "context_window_complete",
+        outcome="Quote sent: 57,040 EUR.",
+        expectedWindowId="quote",
+    )
+    assert done["success"] and done["windowId"] == "main", done
+    after = state(s.project("anthropic-messages"))
+    assert (after["windowId"], after["enteredFrom"]) == ("main", "quote")
+    assert after["handoffInput"] == {
+        "completedWindowId": "quote",
+        "goal": "prepare the ACME quote",
+        "outcome": "Quote sent: 57,040 EUR.",
+    }
