@@ -101,10 +101,12 @@ def dispatch_outcome(tool: str, result: Mapping[str, Any]) -> None:
     DISPATCHES.labels(tool=tool, outcome="ok" if result.get("success") else str(code)).inc()
 
 
-def gateway_request(client_format: str, status: int, overhead_seconds: float) -> None:
-    """Count one gateway request and the time it spent outside its upstream calls."""
+def gateway_request(client_format: str, status: int, overhead_seconds: float | None) -> None:
+    """Count one gateway request and the time it spent outside its upstream calls (None for a
+    request refused before it was served: its key or its body)."""
     GATEWAY_REQUESTS.labels(format=client_format, status=str(status)).inc()
-    GATEWAY_OVERHEAD_SECONDS.labels(format=client_format).observe(overhead_seconds)
+    if overhead_seconds is not None:
+        GATEWAY_OVERHEAD_SECONDS.labels(format=client_format).observe(overhead_seconds)
 
 
 def version_label(version_id: str) -> str:

@@ -28,6 +28,7 @@ from django.views.decorators.csrf import csrf_exempt
 
 from agents.models import Application
 from agents.selectors import gateway_model_name, gateway_models
+from contextproto import metrics
 from contextproto.errors import (
     BODY_TOO_DEEP,
     DEPENDENCY_UNAVAILABLE,
@@ -376,6 +377,8 @@ def _serve(
     except _Refused as refused:
         if call is not None:
             call.refused(refused.error)
+        else:  # no Application known (a bad key) or no request to record: counted here
+            metrics.gateway_request(client_format, refused.error.status, None)
         return refusal_response(client_format, refused.error, call)
     except ApplicationError as exc:
         if call is not None:

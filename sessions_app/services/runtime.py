@@ -36,6 +36,7 @@ from contextproto.protocol.messages import KIND_TOOL_CALL, KIND_TOOL_RESULT, Raw
 from sessions_app import nodes, providers
 from sessions_app.models import Message, ProjectionSnapshot, Run, Session
 from sessions_app.providers.base import storable_reply
+from sessions_app.providers.scripted import ScriptedProvider
 from sessions_app.reads import raw_log
 from sessions_app.services.answers import AnswerCall, answer_record
 from sessions_app.services.dispatch import tool_dispatch
@@ -309,7 +310,8 @@ def _turn(
         use_cache=False,
         parameters=drive.parameters,
     )
-    step = _model_step(session)
+    # Only a scripted model reads its step; a sum over the session's runs is not free.
+    step = _model_step(session) if isinstance(provider, ScriptedProvider) else None
     started = time.monotonic()
     with model_wait(run, drive.lease):
         answer = provider.complete(snapshot.request, model=version.model_name, step=step)
