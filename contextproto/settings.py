@@ -326,6 +326,8 @@ RUN_PROVIDER_RETRIES = env_int("RUN_PROVIDER_RETRIES", 3)
 # session whose serving process died is free again within this many seconds.
 GATEWAY_UPSTREAM_TIMEOUT_SECONDS = env_int("GATEWAY_UPSTREAM_TIMEOUT_SECONDS", 120)
 GATEWAY_LEASE_SECONDS = env_int("GATEWAY_LEASE_SECONDS", 20)
+# A streamed gateway reply sends a keep-alive after this many seconds without an event.
+GATEWAY_KEEPALIVE_SECONDS = float(env_str("GATEWAY_KEEPALIVE_SECONDS", "10"))
 # Share of maxInputTokens that maintenance leaves uncompressed at the recent end (SPEC §6).
 MAINTENANCE_TAIL_SHARE = float(env_str("MAINTENANCE_TAIL_SHARE", "0.25"))
 

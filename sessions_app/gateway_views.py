@@ -63,8 +63,6 @@ SESSION_HEADER = "X-Contextproto-Session"
 SESSION_KEY_HEADER = "X-Contextproto-Session-Key"
 UPSTREAM_KEY_HEADER = "X-Contextproto-Upstream-Key"
 IDEMPOTENCY_KEY_MAX = 255
-# A streamed reply sends a keep-alive while the model works longer than this.
-KEEPALIVE_SECONDS = 10.0
 # Errors a retry may get past: the SDKs retry these on their own (SPEC §19).
 RETRIED_WITH_DELAY = frozenset(
     {SESSION_BUSY, GATEWAY_UPSTREAM_RATE_LIMITED, GATEWAY_UPSTREAM_FAILED, GATEWAY_UPSTREAM_TIMEOUT}
@@ -299,7 +297,9 @@ def _stream_response(
         while True:
             pending = asyncio.ensure_future(sync_to_async(pull)())
             while True:
-                done, _ = await asyncio.wait({pending}, timeout=KEEPALIVE_SECONDS)
+                done, _ = await asyncio.wait(
+                    {pending}, timeout=settings.GATEWAY_KEEPALIVE_SECONDS
+                )
                 if done:
                     break
                 yield encoder.keepalive()

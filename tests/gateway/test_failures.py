@@ -128,3 +128,36 @@ def test_thinking_blocks_go_back_to_anthropic_unchanged_and_text_beside_a_call_s
     call = Message.objects.get(session_id=result.session, kind="tool_call")
     assert call.content == [thinking, {"type": "text", "text": "Noting it."}]
     assert "sig-123==" not in json.dumps(result.message)  # the client never sees thinking
+
+
+@pytest.mark.parametrize("fmt", ["openai", "anthropic"])
+@pytest.mark.django_db(transaction=True)
+def test_a_stream_keeps_the_connection_alive_while_the_model_works(tmp_path, fmt):
+    import urllib.request
+
+    application, key = make_app()
+    with upstream("openai") as model:
+        make_version(application, provider="openai", upstream_url=model.url)
+        model.answer_with("Noting it.", [("call_1", *NOTE)])
+        model.say("Done.", delay=2)
+        with gateway_server(tmp_path, GATEWAY_KEEPALIVE_SECONDS="0.3") as base:
+            path = "/gateway/openai/v1/chat/completions"
+            body: dict = {
+                "model": "helper",
+                "stream": True,
+                "messages": [{"role": "user", "content": "tea"}],
+            }
+            if fmt == "anthropic":
+                path, body["max_tokens"] = "/gateway/anthropic/v1/messages", 64
+            request = urllib.request.Request(
+                base + path,
+                data=json.dumps(body).encode(),
+                headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"},
+            )
+            with urllib.request.urlopen(request, timeout=30) as response:
+                assert response.headers["content-type"].startswith("text/event-stream")
+                stream = response.read().decode()
+    keepalive = ": keepalive" if fmt == "openai" else "event: ping"
+    first_text, final_text = stream.index("Noting it."), stream.index("Done.")
+    # Keep-alives went out between the first answer and the slow second one.
+    assert stream.count(keepalive, first_text, final_text) >= 3
