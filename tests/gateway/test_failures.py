@@ -8,11 +8,12 @@ import json
 import os
 import signal
 import threading
-import time
+from datetime import timedelta
 
 import anthropic
 import openai
 import pytest
+from django.utils import timezone
 
 from sessions_app.models import Message, Run, Session
 from tests.gateway.clients import Chat
@@ -62,13 +63,19 @@ def test_a_session_is_free_again_soon_after_its_serving_process_dies(tmp_path):
             session = Session.objects.get()
             chat_key["id"] = str(session.pk)
             os.kill(_server_pid(base), signal.SIGKILL)
+            killed = timezone.now()
         thread.join(5)
+        # The dead request's lease runs out at most GATEWAY_LEASE_SECONDS after its last renewal.
+        run = Run.objects.get(session=session)
+        assert run.status == Run.Status.RUNNING and run.via_gateway
+        assert run.lease_until <= killed + timedelta(seconds=4)
         with gateway_server(tmp_path / "second", GATEWAY_LEASE_SECONDS="4") as base:
             chat = Chat("openai", base, key)
             retry = {"Idempotency-Key": "q-1"}
-            busy = chat.error([chat.user("question")], headers=retry)
-            assert busy.status_code == 409  # the dead request's lease has not run out yet
-            time.sleep(4.5)
+            if timezone.now() < run.lease_until - timedelta(seconds=1):
+                busy = chat.error([chat.user("question")], headers=retry)
+                assert busy.status_code == 409  # the lease has not run out yet
+            wait_for(lambda: timezone.now() > run.lease_until, 10, "the lease to run out")
             # The SDK's retry of the same request (same key) now goes through, in the session
             # the dead request started.
             again = chat.send([chat.user("question")], headers=retry)
