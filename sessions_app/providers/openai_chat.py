@@ -22,6 +22,7 @@ from sessions_app.providers.base import (
     CallOptions,
     ModelReply,
     ProviderError,
+    SharedHttpClient,
     ToolCallRequest,
     connection_from,
     estimated_usage,
@@ -37,6 +38,8 @@ DEFAULT_BASE_URL = "https://api.openai.com/v1"
 MAX_TOKENS_PARAMS = ("max_completion_tokens", "max_tokens")
 # A placeholder the SDK insists on; the Authorization header it would make is omitted.
 NO_KEY = "no-key"
+# The process's HTTP client for every call (the SDK's defaults: limits, redirects).
+HTTP = SharedHttpClient(openai.DefaultHttpxClient)
 
 
 def _provider_message(body: Any) -> str | None:
@@ -187,14 +190,16 @@ class OpenAIChatProvider:
         if key is None:
             kwargs["extra_headers"] = {"Authorization": openai.Omit()}
         try:
-            # One client per call: nothing to leak in a long-lived worker.
-            with openai.OpenAI(
+            # An SDK client per call (key, base URL, timeout), over the process's shared HTTP
+            # client; not closed, since closing it would close the shared one.
+            client = openai.OpenAI(
                 base_url=self.connection.base_url,
                 api_key=key or NO_KEY,
                 timeout=self.connection.timeout,
                 max_retries=0,  # the job layer owns retries
-            ) as client:
-                completion = client.chat.completions.create(**kwargs)
+                http_client=HTTP.get(),
+            )
+            completion = client.chat.completions.create(**kwargs)
         except openai.OpenAIError as exc:
             raise map_error(exc) from exc
         return parse_completion(completion.to_dict(mode="json"), request)
