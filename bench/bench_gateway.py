@@ -78,9 +78,6 @@ class Process:
     def base(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def stop(self) -> None:
-        _stop(self.process)
-
 
 def _stop(process: subprocess.Popen) -> None:
     if process.poll() is not None:
@@ -137,7 +134,7 @@ def gateway_server(metrics_token: str) -> Iterator[Process]:
     log = VAR / "server.log"
     env = hostloops.server_env(
         database_url=os.environ["DATABASE_URL"],
-        redis_url=os.environ.get("BENCH_REDIS_URL", ""),
+        redis_url="",  # as the rest of make bench: no broker, nothing is queued here
         var_dir=VAR,
         DATABASE_POOL_SIZE=POOL_SIZE,
         METRICS_TOKEN=metrics_token,
@@ -177,11 +174,13 @@ def litellm_venv() -> Path:
     benchlib.log(f"installing {' '.join(requirements)} into {LITELLM_VENV} (once)")
     if not (LITELLM_VENV / "bin" / "python").exists():
         subprocess.run([sys.executable, "-m", "venv", str(LITELLM_VENV)], check=True)
-    subprocess.run(
+    installed = subprocess.run(
         [str(LITELLM_VENV / "bin" / "python"), "-m", "pip", "install", "--quiet", *requirements],
-        check=True,
         capture_output=True,
+        text=True,
     )
+    if installed.returncode != 0:
+        raise RuntimeError(f"pip install {' '.join(requirements)}: {installed.stderr[-500:]}")
     stamp.write_text("\n".join(requirements))
     return binary
 
@@ -326,13 +325,16 @@ def prepare(fake_base: str, slow_base: str) -> dict[str, Any]:
     """The Application, its key, the two versions and fresh sessions of this run."""
     from django.utils import timezone
 
-    from agents.models import Agent, AgentVersion, Application
-    from agents.services import application_key_issue
+    from agents.models import Agent, AgentVersion, ApiKey, Application
+    from agents.services import api_key_revoke, application_key_issue
     from sessions_app.models import Run
     from sessions_app.services.runs import runs_driven_here
 
     nonce = secrets.token_hex(4)
     application, _ = Application.objects.get_or_create(name=APPLICATION)
+    # The keys of earlier runs are gone with their runs (only their hashes were kept).
+    for stale in ApiKey.objects.filter(application=application, revoked_at__isnull=True):
+        api_key_revoke(api_key=stale)
     key = application_key_issue(application=application)
     versions = {}
     for name, base in (("overhead", fake_base), ("slow", slow_base)):
@@ -1100,7 +1102,7 @@ def _why(goal: dict[str, str], g: dict[str, Any]) -> str:
             "ms outside the recorded span (uvicorn, the middleware, the key lookup, the body), "
             f"{one['recorded_p50']:.1f} ms in the service (gateway_ms) and "
             f"{one['upstream_extra_p50']:.1f} ms in the upstream call beyond the model's "
-            "delay. The service's part is the database's: the same request, run "
+            "delay. Most of the service's part is spent on the database: the same request, run "
             f"{b.get('requests', 0)} times in this process, makes {b.get('statements', 0):.0f} "
             f"SQL statements ({b.get('sql_ms', float('nan')):.1f} ms of SQL) in "
             f"{flushes:.0f} commits that write, each of which waits for the WAL to reach the "

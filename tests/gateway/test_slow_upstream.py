@@ -26,7 +26,7 @@ from tests.servers import wait_for
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
 WAITING = 8
-UPSTREAM_SECONDS = 6.0
+UPSTREAM_SECONDS = 8.0
 # Generous: these requests take tens of milliseconds; a pool exhausted by waiting requests
 # makes them wait 10 s (its timeout) and fail.
 API_P95_BOUND = 1.0
