@@ -79,7 +79,9 @@ worker: $(STAMP)
 	  $(VENV)/bin/celery -A contextproto worker -B -Q contextproto -l info
 
 # PostgreSQL only: DATABASE_URL defaults to a local contextproto_bench database, created
-# with createdb if missing and migrated first. Figures go to BENCHMARKS.md.
+# with createdb if missing and migrated first. Figures go to BENCHMARKS.md. The gateway
+# section runs uvicorn and the LiteLLM proxy (installed once from pyproject's `bench` extra
+# into var/bench-litellm). One section: make bench BENCH_ARGS="--only gateway --refresh".
 BENCH_DATABASE_URL := postgres://postgres@127.0.0.1:5432/contextproto_bench
 bench: $(STAMP)
 	@set -euo pipefail; \

@@ -379,6 +379,10 @@ def render(results: dict[str, Any], verdicts: list[dict[str, str]], ctx: dict[st
             "```",
             "",
         ]
+    if "gateway" in results:
+        import bench_gateway
+
+        lines += bench_gateway.section_lines(results["gateway"])
     return "\n".join(lines)
 
 
@@ -500,6 +504,7 @@ SECTION_HEADINGS = {
     "tokens": "## 3. Token economy",
     "prototypes": "## Prototypes",
     "engine": "## Engine only",
+    "gateway": "## Gateway",
 }
 LOAD_BEGIN = "<!-- make load: begin"
 REFRESH_NOTE = "* Refreshed after this run:"

@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import benchlib
 
-SECTIONS = ("projection", "dispatch", "tokens", "prototypes", "engine")
+SECTIONS = ("projection", "dispatch", "tokens", "prototypes", "engine", "gateway")
 
 
 def _loadavg() -> str:
@@ -126,6 +126,10 @@ def main() -> None:
         results["prototypes"] = bench_prototypes.run(built)
     if "engine" in wanted:
         results["engine"] = _engine()
+    if "gateway" in wanted:
+        import bench_gateway
+
+        results["gateway"] = bench_gateway.run()
 
     seconds = time.perf_counter() - wall
     total = time.time() - float(make_started) if make_started else seconds
@@ -158,6 +162,10 @@ def main() -> None:
             print(f"  [{goal['status']}] {goal['target']}: {goal['measured']}")
         benchlib.banner("Goals (issue 25): unified@4 against unified@2")
         for goal in results["tokens"]["cache"].get("goals_unified4", []):
+            print(f"  [{goal['status']}] {goal['target']}: {goal['measured']}")
+    if "gateway" in results:
+        benchlib.banner("Goals (issue 31): the gateway")
+        for goal in results["gateway"]["goals"]:
             print(f"  [{goal['status']}] {goal['target']}: {goal['measured']}")
     full_run = set(wanted) == set(SECTIONS)
     output = args.output or ("BENCHMARKS.md" if full_run or args.refresh else None)

@@ -25,6 +25,7 @@ from sessions_app.providers.base import (
     CallOptions,
     ModelReply,
     ProviderError,
+    SharedHttpClient,
     ToolCallRequest,
     connection_from,
     estimated_usage,
@@ -36,6 +37,8 @@ from sessions_app.providers.base import (
 LABEL = "anthropic"
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 DEFAULT_MAX_OUTPUT_TOKENS = 4096
+# The process's HTTP client for every call (the SDK's defaults: limits, redirects).
+HTTP = SharedHttpClient(anthropic.DefaultHttpxClient)
 
 
 def map_error(exc: anthropic.AnthropicError) -> ProviderError:
@@ -193,16 +196,18 @@ class AnthropicMessagesProvider:
         if key is None:
             kwargs["extra_headers"] = {"Authorization": anthropic.Omit()}
         try:
-            # One client per call: nothing to leak in a long-lived worker. An explicit
+            # An SDK client per call (key, base URL, timeout) over the process's shared HTTP
+            # client; not closed, since closing it would close the shared one. An explicit
             # api_key keeps the SDK from looking for other credentials (profiles, env).
-            with anthropic.Anthropic(
+            client = anthropic.Anthropic(
                 base_url=self.connection.base_url,
                 api_key=key or "no-key",
                 timeout=self.connection.timeout,
                 max_retries=0,  # the job layer owns retries
                 default_headers=headers,
-            ) as client:
-                message = client.messages.create(**kwargs)
+                http_client=HTTP.get(),
+            )
+            message = client.messages.create(**kwargs)
         except anthropic.AnthropicError as exc:
             raise map_error(exc) from exc
         return parse_message(message.to_dict(mode="json"), request)

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import openai
+from openai.types.chat import ChatCompletion
 
 from contextproto.errors import (
     PROVIDER_NOT_CONFIGURED,
@@ -23,6 +24,7 @@ from sessions_app.providers.base import (
     CallOptions,
     ModelReply,
     ProviderError,
+    SharedHttpClient,
     ToolCallRequest,
     connection_from,
     estimated_usage,
@@ -38,6 +40,8 @@ DEFAULT_BASE_URL = "https://api.openai.com/v1"
 MAX_TOKENS_PARAMS = ("max_completion_tokens", "max_tokens")
 # A placeholder the SDK insists on; the Authorization header it would make is omitted.
 NO_KEY = "no-key"
+# The process's HTTP client for every call (the SDK's defaults: limits, redirects).
+HTTP = SharedHttpClient(openai.DefaultHttpxClient)
 
 
 def _provider_message(body: Any) -> str | None:
@@ -176,26 +180,36 @@ class OpenAIChatProvider:
         """Send one Chat Completions request; raise ProviderError on any failure.
 
         The body goes as built (messages, tools, `parallel_tool_calls`, `prompt_cache_key`,
-        a gateway client's forwarded fields): the snapshot stores what was sent.
+        a gateway client's forwarded fields): the snapshot stores what was sent. It is
+        posted as it is (the SDK's `post`, as its README shows for any endpoint), not
+        through `chat.completions.create`, whose request transform walks every message
+        against the SDK's typed dicts to hand back the same JSON: about 110 ms for a view
+        of 350 messages on these machines, the larger part of a gateway request's cost.
         """
-        kwargs: dict[str, Any] = {"model": model, **request}
-        if not kwargs.get("tools"):
-            kwargs.pop("tools", None)
+        body: dict[str, Any] = {"model": model, **request}
+        if not body.get("tools"):
+            body.pop("tools", None)
         limit = max_output_tokens or self.config.get("maxOutputTokens")
-        if limit and not any(key in kwargs for key in MAX_TOKENS_PARAMS):
-            kwargs[self.max_tokens_param] = int(limit)
+        if limit and not any(key in body for key in MAX_TOKENS_PARAMS):
+            body[self.max_tokens_param] = int(limit)
         key = self.connection.api_key
-        if key is None:
-            kwargs["extra_headers"] = {"Authorization": openai.Omit()}
         try:
-            # One client per call: nothing to leak in a long-lived worker.
-            with openai.OpenAI(
+            # An SDK client per call (key, base URL, timeout), over the process's shared HTTP
+            # client; not closed, since closing it would close the shared one.
+            client = openai.OpenAI(
                 base_url=self.connection.base_url,
                 api_key=key or NO_KEY,
                 timeout=self.connection.timeout,
                 max_retries=0,  # the job layer owns retries
-            ) as client:
-                completion = client.chat.completions.create(**kwargs)
+                http_client=HTTP.get(),
+            )
+            completion = client.post(
+                "/chat/completions",
+                cast_to=ChatCompletion,
+                body=body,
+                # No key: no Authorization header at all (local upstreams need none).
+                options={"headers": {"Authorization": openai.Omit()}} if key is None else {},
+            )
         except openai.OpenAIError as exc:
             raise map_error(exc) from exc
         return parse_completion(completion.to_dict(mode="json"), request)

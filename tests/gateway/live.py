@@ -38,8 +38,8 @@ def server_env(tmp: Path, **extra: str) -> dict[str, str]:
         DATABASE_POOL_SIZE="4",
         GATEWAY_UPSTREAM_TIMEOUT_SECONDS="3",
         LOG_LEVEL="DEBUG",
-        **extra,
     )
+    env.update(extra)  # a test may set any of the above (the pool size, the timeout)
     if settings.REDIS_URL:
         env["REDIS_URL"] = settings.REDIS_URL
     return env

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -104,6 +105,10 @@ class FakeAPI:
         self.received: list[Received] = []
         self.url = ""
         self._lock = threading.Lock()
+        # Open client connections, closed when the server stops: a keep-alive connection a
+        # client pools (the providers share one HTTP client per process) must not reach a
+        # stopped server's handler thread if a later server gets the same port.
+        self.connections: set[socket.socket] = set()
 
     def answer(self, status: int = 200, body: Any = None, **kwargs: Any) -> None:
         self.queue.append(Answer(status=status, body=body, **kwargs))
@@ -124,6 +129,16 @@ def _handler(api: FakeAPI) -> type[BaseHTTPRequestHandler]:
 
         def log_message(self, format: str, *args: Any) -> None:  # quiet test output
             pass
+
+        def setup(self) -> None:
+            super().setup()
+            with api._lock:
+                api.connections.add(self.connection)
+
+        def finish(self) -> None:
+            with api._lock:
+                api.connections.discard(self.connection)
+            super().finish()
 
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
@@ -182,4 +197,10 @@ def serve_api[API: FakeAPI](api: API) -> Iterator[API]:
     finally:
         server.shutdown()
         server.server_close()
+        with api._lock:
+            for connection in api.connections:
+                try:
+                    connection.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
         thread.join(timeout=5)

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from sessions_app.providers import ProviderError, ToolCallRequest
+from sessions_app.providers.base import CallOptions
 from sessions_app.providers.openai_chat import OpenAIChatProvider
 from tests.providers.engine_requests import adapted
 from tests.providers.servers import OPENAI_TOOL_CALL_REPLY, FakeAPI
@@ -65,6 +66,31 @@ def test_a_request_without_tools_sends_no_parallel_tool_calls(openai_api: FakeAP
     del body["tools"], body["parallel_tool_calls"]
     _provider(openai_api.url).complete(body, model="gpt-test")
     assert "parallel_tool_calls" not in openai_api.last.body
+
+
+def test_the_body_is_posted_as_built(openai_api: FakeAPI) -> None:
+    # Every field the adapter or a gateway client sets reaches the server as it was built
+    # (the provider posts the body; no SDK transform in between).
+    request = {
+        **adapted("openai-chat").body,
+        "parallel_tool_calls": False,
+        "prompt_cache_key": "session-1",
+        "temperature": 0.2,
+        "top_p": 0.9,
+        "stop": ["END"],
+        "seed": 7,
+        "tool_choice": "auto",
+        "max_completion_tokens": 99,
+    }
+    _provider(openai_api.url).complete(request, model="gpt-test")
+    assert openai_api.last.body == {"model": "gpt-test", **request}
+
+
+def test_without_a_key_no_authorization_header_is_sent(openai_api: FakeAPI) -> None:
+    OpenAIChatProvider(
+        {"baseUrl": f"{openai_api.url}/v1"}, CallOptions(api_key=None, require_key=False)
+    ).complete({"messages": [{"role": "user", "content": "hi"}]}, model="m")
+    assert "authorization" not in openai_api.last.headers
 
 
 def test_sent_history_pairs_each_tool_message_with_its_call(openai_api: FakeAPI) -> None:
