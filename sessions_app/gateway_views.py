@@ -297,9 +297,7 @@ def _stream_response(
         while True:
             pending = asyncio.ensure_future(sync_to_async(pull)())
             while True:
-                done, _ = await asyncio.wait(
-                    {pending}, timeout=settings.GATEWAY_KEEPALIVE_SECONDS
-                )
+                done, _ = await asyncio.wait({pending}, timeout=settings.GATEWAY_KEEPALIVE_SECONDS)
                 if done:
                     break
                 yield encoder.keepalive()
