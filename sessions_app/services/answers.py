@@ -171,64 +171,82 @@ def answer_record(
     refuse.
     """
     with transaction.atomic():
-        session = session_lock(session_id)
-        first_content = answer_content(text, thinking)
-        written = []
-        if not calls:
-            row = message_append_locked(
+        return answer_record_locked(
+            session_lock(session_id),
+            snapshot_id=snapshot_id,
+            text=text,
+            calls=calls,
+            thinking=thinking,
+        )
+
+
+def answer_record_locked(
+    session: Session,
+    *,
+    snapshot_id: UUID | str,
+    text: str | None,
+    calls: Sequence[AnswerCall],
+    thinking: Sequence[Mapping[str, Any]] = (),
+) -> RecordedAnswer:
+    """`answer_record` inside the caller's transaction, `session` locked by `session_lock`
+    (a driver that writes more of the turn in the same commit)."""
+    first_content = answer_content(text, thinking)
+    written = []
+    if not calls:
+        row = message_append_locked(
+            session,
+            role=ROLE_ASSISTANT,
+            kind=KIND_TEXT,
+            content=first_content,
+            snapshot_id=snapshot_id,
+        )
+        return RecordedAnswer(messages=(raw_from_row(row),), protocol_calls=(), handed=None)
+    ids = _session_ids(session, calls)
+    rows = []
+    for position, call in enumerate(calls):
+        rows.append(
+            message_append_locked(
                 session,
                 role=ROLE_ASSISTANT,
-                kind=KIND_TEXT,
-                content=first_content,
+                kind=KIND_TOOL_CALL,
+                content=first_content if position == 0 else "",
+                tool_call_id=ids[call.id],
+                tool_name=call.name,
+                arguments=call.arguments,
                 snapshot_id=snapshot_id,
+                save_session=False,
             )
-            return RecordedAnswer(messages=(raw_from_row(row),), protocol_calls=(), handed=None)
-        ids = _session_ids(session, calls)
-        rows = []
-        for position, call in enumerate(calls):
-            rows.append(
-                message_append_locked(
-                    session,
-                    role=ROLE_ASSISTANT,
-                    kind=KIND_TOOL_CALL,
-                    content=first_content if position == 0 else "",
-                    tool_call_id=ids[call.id],
-                    tool_name=call.name,
-                    arguments=call.arguments,
-                    snapshot_id=snapshot_id,
-                    save_session=False,
-                )
-            )
-        written.extend(rows)
-        tools = _tools_of(session)
-        handed = None
-        protocol_calls = []
-        for position, (call, row) in enumerate(zip(calls, rows, strict=True)):
-            if call.name in catalog.PROTOCOL_TOOL_NAMES:
-                protocol_calls.append(row.tool_call_id)
-                continue
-            refusal = _refusal(call, position, tools)
-            if refusal is None:
-                handed = row
-                continue
-            written.append(
-                message_append_locked(
-                    session,
-                    role=ROLE_TOOL,
-                    kind=KIND_TOOL_RESULT,
-                    content=json.dumps(refusal),
-                    window_id=row.window_id,
-                    tool_call_id=row.tool_call_id,
-                    tool_name=call.name,
-                    is_error=True,
-                    snapshot_id=snapshot_id,
-                    save_session=False,
-                )
-            )
-        session.save(update_fields=["next_message_index"])
-        return RecordedAnswer(
-            messages=tuple(raw_from_row(r) for r in written),
-            protocol_calls=tuple(str(c) for c in protocol_calls),
-            handed=raw_from_row(handed) if handed is not None else None,
-            renamed={old: new for old, new in ids.items() if old != new},
         )
+    written.extend(rows)
+    tools = _tools_of(session)
+    handed = None
+    protocol_calls = []
+    for position, (call, row) in enumerate(zip(calls, rows, strict=True)):
+        if call.name in catalog.PROTOCOL_TOOL_NAMES:
+            protocol_calls.append(row.tool_call_id)
+            continue
+        refusal = _refusal(call, position, tools)
+        if refusal is None:
+            handed = row
+            continue
+        written.append(
+            message_append_locked(
+                session,
+                role=ROLE_TOOL,
+                kind=KIND_TOOL_RESULT,
+                content=json.dumps(refusal),
+                window_id=row.window_id,
+                tool_call_id=row.tool_call_id,
+                tool_name=call.name,
+                is_error=True,
+                snapshot_id=snapshot_id,
+                save_session=False,
+            )
+        )
+    session.save(update_fields=["next_message_index"])
+    return RecordedAnswer(
+        messages=tuple(raw_from_row(r) for r in written),
+        protocol_calls=tuple(str(c) for c in protocol_calls),
+        handed=raw_from_row(handed) if handed is not None else None,
+        renamed={old: new for old, new in ids.items() if old != new},
+    )

@@ -57,11 +57,29 @@ def tools_for(version: AgentVersion, protocol: catalog.ProtocolVersion) -> list[
     provider request, so a reordering would re-bill the whole prompt cache (SPEC §15).
     Sorted in Python, so a prefetched relation costs no query.
     """
+    return list(protocol.tools.values()) + _host_tools(version)
+
+
+# Host tools of published (and archived) versions, which never change: a version's tools
+# cannot be rebound once published, and a tool a published version binds cannot be edited
+# (409 tool_in_use). Bounded like any per-process cache.
+_FROZEN_TOOLS: dict[UUID, list[dict[str, Any]]] = {}
+FROZEN_TOOLS_MAX = 1024
+
+
+def _host_tools(version: AgentVersion) -> list[dict[str, Any]]:
+    frozen = version.status != AgentVersion.Status.DRAFT
+    if frozen and version.pk in _FROZEN_TOOLS:
+        return [dict(t) for t in _FROZEN_TOOLS[version.pk]]
     host = [
         {"name": t.name, "description": t.description, "inputSchema": t.input_schema}
         for t in sorted(version.tools.all(), key=lambda t: t.name)
     ]
-    return list(protocol.tools.values()) + host
+    if frozen:
+        if len(_FROZEN_TOOLS) >= FROZEN_TOOLS_MAX:
+            _FROZEN_TOOLS.clear()
+        _FROZEN_TOOLS[version.pk] = host
+    return [dict(t) for t in host]
 
 
 def client_tool_values(session_id: UUID, kv: dict[str, Any]) -> dict[str, Any]:
@@ -310,6 +328,8 @@ def _run_for(session: Session, run_id: str | None) -> UUID | None:
     if run_id is None:
         return session.current_run_id
     run_uuid = canonical_uuid(run_id)
+    if run_uuid is not None and run_uuid == session.current_run_id:
+        return run_uuid  # the session's own current run: no read needed
     if run_uuid is None or not Run.objects.filter(session=session, id=run_uuid).exists():
         raise ApplicationError(RUN_NOT_FOUND, "runId is not a RunId of this session.")
     return run_uuid

@@ -38,12 +38,13 @@ from sessions_app.models import Message, ProjectionSnapshot, Run, Session
 from sessions_app.providers.base import storable_reply
 from sessions_app.providers.scripted import ScriptedProvider
 from sessions_app.reads import raw_log
-from sessions_app.services.answers import AnswerCall, answer_record
+from sessions_app.services.answers import AnswerCall, answer_record_locked
 from sessions_app.services.dispatch import tool_dispatch
 from sessions_app.services.projection import projection_build
 from sessions_app.services.runs import autostart, run_enqueue
 from sessions_app.services.usage import turn_usage_record
 from sessions_app.store import hooks
+from sessions_app.store.state import session_lock
 
 CONTINUE = "continue"
 # How far back a turn looks for protocol calls of the last answer left undispatched (a
@@ -72,6 +73,8 @@ class TurnReport:
     usage: dict[str, Any] | None = None
     finish: str | None = None
     upstream_ms: int = 0
+    # What the turn wrote: the answer, the service's results, the protocol calls' results.
+    written: tuple[RawMessage, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -165,13 +168,18 @@ def run_turns(
     """Advance a claimed run turn by turn, yielding each turn once it is written.
 
     The one loop of the runtime, whoever drives it. Stops after the turn that ends the run
-    (its status is set before that turn is yielded) or at `maxTurnsPerRun` (the run's status
-    becomes `max_turns_reached`, nothing is yielded). A provider or service failure
-    propagates with nothing of the failed turn written; the driver decides what the run
-    becomes.
+    (its status is set in that turn's commit, before it is yielded) or at `maxTurnsPerRun`
+    (the run's status becomes `max_turns_reached`, nothing is yielded). A provider or service
+    failure propagates with nothing of the failed turn written; the driver decides what the
+    run becomes.
     """
     drive = drive or Drive()
     version = session.agent_version
+    # A driver that died between writing an answer and dispatching its protocol call left
+    # the call without its result: dispatch it first, or no view could be built.
+    session.refresh_from_db(fields=["next_message_index"])
+    for call_id in _undispatched(session):
+        tool_dispatch(session_id=session.id, tool_call_id=call_id)
     while True:
         if run.turns >= version.max_turns_per_run:
             run_finish(
@@ -181,10 +189,6 @@ def run_turns(
             )
             return
         report = _turn(session, run, provider, drive)
-        if report.outcome != CONTINUE:
-            run_finish(run, report.outcome)
-        else:
-            _renew(run, drive.lease)
         yield report
         if report.outcome != CONTINUE:
             return
@@ -193,6 +197,15 @@ def run_turns(
 def _renew(run: Run, seconds: int) -> None:
     run.lease_until = timezone.now() + timedelta(seconds=seconds)
     Run.objects.filter(pk=run.pk).update(lease_until=run.lease_until)
+
+
+def _settle(run: Run, outcome: str, lease: int) -> None:
+    """Save the turn's count with the run's status after it: finished, or claimed again."""
+    if outcome != CONTINUE:
+        run_finish(run, outcome)
+        return
+    run.lease_until = timezone.now() + timedelta(seconds=lease)
+    run.save(update_fields=["turns", "lease_until"])
 
 
 SWEEP_LIMIT = 500
@@ -300,9 +313,6 @@ def _turn(
     session: Session, run: Run, provider: providers.ModelProvider, drive: Drive
 ) -> TurnReport:
     version = session.agent_version
-    session.refresh_from_db(fields=["next_message_index"])
-    for call_id in _undispatched(session):
-        tool_dispatch(session_id=session.id, tool_call_id=call_id)
     snapshot = projection_build(
         session_id=session.id,
         provider=provider.wire_format,
@@ -321,30 +331,52 @@ def _turn(
         raise ApplicationError(
             MODEL_EMPTY_ANSWER, "The model answered with neither text nor a tool call."
         )
-    recorded = answer_record(
-        session_id=session.id,
-        snapshot_id=snapshot.id,
-        text=reply.text,
-        calls=[AnswerCall(c.id, c.name, c.arguments) for c in reply.tool_calls],
-        thinking=reply.thinking,
-    )
-    for call_id in recorded.protocol_calls:
-        tool_dispatch(session_id=session.id, tool_call_id=call_id)
-    outcome: str = CONTINUE
-    if not reply.tool_calls:
-        outcome = Run.Status.COMPLETED
-    elif recorded.handed is not None:
-        outcome = Run.Status.WAITING_FOR_HOST_TOOL
+    calls = [AnswerCall(c.id, c.name, c.arguments) for c in reply.tool_calls]
+    dispatching = any(c.name in catalog.PROTOCOL_TOOL_NAMES for c in calls)
+    # Counted with the answer: a driver dying before its commit replays the turn (and a
+    # scripted model's step) instead of skipping it. A turn without a protocol call commits
+    # its answer, its count, its usage and the run's state at once; a protocol call is
+    # dispatched first and the usage recorded after it, so a maintenance job the usage
+    # triggers cannot make this turn's own call stale.
+    with transaction.atomic():
+        locked = session_lock(session.id)
+        recorded = answer_record_locked(
+            locked,
+            snapshot_id=snapshot.id,
+            text=reply.text,
+            calls=calls,
+            thinking=reply.thinking,
+        )
+        outcome: str = CONTINUE
+        if not calls:
+            outcome = Run.Status.COMPLETED
+        elif recorded.handed is not None:
+            outcome = Run.Status.WAITING_FOR_HOST_TOOL
+        run.turns += 1
+        if dispatching:
+            Run.objects.filter(pk=run.pk).update(turns=run.turns)
+        else:
+            _settle(run, outcome, drive.lease)
+            turn_usage_record(
+                snapshot=snapshot,
+                usage=reply.usage,
+                raw=reply.raw,
+                model_latency_ms=latency_ms,
+                session=locked,
+            )
+    results: list[RawMessage] = []
+    if dispatching:
+        for call_id in recorded.protocol_calls:
+            results.append(
+                tool_dispatch(session_id=session.id, tool_call_id=call_id).result_message
+            )
+        with transaction.atomic():
+            _settle(run, outcome, drive.lease)
+            turn_usage_record(
+                snapshot=snapshot, usage=reply.usage, raw=reply.raw, model_latency_ms=latency_ms
+            )
     if recorded.renamed:
         _note_renamed(snapshot.id, recorded.renamed)
-    # Counted once the answer is written: a driver dying before that replays the turn (and
-    # a scripted model's step) instead of skipping it. Usage is recorded last, so a
-    # maintenance job it triggers cannot make this turn's own call stale.
-    run.turns += 1
-    Run.objects.filter(pk=run.pk).update(turns=run.turns)
-    turn_usage_record(
-        snapshot=snapshot, usage=reply.usage, raw=reply.raw, model_latency_ms=latency_ms
-    )
     return TurnReport(
         run_id=run.id.hex,
         turn=run.turns,
@@ -358,6 +390,7 @@ def _turn(
         usage=dict(reply.usage or {}),
         finish=reply.stop_reason,
         upstream_ms=latency_ms,
+        written=(*recorded.messages, *results),
     )
 
 

@@ -54,6 +54,7 @@ def turn_usage_record(
     usage: dict[str, Any] | None,
     raw: Any = None,
     model_latency_ms: int | None = None,
+    session: Session | None = None,
 ) -> MaintenanceJob | None:
     """Store the provider-reported usage on the turn's snapshot; trigger maintenance (§6).
 
@@ -63,9 +64,10 @@ def turn_usage_record(
     /metrics counters move once the transaction commits. Returns the maintenance job it
     queued, if any; the trigger reads every input token, cached ones included. The built-in
     runtime also passes how long its provider call took (`model_latency_ms`), stored in the
-    same update.
+    same update, and may pass the session (with its version) it has just locked.
     """
-    session = Session.objects.select_related("agent_version").get(pk=snapshot.session_id)
+    if session is None:
+        session = Session.objects.select_related("agent_version").get(pk=snapshot.session_id)
     tokens = tokens_of(usage)
     cost = turn_cost(tokens, session.agent_version.prices) if tokens is not None else None
     snapshot.usage = dict(usage or {})
