@@ -502,3 +502,57 @@ def story_maintainer_script(turns: int = 100) -> dict[str, Any]:
             for n in range(turns)
         ],
     }
+
+
+# The conversation `manage.py demo` holds through the gateway (SPEC §19) with the official
+# openai client: the client declares its own tool, the model notes the task with a protocol
+# tool (the gateway runs it), calls the client's tool, and answers from its result.
+GATEWAY_SYSTEM = "You work for ACME's sales desk; answer in one sentence."
+GATEWAY_QUESTION = "What do 5000 units of A-100 cost?"
+GATEWAY_TOOL: dict[str, Any] = {
+    "type": "function",
+    "function": {
+        "name": "price_lookup",
+        "description": "Look up the unit price of a product.",
+        "parameters": {
+            "type": "object",
+            "properties": {"product": {"type": "string"}},
+            "required": ["product"],
+        },
+    },
+}
+GATEWAY_PRICE = "A-100: 12.40 EUR per unit, 8% off from 1000 units."
+GATEWAY_ANSWER = "5000 units of A-100 cost 57,040 EUR (12.40 EUR each, 8% volume discount)."
+# Answers left for whoever continues the conversation (the demo prints how).
+GATEWAY_SPARE_ANSWERS = (
+    "The quote stands: 57,040 EUR for 5000 x A-100 (scripted answer 1 of 3).",
+    "Still 57,040 EUR; the task memory holds the request (scripted answer 2 of 3).",
+    "That was the last scripted answer; the session's log keeps the conversation "
+    "(scripted answer 3 of 3).",
+)
+
+
+def gateway_script() -> dict[str, Any]:
+    """The scripted model of the demo's gateway conversation (openai-chat requests)."""
+    return {
+        "description": "ACME sales desk through the gateway",
+        "wireFormat": "openai-chat",
+        "steps": [
+            {
+                "expect": {"contains": [GATEWAY_QUESTION, GATEWAY_SYSTEM, "price_lookup"]},
+                "text": "I'll note the request first.",
+                "toolCalls": [
+                    {
+                        "name": "context_task_memory_set",
+                        "arguments": {
+                            "purpose": "keep the request",
+                            "memory": "Quote 5000 x A-100 for ACME.",
+                        },
+                    }
+                ],
+            },
+            {"toolCalls": [{"name": "price_lookup", "arguments": {"product": "A-100"}}]},
+            {"expect": {"contains": [GATEWAY_PRICE]}, "text": GATEWAY_ANSWER},
+            *({"text": text} for text in GATEWAY_SPARE_ANSWERS),
+        ],
+    }

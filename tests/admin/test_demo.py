@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import io
 import re
+from contextlib import redirect_stdout
 
 from django.core.management import call_command
 
 from contextproto.tokens import tokenizer_label
-from sessions_app.models import FoldRecord, MaintenanceJob, Message, Session
+from labs import scenario
+from sessions_app.models import FoldRecord, GatewayExchange, MaintenanceJob, Message, Session
 
 CACHED_ROW = re.compile(
     r"^(?P<view>unified@2|unified@4|prefix@2|full history) +(?P<tokens>[\d,]+)"
@@ -42,7 +44,9 @@ def figures(output: str, label: str) -> tuple[int, ...]:
     return tuple(numbers[-4:])  # the total row names its turn count first
 
 
-def test_demo_tells_the_story_in_estimated_tokens_and_links_the_admin(transactional_db, client):
+def test_demo_tells_the_story_in_estimated_tokens_and_links_the_admin(
+    transactional_db, client, live_server
+):
     from django.contrib.auth import get_user_model
 
     out = io.StringIO()
@@ -131,6 +135,45 @@ def test_demo_tells_the_story_in_estimated_tokens_and_links_the_admin(transactio
     assert {"input_tokens", "tool"} <= set(jobs.values_list("trigger", flat=True))
     assert all(job.attempts == 1 and job.attempt_log for job in jobs)
     assert "worker: checkpoint of delivery-acme committed" in output
+
+    # One conversation went through the gateway with the official openai client: the model
+    # noted the task with a protocol tool (run by the gateway), called the client's own tool,
+    # and answered from its result; every request answered 200.
+    gateway = Session.objects.get(agent_version__agent__name="gateway-desk")
+    header = (
+        f"== through the gateway: the official openai client, gateway-desk@1: session {gateway.id}"
+    )
+    assert header in output
+    assert (
+        '+ price_lookup {"product":"A-100"} (2 model turns; the gateway ran '
+        "context_task_memory_set itself)" in output
+    )
+    assert f'  gateway -> "{scenario.GATEWAY_ANSWER}" (1 model turn)' in output
+    kinds = list(
+        Message.objects.filter(session=gateway).order_by("index").values_list("kind", "tool_name")
+    )
+    assert kinds == [
+        ("input", None),
+        ("tool_call", "context_task_memory_set"),
+        ("tool_result", "context_task_memory_set"),
+        ("tool_call", "price_lookup"),
+        ("tool_result", "price_lookup"),
+        ("text", None),
+    ]
+    assert [e.http_status for e in GatewayExchange.objects.filter(session=gateway)] == [200, 200]
+    # It prints the gateway's base URL and a snippet that continues that conversation; pasted
+    # against a running server (here the test's), it gets the script's next answer.
+    assert (
+        "Drop-in gateway, served with the admin: OpenAI Chat Completions at "
+        "http://127.0.0.1:8000/gateway/openai/v1" in output
+    )
+    snippet = re.search(r"^from openai import OpenAI\n.*?^print\(reply.*?\)$", output, re.M | re.S)
+    assert snippet is not None, output
+    pasted = io.StringIO()
+    with redirect_stdout(pasted):
+        exec(snippet[0].replace("http://127.0.0.1:8000", live_server.url), {})
+    assert pasted.getvalue() == scenario.GATEWAY_SPARE_ANSWERS[0] + "\n"
+    assert Message.objects.filter(session=gateway).count() == len(kinds) + 2
 
     # The links it prints open, and the login stays the last thing it says.
     for label in (

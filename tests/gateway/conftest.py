@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 from django.test import Client
+
+from tests.gateway.live import Live, gateway_server
 
 OPENAI_PATH = "/gateway/openai/v1/chat/completions"
 ANTHROPIC_PATH = "/gateway/anthropic/v1/messages"
@@ -81,3 +83,11 @@ def scripted(app_and_key, make_version) -> Callable[..., Any]:
         )
 
     return build
+
+
+@pytest.fixture(scope="module")
+def live(django_db_setup, django_db_blocker, tmp_path_factory) -> Iterator[Live]:
+    """uvicorn serving the gateway on the test database, one per test module."""
+    tmp = tmp_path_factory.mktemp("gateway")
+    with gateway_server(tmp) as base:
+        yield Live(base, tmp / "server.log")

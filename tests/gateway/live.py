@@ -12,8 +12,10 @@ import json
 import os
 import secrets
 import sys
+import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +24,14 @@ from tests.servers import current_database_url, free_port, running_server
 
 PROMPT = "You are a helpful agent.\n{{context_protocol}}\n{{client_system}}"
 _ids = itertools.count(1)
+
+
+@dataclass(frozen=True)
+class Live:
+    """A running gateway server: its base URL and its log file."""
+
+    base: str
+    log: Path
 
 
 def server_env(tmp: Path, **extra: str) -> dict[str, str]:
@@ -212,3 +222,16 @@ def make_version(
         model_config=model_config,
         **fields,
     )
+
+
+def start_session(base: str, key: str, version_id: str) -> dict[str, Any]:
+    """`POST /api/v1/sessions/` with the application key, as the README says: the session
+    (its `id`, and its `sessionKey` shown once) a framework's requests then continue."""
+    request = urllib.request.Request(
+        f"{base}/api/v1/sessions/",
+        data=json.dumps({"agentVersionId": version_id}).encode(),
+        method="POST",
+        headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return json.loads(response.read())

@@ -11,32 +11,18 @@ import json
 import threading
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from sessions_app.models import GatewayExchange, Message, ProjectionSnapshot, Run, Session
 from tests.gateway.clients import LOOKUP, Chat, error_code, post
-from tests.gateway.live import gateway_server, make_app, make_version, upstream
+from tests.gateway.live import Live, make_app, make_version, upstream
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
 FORMATS = ("openai", "anthropic")
 PROTOCOL_NOTE = ("context_task_memory_set", {"purpose": "remember", "memory": "likes tea"})
-
-
-@dataclass(frozen=True)
-class Live:
-    base: str
-    log: Path
-
-
-@pytest.fixture(scope="module")
-def live(django_db_setup, django_db_blocker, tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("gateway")
-    with gateway_server(tmp) as base:
-        yield Live(base, tmp / "server.log")
 
 
 @dataclass

@@ -100,6 +100,46 @@ def test_anthropic_request_splits_results_from_the_rest_of_a_user_message():
     assert request.parameters.max_tokens == 10
 
 
+def test_anthropic_system_messages_are_system_text_wherever_they_stand():
+    # Claude Code 2.1 sends its environment as a system message after the user's message.
+    body = {
+        "model": "m",
+        "system": [
+            {"type": "text", "text": "x-anthropic-billing-header: cc_version=2.1"},
+            {
+                "type": "text",
+                "text": "You are Claude Code.",
+                "cache_control": {"type": "ephemeral"},
+            },
+        ],
+        "messages": [
+            {"role": "user", "content": [{"type": "text", "text": "hi"}]},
+            {"role": "system", "content": [{"type": "text", "text": "# Environment\ncwd: /p"}]},
+            {"role": "assistant", "content": "hello"},
+            {"role": "user", "content": "and?"},
+            {"role": "system", "content": "Later note."},
+        ],
+    }
+    request = anthropic_wire.parse_request(body)
+    assert request.system == (
+        "x-anthropic-billing-header: cc_version=2.1\n\nYou are Claude Code.\n\n"
+        "# Environment\ncwd: /p\n\nLater note."
+    )
+    # They are not transcript messages; the others keep their positions in the request.
+    assert [(i.role, i.position) for i in request.items] == [
+        ("user", 0),
+        ("assistant", 2),
+        ("user", 3),
+    ]
+    # Without a top-level system field, the system messages alone are the system text.
+    del body["system"]
+    assert anthropic_wire.parse_request(body).system == "# Environment\ncwd: /p\n\nLater note."
+    body["messages"][1]["content"] = [{"type": "image", "source": {}}]
+    with pytest.raises(WireError) as refused:
+        anthropic_wire.parse_request(body)
+    assert refused.value.details["field"] == "messages[1].content[0]"
+
+
 @pytest.mark.parametrize(
     ("parse", "body", "code", "field"),
     [

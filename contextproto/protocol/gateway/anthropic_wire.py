@@ -38,6 +38,9 @@ REQUEST_FIELDS = frozenset({"model", "messages", "system", "tools", "stream"})
 FORWARDED_FIELDS = frozenset(
     {"max_tokens", "temperature", "top_p", "stop_sequences", "tool_choice"}
 )
+# Messages of this role (mid-conversation system messages) are system text, not transcript
+# messages, as OpenAI's system messages are (SPEC §19).
+SYSTEM_ROLE = "system"
 # Blocks a client may send back that carry nothing of the transcript (a model's thinking is
 # not part of a reply the gateway sends).
 SKIPPED_BLOCKS = frozenset({"thinking", "redacted_thinking"})
@@ -56,6 +59,7 @@ def parse_request(body: Any) -> GatewayRequest:
         raise WireError(
             INVALID_REQUEST, "messages must be a non-empty array of messages.", "messages"
         )
+    system = [_system(body.get("system"), "system")]
     items: list[Item] = []
     for position, raw in enumerate(messages):
         where = f"messages[{position}]"
@@ -65,11 +69,14 @@ def parse_request(body: Any) -> GatewayRequest:
             items.extend(_user(message.get("content"), f"{where}.content", position))
         elif role == ROLE_ASSISTANT:
             items.append(_assistant(message.get("content"), f"{where}.content", position))
+        elif role == SYSTEM_ROLE:
+            # A mid-conversation system message (Claude Code sends its environment so):
+            # system text like an OpenAI system message, wherever it stands (SPEC §19).
+            system.append(_system(message.get("content"), f"{where}.content"))
         else:
             raise WireError(
                 INVALID_REQUEST,
-                f"{where}.role must be user or assistant (got {role!r}); the system prompt "
-                "goes in the top-level system field.",
+                f"{where}.role must be user, assistant or system (got {role!r}).",
                 f"{where}.role",
             )
     tools = _tools(body.get("tools"))
@@ -84,7 +91,7 @@ def parse_request(body: Any) -> GatewayRequest:
     return GatewayRequest(
         format=ClientFormat.ANTHROPIC,
         model=model,
-        system=_system(body.get("system")),
+        system="\n\n".join(text for text in system if text),
         items=tuple(items),
         tools=tools,
         parameters=parameters,
@@ -94,23 +101,23 @@ def parse_request(body: Any) -> GatewayRequest:
     )
 
 
-def _system(raw: Any) -> str:
+def _system(raw: Any, where: str) -> str:
+    """System text at `where` (the `system` field or a system message's content): a string,
+    or its text blocks joined by a blank line."""
     if raw is None or isinstance(raw, str):
         return raw or ""
     if isinstance(raw, list):
         texts = []
         for n, block in enumerate(raw):
-            block = require_object(block, f"system[{n}]")
+            block = require_object(block, f"{where}[{n}]")
             if block.get("type") != "text" or not isinstance(block.get("text"), str):
                 raise WireError(
-                    INVALID_REQUEST, f"system[{n}] must be a text block.", f"system[{n}]"
+                    INVALID_REQUEST, f"{where}[{n}] must be a text block.", f"{where}[{n}]"
                 )
             if block["text"]:
                 texts.append(block["text"])
         return "\n\n".join(texts)
-    raise WireError(
-        INVALID_REQUEST, "system must be a string or an array of text blocks.", "system"
-    )
+    raise WireError(INVALID_REQUEST, f"{where} must be a string or an array of text blocks.", where)
 
 
 def _blocks(content: Any, where: str) -> list[dict[str, Any]]:

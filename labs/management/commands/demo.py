@@ -3,10 +3,13 @@ print a per-turn progress line, compare the token economy, and create the admin 
 
 The agents of `scenario.DEMO_VIEWS` (unified@2, unified@4 and their prefix@2 twin) work
 through the same five tasks of an ACME sales desk (scenario.STORY: quotes, a delivery, a
-resumed window), turn for turn. Maintenance jobs are executed as a Celery worker beside
-the runtime would: through the `maintenance_job_run` task body, one turn after they were
-queued (deterministic, so the figures repeat). Token counts are estimates (characters / 4 of each
-request as sent), labelled as such. The summary then compares what each agent and the
+resumed window), turn for turn. One more conversation goes through the gateway (SPEC §19)
+with the official `openai` client, in process (its HTTP goes to Django's WSGI handler), and
+the demo prints the gateway's base URL and a snippet that continues it against the server.
+Maintenance jobs are executed as a Celery worker beside the runtime would: through the
+`maintenance_job_run` task body, one turn after they were queued (deterministic, so the
+figures repeat). Token counts are estimates (characters / 4 of each request as sent),
+labelled as such. The summary then compares what each agent and the
 full history cost once the provider caches (`sessions_app/cache_economy.py`: every turn
 rebuilt for openai-chat and anthropic-messages with caching on, cl100k_base counts).
 """
@@ -20,10 +23,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+import httpx2
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandParser
+from django.core.wsgi import get_wsgi_application
+from openai import OpenAI
 
 from agents.models import Agent, AgentVersion, Application, Tool
+from agents.selectors import gateway_model_name
 from agents.services import (
     agent_create,
     agent_version_create,
@@ -36,7 +43,7 @@ from contextproto.protocol.cache_report import CAUSE_APPEND, CacheEconomy
 from labs import scenario
 from sessions_app.admin_views import url
 from sessions_app.cache_economy import DEFAULT_THINK_SECONDS, session_cache_economy
-from sessions_app.models import FoldRecord, MaintenanceJob, ProjectionSnapshot, Session
+from sessions_app.models import FoldRecord, MaintenanceJob, Message, ProjectionSnapshot, Session
 from sessions_app.providers.base import canonical_json
 from sessions_app.reads import raw_log
 from sessions_app.services.runs import runs_driven_here
@@ -56,6 +63,10 @@ ESTIMATE = "estimates: characters / 4 of each request as sent, not a real tokeni
 FULL_HISTORY_OF = "prefix@2"
 FULL_HISTORY = "full history"
 CACHED_PROVIDERS = ((PROVIDER_OPENAI_CHAT, "OpenAI"), (PROVIDER_ANTHROPIC_MESSAGES, "Anthropic"))
+GATEWAY_AGENT = "gateway-desk"
+# Where the in-process client's requests say they go (a host ALLOWED_HOSTS always has).
+IN_PROCESS_BASE = "http://127.0.0.1"
+PASTE_QUESTION = "Does the quote still stand?"
 
 
 @contextmanager
@@ -140,6 +151,7 @@ class Command(BaseCommand):
         with runs_driven_here(), worker_queue():
             for label, version in versions:
                 results[label] = self._run(label, version)
+        gateway = self._gateway(application)
         base = results[FULL_HISTORY_OF]
         full = full_history_tokens(base["session"], base["snapshots"])
         self._summary(results, full)
@@ -148,7 +160,9 @@ class Command(BaseCommand):
             results["unified@2"],
             results["prefix@2"],
             [r for label, r in results.items() if label not in ("unified@2", "prefix@2")],
+            gateway,
         )
+        self._gateway_snippet(gateway)
         self._login()
 
     # ------------------------------------------------------------ seeding
@@ -259,6 +273,111 @@ class Command(BaseCommand):
             "commits": worker.committed,
             "folds": FoldRecord.objects.filter(session=session).count(),
         }
+
+    # ------------------------------------------------------------ the gateway
+
+    def _gateway(self, application: Application) -> dict[str, Any]:
+        """One conversation through the gateway with the official openai client, in process.
+
+        The client declares its own tool and sends the whole conversation each time, as a
+        plain Chat Completions loop does; the session (its key is the client's API key)
+        keeps the log, the scripted model notes the task with a protocol tool the gateway
+        runs itself, calls the client's tool, and answers from its result.
+        """
+        version = self._version(
+            application,
+            GATEWAY_AGENT,
+            {
+                "system_prompt": SYSTEM_PROMPT + "\n\n{{client_system}}",
+                "context_protocol_id": "unified",
+                "context_protocol_version": 2,
+                "model_provider": "scripted",
+                "model_name": "scripted-gateway",
+                "max_input_tokens": MAX_INPUT_TOKENS,
+                "model_config": scenario.gateway_script(),
+            },
+        )
+        session, key = session_create(agent_version=version)
+        model = gateway_model_name(version)
+        client = OpenAI(
+            base_url=f"{IN_PROCESS_BASE}/gateway/openai/v1",
+            api_key=key,
+            http_client=httpx2.Client(transport=httpx2.WSGITransport(app=get_wsgi_application())),
+            max_retries=0,
+        )
+        tools: Any = [scenario.GATEWAY_TOOL]
+        messages: list[Any] = [
+            {"role": "system", "content": scenario.GATEWAY_SYSTEM},
+            {"role": "user", "content": scenario.GATEWAY_QUESTION},
+        ]
+        self.stdout.write(
+            f"\n== through the gateway: the official openai client, {model}: session {session.id}"
+        )
+        self.stdout.write(f"  client  -> {scenario.GATEWAY_QUESTION} (its own tool: price_lookup)")
+        raw = client.chat.completions.with_raw_response.create(
+            model=model, messages=messages, tools=tools
+        )
+        asked = raw.parse().choices[0].message
+        [call] = asked.tool_calls or []
+        function = getattr(call, "function")  # noqa: B009 (a function tool call)
+        ran = sorted(
+            {
+                str(name)
+                for name in Message.objects.filter(
+                    session=session, kind="tool_call", tool_name__startswith="context_"
+                ).values_list("tool_name", flat=True)
+            }
+        )
+        self.stdout.write(
+            f'  gateway -> "{asked.content}" + {function.name} {function.arguments} '
+            f"({raw.headers['X-Contextproto-Turns']} model turns; the gateway ran "
+            f"{', '.join(ran)} itself)"
+        )
+        self.stdout.write(f"  client ran {function.name}: {scenario.GATEWAY_PRICE}")
+        messages += [
+            {
+                "role": "assistant",
+                "content": asked.content,
+                "tool_calls": [
+                    {
+                        "id": call.id,
+                        "type": "function",
+                        "function": {"name": function.name, "arguments": function.arguments},
+                    }
+                ],
+            },
+            {"role": "tool", "tool_call_id": call.id, "content": scenario.GATEWAY_PRICE},
+        ]
+        raw = client.chat.completions.with_raw_response.create(
+            model=model, messages=messages, tools=tools
+        )
+        answer = raw.parse().choices[0].message.content
+        self.stdout.write(
+            f'  gateway -> "{answer}" ({raw.headers["X-Contextproto-Turns"]} model turn)'
+        )
+        return {"session": session, "key": key, "model": model}
+
+    def _gateway_snippet(self, gateway: dict[str, Any]) -> None:
+        openai_base = f"{self.base_url}/gateway/openai/v1"
+        self.stdout.write(
+            f"\nDrop-in gateway, served with the admin: OpenAI Chat Completions at {openai_base}"
+            f", Anthropic Messages at {self.base_url}/gateway/anthropic."
+        )
+        self.stdout.write(
+            "Paste into python while the server runs: it continues the gateway conversation "
+            "with its session key, sending only the new message (the same message sent again "
+            'is a retry and gets the same reply; an application key and model="name@N" start '
+            'a new session; README, "Drop-in: change the base URL"):\n'
+        )
+        self.stdout.write(
+            "from openai import OpenAI\n\n"
+            f'client = OpenAI(base_url="{openai_base}", api_key="{gateway["key"]}")\n'
+            "reply = client.chat.completions.create(\n"
+            f'    model="{gateway["model"]}", '
+            f'messages=[{{"role": "user", "content": "{PASTE_QUESTION}"}}]\n'
+            ")\n"
+            "print(reply.choices[0].message.content)"
+        )
 
     # ------------------------------------------------------------ reporting
 
@@ -406,6 +525,7 @@ class Command(BaseCommand):
         unified: dict[str, Any],
         prefix: dict[str, Any],
         others: list[dict[str, Any]],
+        gateway: dict[str, Any],
     ) -> None:
         session, snapshots = unified["session"], unified["snapshots"]
         showcase = showcase_snapshot(session)
@@ -433,6 +553,7 @@ class Command(BaseCommand):
         for other in others:
             lines.append((f"session browser, {other['label']}", url("overview", other["session"])))
         lines.append(("session browser, prefix@2", url("overview", prefix["session"])))
+        lines.append(("session browser, through the gateway", url("overview", gateway["session"])))
         self.stdout.write("\nLook inside (admin, login below):")
         for label, path in lines:
             self.stdout.write(f"  {label:<37} {self.base_url}{path}")
