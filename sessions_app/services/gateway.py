@@ -18,14 +18,14 @@ import hashlib
 import json
 import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 from uuid import UUID
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from agents.models import AgentVersion, Application
@@ -61,7 +61,6 @@ from contextproto.protocol.gateway.reconcile import Proceed, Refusal, Replay, re
 from contextproto.protocol.gateway.transcript import (
     ANSWER_SEPARATOR,
     Item,
-    is_client_message,
     open_text,
     reply_of,
 )
@@ -228,6 +227,8 @@ class GatewayCall:
     exchange: GatewayExchange | None = None
     run: Run | None = None
     opening_text: str = ""
+    # The answers an earlier request of the reply wrote before it failed (a retry goes on).
+    open_answers: tuple[RawMessage, ...] = ()
     started: float = field(default_factory=time.monotonic)
     upstream_ms: int = 0
     # The reply's id and time, known from the start: a stream's first event carries them.
@@ -348,24 +349,19 @@ class GatewayCall:
                 "answered.",
                 {"retryAfterSeconds": RETRY_AFTER_SECONDS},
             )
-        last = (
-            GatewayExchange.objects.filter(
-                session=session, status=GatewayExchange.Status.REPLIED, replayed=False
-            )
-            .order_by("-created_at")
-            .first()
-        )
-        reply_start = last.reply_start_index if last is not None else None
         wanted = len(self.request.items)
-        tail = transcript_tail(
-            session.id, session.last_index, wanted=wanted + 1, before_index=reply_start
-        )
+        tail = transcript_tail(session.id, session.last_index, wanted=wanted + 1)
+        last_reply = _last_reply(tail.transcript.items)
+        if last_reply is not None and not tail.complete:
+            # A retry is recognised against the transcript before the last reply: as many
+            # items of it as the request has.
+            tail = transcript_tail(
+                session.id, session.last_index, wanted=wanted + 1, before_index=last_reply.position
+            )
         items = tail.transcript.items
-        before_reply = None
-        if reply_start is not None and not any(
-            i.role == ROLE_ASSISTANT and i.position > reply_start for i in items
-        ):
-            before_reply = [i for i in items if i.position < reply_start]
+        before_reply = (
+            [i for i in items if i.position < last_reply.position] if last_reply else None
+        )
         outcome = reconcile(
             self.request.items,
             items,
@@ -373,8 +369,8 @@ class GatewayCall:
             log_empty=session.last_index == 0,
             pending_calls=tail.transcript.pending_calls,
         )
-        if isinstance(outcome, Replay) and last is not None:
-            return self._replay(last)
+        if isinstance(outcome, Replay) and last_reply is not None:
+            return self._replay_of(session, last_reply)
         if isinstance(outcome, Refusal):
             details: dict[str, Any] = {"index": outcome.index, "reason": outcome.reason}
             if outcome.tool_call_id is not None:
@@ -386,7 +382,8 @@ class GatewayCall:
         run = self._run_for(session, outcome)
         self._write(session, run, outcome)
         if not outcome.new:
-            self.opening_text = open_text(tail.transcript.open_answers)
+            self.open_answers = tail.transcript.open_answers
+            self.opening_text = open_text(self.open_answers)
         session.via_gateway = True
         session.current_run = run
         session.save(update_fields=["next_message_index", "current_run", "via_gateway"])
@@ -536,7 +533,7 @@ class GatewayCall:
         client's retry.
         """
         assert self.session is not None and self.run is not None
-        session = Session.objects.select_related("agent_version").get(pk=self.session.pk)
+        session = self.session  # locked and read with its version when the request opened
         version = session.agent_version
         run = self.run
         try:
@@ -557,6 +554,7 @@ class GatewayCall:
             yield TextDelta(said)
         usage = Usage()
         turns = 0
+        written: list[RawMessage] = list(self.open_answers)
         snapshot_id = ""
         finish: str | None = None
         drive = Drive(
@@ -568,6 +566,7 @@ class GatewayCall:
                 self.upstream_ms += report.upstream_ms
                 usage = usage.plus(Usage.from_recorded(report.usage))
                 snapshot_id, finish = report.snapshot_id, report.finish
+                written.extend(report.written)
                 if report.text:
                     yield TextDelta((ANSWER_SEPARATOR if said else "") + report.text)
                     said += (ANSWER_SEPARATOR if said else "") + report.text
@@ -585,19 +584,19 @@ class GatewayCall:
                 ),
                 version,
             )
-        yield self._finish(session, version, usage, turns, snapshot_id, finish)
+        yield self._finish(version, written, usage, turns, snapshot_id, finish)
 
     def _finish(
         self,
-        session: Session,
         version: AgentVersion,
+        group: list[RawMessage],
         usage: Usage,
         turns: int,
         snapshot_id: str,
         finish: str | None,
     ) -> Finished:
-        """Build the reply from the log (the transcript's own reading of it), store it."""
-        group = _reply_group(session)
+        """Build the reply from what the reply's requests wrote, read as the transcript reads
+        the log (so a client that resends it is recognised), and store it."""
         item = reply_of(group, catalog.PROTOCOL_TOOL_NAMES, _service_answered(group))
         assert item is not None, "a finished request ends with a reply"
         call = item.calls[0] if item.calls else None
@@ -632,6 +631,37 @@ class GatewayCall:
         )
         return Finished(reply=reply, body=body, headers=headers)
 
+    def _replay_of(self, session: Session, reply: Item) -> Finished:
+        """The session's last reply again (a retry): the body its request sent when it is
+        stored, else the reply rendered anew from the log (the request that sent it is not
+        on record: it came through the HTTP API, or its record was lost)."""
+        stored = (
+            GatewayExchange.objects.filter(
+                session=session,
+                status=GatewayExchange.Status.REPLIED,
+                replayed=False,
+                reply_start_index=reply.position,
+            )
+            .order_by("-created_at")
+            .first()
+        )
+        if stored is not None:
+            return self._replay(stored)
+        version = session.agent_version
+        rebuilt = Reply(
+            id=self.reply_id,
+            created=self.created,
+            model=version.model_name,
+            text=reply.text,
+            call=reply.calls[0] if reply.calls else None,
+            finish=FINISH_TOOL_CALLS if reply.calls else FINISH_STOP,
+        )
+        body = dumps(render(rebuilt, self.request.format))
+        self._record_replay()
+        return Finished(
+            reply=rebuilt, body=body, headers={"X-Contextproto-Turns": "0"}, replayed=True
+        )
+
     def _replay(self, exchange: GatewayExchange, *, keep_key: bool = True) -> Finished:
         """The stored reply of `exchange` again, byte for byte (a retry or a reused key).
 
@@ -644,9 +674,14 @@ class GatewayCall:
         if exchange.client_format != self.request.format:
             body = dumps(render(reply, self.request.format))
         headers = {**(exchange.reply_headers or {}), "X-Contextproto-Turns": "0"}
+        self._record_replay(keep_key=keep_key)
+        return Finished(reply=reply, body=body, headers=headers, replayed=True)
+
+    def _record_replay(self, *, keep_key: bool = True) -> None:
+        """A request answered from a stored reply has its own record (counted, no turns)."""
         GatewayExchange.objects.create(
             application=self.application,
-            session=exchange.session,
+            session=self.session,
             client_format=self.request.format,
             status=GatewayExchange.Status.REPLIED,
             request_hash=self.body_hash,
@@ -658,7 +693,6 @@ class GatewayCall:
             gateway_ms=self._elapsed_ms(),
         )
         metrics.gateway_request(self.request.format, 200, self._elapsed_ms() / 1000)
-        return Finished(reply=reply, body=body, headers=headers, replayed=True)
 
     # ------------------------------------------------------------------ failures
 
@@ -698,7 +732,11 @@ class GatewayCall:
             gateway_ms=max(total - self.upstream_ms, 0),
         )
         if self.exchange is not None:
-            GatewayExchange.objects.filter(pk=self.exchange.pk).update(**fields)
+            with transaction.atomic():
+                # The record is written after the reply's own commit: it need not wait for the
+                # disk (a reply lost with it is still recognised in the log, see _replay_of).
+                _async_commit()
+                GatewayExchange.objects.filter(pk=self.exchange.pk).update(**fields)
         else:
             GatewayExchange.objects.create(
                 application=self.application,
@@ -713,6 +751,18 @@ class GatewayCall:
         )
 
 
+def _async_commit() -> None:
+    """Let the current PostgreSQL transaction commit without waiting for its WAL flush."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SET LOCAL synchronous_commit TO OFF")
+
+
+def _last_reply(items: Sequence[Item]) -> Item | None:
+    """The transcript's last reply, when nothing but the client's messages follows it."""
+    return next((i for i in reversed(items) if i.role == ROLE_ASSISTANT), None)
+
+
 def _content_ok(content: Any, where: str) -> None:
     try:
         content_check(content)
@@ -723,26 +773,6 @@ def _content_ok(content: Any, where: str) -> None:
 def _reply_id(client_format: ClientFormat) -> str:
     prefix = "msg_" if client_format == ClientFormat.ANTHROPIC else "chatcmpl-"
     return prefix + uuid.uuid4().hex
-
-
-def _reply_group(session: Session) -> list[RawMessage]:
-    """The log's messages after its last client message (the reply just written)."""
-    last = Session.objects.values_list("next_message_index", flat=True).get(pk=session.pk) - 1
-    span = 64
-    while True:
-        start = max(last - span, 0)
-        messages = raw_log.log_page(session.id, window_id=None, after_index=start, limit=span)
-        cut = max(
-            (
-                n
-                for n, m in enumerate(messages)
-                if is_client_message(m, catalog.PROTOCOL_TOOL_NAMES)
-            ),
-            default=None,
-        )
-        if cut is not None or start == 0:
-            return messages[(cut + 1) if cut is not None else 0 :]
-        span *= 4
 
 
 def _service_answered(group: list[RawMessage]) -> set[str]:

@@ -176,8 +176,8 @@ def run_turns(
     drive = drive or Drive()
     version = session.agent_version
     # A driver that died between writing an answer and dispatching its protocol call left
-    # the call without its result: dispatch it first, or no view could be built.
-    session.refresh_from_db(fields=["next_message_index"])
+    # the call without its result: dispatch it first, or no view could be built. (Every
+    # driver reads the session just before it drives, so its last index is current.)
     for call_id in _undispatched(session):
         tool_dispatch(session_id=session.id, tool_call_id=call_id)
     while True:
