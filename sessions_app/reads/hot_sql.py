@@ -11,6 +11,7 @@ they need are written here by hand, one statement each:
 * `window_outline`: the same window range without the bodies, for the group scan of
   `context_fold_create`.
 * `dispatch_frame`: a call's snapshot (R, U) and the message before the call.
+* `log_tail`: the log above an index, what a gateway request is reconciled with.
 * `kv_values` and `folds_of_window_above`: the view's KV values, and the folds of W above C
   (FoldRecord joined to their KV records).
 
@@ -52,6 +53,15 @@ WHERE session_id = %s AND window_id = %s AND "index" > %s AND "index" <= %s
 UNION ALL
 SELECT 1, {_COLUMNS} FROM sessions_app_message
 WHERE session_id = %s AND kind = 'input' AND input_run = %s AND "index" <= %s
+UNION ALL
+{_BOUNDARY_ROW}
+ORDER BY 1, 3
+"""
+
+# The log above an index (every window) and B: the tail a gateway request is reconciled with.
+_TAIL_SQL = f"""
+SELECT 0 AS part, {_COLUMNS} FROM sessions_app_message
+WHERE session_id = %s AND "index" > %s
 UNION ALL
 {_BOUNDARY_ROW}
 ORDER BY 1, 3
@@ -178,6 +188,19 @@ def view_rows(
     window = [_raw(row) for row in rows if row[0] == 0]
     run_inputs = [_raw(row) for row in rows if row[0] == 1]
     return ViewRows(window=window, run_inputs=run_inputs)
+
+
+def log_tail(session_id: Any, after_index: int) -> list[RawMessage] | None:
+    """The messages above `after_index` in index order, or None when some of them may be
+    archived (then `raw_log.log_page`)."""
+    session = _db_uuid(session_id)
+    after_index = max(after_index, 0)
+    with connection.cursor() as cursor:
+        cursor.execute(_TAIL_SQL, [session, after_index, session])
+        rows = cursor.fetchall()
+    if rows[-1][2] > after_index:
+        return None
+    return [_raw(row) for row in rows[:-1]]
 
 
 def window_outline(

@@ -11,9 +11,11 @@ from dataclasses import dataclass
 
 from contextproto.protocol import catalog
 from contextproto.protocol.gateway.transcript import LogTranscript, transcript_of_log
-from sessions_app.reads import raw_log
+from sessions_app.reads import hot_sql, raw_log
 
-FIRST_PAGE = 64
+# Messages read first: an incremental client's request needs two items, which a few answers
+# (with their protocol calls and results) hold.
+FIRST_PAGE = 24
 # A read that would go further back than this gives up looking for the gateway's last reply
 # (the request is then not taken for a retry); the transcript items it wants are found long
 # before in any session a client can resend (a body is at most a few MB).
@@ -36,10 +38,12 @@ def transcript_tail(
 ) -> TranscriptTail:
     """At least `wanted` items of the transcript (all of them if it has fewer); with
     `before_index`, also `wanted` items whose messages come before that MessageIndex."""
-    span = max(FIRST_PAGE, 4 * wanted + 16)
+    span = max(FIRST_PAGE, 4 * wanted + 8)
     while True:
         start = max(last_index - span, 0)
-        messages = raw_log.log_page(session_id, window_id=None, after_index=start, limit=span)
+        messages = hot_sql.log_tail(session_id, start)
+        if messages is None:  # part of the range is archived: the merging reader
+            messages = raw_log.log_page(session_id, window_id=None, after_index=start, limit=span)
         transcript = transcript_of_log(messages, catalog.PROTOCOL_TOOL_NAMES, from_start=start == 0)
         items = transcript.items
         enough = len(items) >= wanted

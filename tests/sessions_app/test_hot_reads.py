@@ -139,3 +139,18 @@ def test_dispatch_frame_is_the_snapshot_and_the_previous_message(api_session):
     cold = hot_sql.dispatch_frame(s.id, call.snapshot_id, boundary + 1)
     assert cold.snapshot == frame.snapshot
     assert (cold.previous, cold.previous_known) == (None, False)
+
+
+def test_log_tail_equals_the_merging_reader_and_leaves_archived_ranges_to_it(api_session):
+    s = _session_with_windows_folds_and_runs(api_session)
+    last = Session.objects.get(pk=s.id).last_index
+    for after in (0, 3, last - 2, last):
+        tail = hot_sql.log_tail(s.id, after)
+        assert tail == raw_log.log_page(s.id, window_id=None, after_index=after, limit=last)
+    assert {m.window_id for m in hot_sql.log_tail(s.id, 0)} == {"main", "beta"}
+    archive_session(session_id=s.id, keep_last=4, chunk_size=4)
+    boundary = max(c.last_index for c in Session.objects.get(pk=s.id).archive_chunks.all())
+    assert hot_sql.log_tail(s.id, 0) is None
+    assert hot_sql.log_tail(s.id, boundary) == raw_log.log_page(
+        s.id, window_id=None, after_index=boundary, limit=last
+    )
