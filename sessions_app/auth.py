@@ -11,6 +11,7 @@ from agents.models import ApiKey, hash_key
 from contextproto.api import Credential
 from contextproto.errors import NOT_AUTHENTICATED, ApplicationError
 from sessions_app.models import Session
+from sessions_app.services.sessions import SESSION_KEY_PREFIX
 
 
 class BearerKeyAuthentication(BaseAuthentication):
@@ -42,19 +43,28 @@ def credential_for_key(raw: str) -> Credential | None:
     The one lookup behind the API's bearer authentication and the MCP server's.
     """
     digest = hash_key(raw)
-    key = (
-        ApiKey.objects.select_related("application")
-        .filter(key_hash=digest, revoked_at__isnull=True)
-        .first()
-    )
-    if key is not None:
-        return Credential(application=key.application)
-    session = (
-        Session.objects.select_related("application")
-        .filter(session_key_hash=digest)
-        .only("id", "application")
-        .first()
-    )
-    if session is not None:
+
+    def application_key() -> Credential | None:
+        key = (
+            ApiKey.objects.select_related("application")
+            .filter(key_hash=digest, revoked_at__isnull=True)
+            .first()
+        )
+        return Credential(application=key.application) if key is not None else None
+
+    def session_key() -> Credential | None:
+        session = (
+            Session.objects.select_related("application")
+            .filter(session_key_hash=digest)
+            .only("id", "application")
+            .first()
+        )
+        if session is None:
+            return None
         return Credential(application=session.application, session_id=session.id)
-    return None
+
+    # The key's prefix says which table holds it, so the usual lookup is one query; the
+    # other table is still asked, so a key is never refused for its spelling alone.
+    if raw.startswith(SESSION_KEY_PREFIX):
+        return session_key() or application_key()
+    return application_key() or session_key()

@@ -321,19 +321,19 @@ class GatewayCall:
     def _session_locked(self) -> Session:
         """Find (and lock) or start the request's session."""
         if self.session_key_of is not None:
-            return session_lock(self.session_key_of)
+            return session_lock(self.session_key_of, with_run=True)
         if self.named_session is not None:
             wanted = canonical_uuid(self.named_session)
             if wanted is None or not (
                 Session.objects.filter(application=self.application, id=wanted).exists()
             ):
                 raise NotFound("Session", {"sessionId": self.named_session})
-            return session_lock(wanted)
+            return session_lock(wanted, with_run=True)
         version = gateway_version_for_model(application=self.application, model=self.request.model)
         _system_check(version, self.request.system)
         session, key = session_create(agent_version=version)
         self.created_key = key
-        return session_lock(session.id)
+        return session_lock(session.id, with_run=True)
 
     def _open_locked(self, tools: list[ClientToolWire]) -> Finished | None:
         session = self._session_locked()

@@ -41,16 +41,17 @@ KV_DELETE: Any = _Delete()
 KV_KEY_MAX_LENGTH = 200
 
 
-def session_lock(session_id: UUID | str) -> Session:
+def session_lock(session_id: UUID | str, *, with_run: bool = False) -> Session:
     """Lock and return the session row (FOR NO KEY UPDATE: child inserts are not blocked).
 
-    Must be called inside a transaction.
+    Must be called inside a transaction. `with_run`: its current run comes along (unlocked).
     """
+    related = ("agent_version", "current_run") if with_run else ("agent_version",)
     try:
         # The version comes along (every write path needs it); only the session row is locked.
         return (
             Session.objects.select_for_update(no_key=True, of=("self",))
-            .select_related("agent_version")
+            .select_related(*related)
             .get(pk=session_id)
         )
     except (Session.DoesNotExist, ValueError) as exc:
