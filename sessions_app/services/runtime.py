@@ -260,33 +260,73 @@ def _model_step(session: Session) -> int:
     return Run.objects.filter(session=session).aggregate(n=Sum("turns"))["n"] or 0
 
 
+class _LeaseKeeper:
+    """One thread per process renews the leases of the runs whose model calls are waiting.
+
+    A run registers for the length of its model call (`hold`/`release`); the thread renews
+    each every third of its lease, with a connection of its own that it gives back after each
+    round, so a waiting driver holds no connection and a driver that dies stops renewing.
+    One long-lived thread costs nothing per call, where a thread per call costs a start and a
+    join on every turn.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._held: dict[UUID, tuple[int, float]] = {}  # run -> (lease seconds, next renewal)
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def hold(self, run_id: UUID, seconds: int) -> None:
+        with self._lock:
+            self._held[run_id] = (seconds, time.monotonic() + seconds / 3)
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._loop, name="lease-keeper", daemon=True)
+                self._thread.start()
+        self._wake.set()
+
+    def release(self, run_id: UUID) -> None:
+        with self._lock:
+            self._held.pop(run_id, None)
+
+    def _loop(self) -> None:
+        while True:
+            with self._lock:
+                now = time.monotonic()
+                due = [(run, s) for run, (s, at) in self._held.items() if at <= now]
+                for run, seconds in due:
+                    self._held[run] = (seconds, now + seconds / 3)
+                upcoming = min((at for _s, at in self._held.values()), default=now + 60)
+            if due:
+                try:
+                    for run, seconds in due:
+                        Run.objects.filter(pk=run, status=Run.Status.RUNNING).update(
+                            lease_until=timezone.now() + timedelta(seconds=seconds)
+                        )
+                finally:
+                    connection.close()  # this thread's own connection, until the next round
+            self._wake.wait(max(upcoming - time.monotonic(), 0.05))
+            self._wake.clear()
+
+
+_lease_keeper = _LeaseKeeper()
+
+
 @contextmanager
 def model_wait(run: Run, seconds: int) -> Iterator[None]:
     """Around a model call: keep the run's lease alive, and hold no database connection.
 
-    A call may take minutes; the lease is renewed every third of `seconds` from a thread of
-    its own (so a driver that dies stops renewing it and the run is free again within
+    A call may take minutes; the lease is renewed every third of `seconds` by the process's
+    lease keeper (so a driver that dies stops renewing it and the run is free again within
     `seconds`), and on PostgreSQL the driver's connection goes back (to the pool) instead of
     idling through the wait. Inside a transaction (tests) the connection stays.
     """
-    stop = threading.Event()
-
-    def renew() -> None:
-        try:
-            while not stop.wait(seconds / 3):
-                _renew(run, seconds)
-        finally:
-            connection.close()  # this thread's own connection
-
-    keeper = threading.Thread(target=renew, name=f"lease-{run.pk}", daemon=True)
-    keeper.start()
+    _lease_keeper.hold(run.pk, seconds)
     if connection.vendor == "postgresql" and not connection.in_atomic_block:
         connection.close()
     try:
         yield
     finally:
-        stop.set()
-        keeper.join()
+        _lease_keeper.release(run.pk)
 
 
 def _undispatched(session: Session) -> list[str]:

@@ -168,3 +168,30 @@ def test_a_stream_keeps_the_connection_alive_while_the_model_works(tmp_path, fmt
     first_text, final_text = stream.index("Noting it."), stream.index("Done.")
     # Keep-alives went out between the first answer and the slow second one.
     assert stream.count(keepalive, first_text, final_text) >= 3
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_model_call_longer_than_the_lease_keeps_the_session_busy(tmp_path):
+    application, key = make_app()
+    with upstream("openai") as model:
+        make_version(application, provider="openai", upstream_url=model.url)
+        model.say("slowly", delay=5)
+        with gateway_server(
+            tmp_path, GATEWAY_LEASE_SECONDS="2", GATEWAY_UPSTREAM_TIMEOUT_SECONDS="10"
+        ) as base:
+            chat = Chat("openai", base, key)
+            result: dict = {}
+            thread = threading.Thread(
+                target=lambda: result.update(reply=chat.send([chat.user("q")])), daemon=True
+            )
+            thread.start()
+            wait_for(lambda: model.received, 15, "the upstream call")
+            session = Session.objects.get(application=application)
+            # Past two leases: only renewals keep the session held.
+            wait_for(lambda: timezone.now() > session.created_at + timedelta(seconds=4), 10, "4 s")
+            busy = chat.error(
+                [chat.user("other")], headers={"X-Contextproto-Session": str(session.pk)}
+            )
+            thread.join(15)
+    assert busy.status_code == 409
+    assert result["reply"].text == "slowly"
