@@ -43,7 +43,7 @@ from contextproto.protocol.prompt_cache import PromptCache, session_cache_key
 from contextproto.protocol.state import MAIN_WINDOW, covered_key
 from sessions_app.models import MaintenanceJob, ProjectionSnapshot, Run, Session
 from sessions_app.providers.base import canonical_json, estimate_tokens
-from sessions_app.reads import hot_sql, raw_log
+from sessions_app.reads import hot_sql, view_cache
 from sessions_app.store.state import session_lock
 
 # The estimator of estimated usage (providers.base): characters / 4 of the canonical JSON.
@@ -338,18 +338,12 @@ def _run_for(session: Session, run_id: str | None) -> UUID | None:
 def _view_rows(
     session_id: UUID, plan: engine.ReadPlan
 ) -> tuple[list[RawMessage], list[RawMessage]]:
-    """The window's rows and the run's inputs: one statement while nothing in range is
-    archived, else the readers that merge the cold archive."""
-    hot = hot_sql.view_rows(
+    """The window's rows and the run's inputs: the rows this process read before for the
+    window and the new ones, in one statement while nothing in range is archived, else the
+    readers that merge the cold archive (sessions_app/reads/view_cache.py)."""
+    return view_cache.view_rows(
         session_id, plan.window_id, plan.after_index, plan.through_index, plan.run_id
     )
-    if hot is not None:
-        return hot.window, hot.run_inputs
-    window = raw_log.log_window(session_id, plan.window_id, plan.after_index, plan.through_index)
-    run_inputs = (
-        raw_log.log_run_inputs(session_id, plan.run_id, plan.through_index) if plan.run_id else []
-    )
-    return window, run_inputs
 
 
 def snapshot_to_wire(snapshot: ProjectionSnapshot) -> dict[str, Any]:

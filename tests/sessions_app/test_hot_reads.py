@@ -154,3 +154,32 @@ def test_log_tail_equals_the_merging_reader_and_leaves_archived_ranges_to_it(api
     assert hot_sql.log_tail(s.id, boundary) == raw_log.log_page(
         s.id, window_id=None, after_index=boundary, limit=last
     )
+
+
+def test_the_view_cache_reads_only_new_rows_and_answers_as_a_fresh_read(
+    api_session, django_assert_num_queries
+):
+    from sessions_app.reads import view_cache
+
+    s = _session_with_windows_folds_and_runs(api_session)
+    session = Session.objects.get(pk=s.id)
+    run_hex = session.current_run_id.hex
+    first_bound = session.last_index
+    fresh = _orm_view(s.id, "main", 0, first_bound, run_hex)
+    assert view_cache.view_rows(s.id, "main", 0, first_bound, run_hex) == fresh
+    s.tool("context_window_complete", outcome="done", expectedWindowId="beta")
+    s.input("later")
+    s.write(role="assistant", kind="text", content="later answer")
+    bound = Session.objects.get(pk=s.id).last_index
+    with django_assert_num_queries(1):  # one statement: the rows above the kept ones
+        cached = view_cache.view_rows(s.id, "main", 0, bound, run_hex)
+    assert cached == _orm_view(s.id, "main", 0, bound, run_hex)
+    # A checkpoint's bound moved up: the kept rows below it drop out.
+    assert view_cache.view_rows(s.id, "main", 5, bound, run_hex) == _orm_view(
+        s.id, "main", 5, bound, run_hex
+    )
+    # An archived range goes to the merging readers, and still answers the same.
+    archive_session(session_id=s.id, keep_last=4, chunk_size=4)
+    assert view_cache.view_rows(s.id, "main", 5, bound, run_hex) == _orm_view(
+        s.id, "main", 5, bound, run_hex
+    )
