@@ -36,6 +36,8 @@ SHAPE_NEUTRAL = "neutral"
 NEUTRAL_FIELDS = ("content", "toolCalls")
 NEUTRAL_CALL_FIELDS = ("id", "name", "arguments")
 THINKING_BLOCKS = ("thinking", "redacted_thinking")
+# What a message row holds of a call's tool name (Message.tool_name); tool names are 1-64.
+NAME_MAX_CHARS = 128
 SHAPES_IN_WORDS = (
     "an OpenAI chat.completion, its choices[0].message, an Anthropic message (type: "
     '"message"), or {content, toolCalls: [{id, name, arguments}]}'
@@ -116,9 +118,11 @@ class _Reading:
         return value or stand_in
 
     def name(self, value: Any, where: str) -> str:
-        if self.strict and (not isinstance(value, str) or not value):
+        if self.strict and (not isinstance(value, str) or not 1 <= len(value) <= NAME_MAX_CHARS):
             raise ProtocolError(
-                ANSWER_INVALID, f"{where}: the tool's name, a non-empty string.", {"field": where}
+                ANSWER_INVALID,
+                f"{where}: the tool's name, a string of 1 to {NAME_MAX_CHARS} characters.",
+                {"field": where},
             )
         return value or ""
 

@@ -180,6 +180,11 @@ def test_blocks_of_other_types_are_left_out_with_a_note():
             "answer.toolCalls[0].args",
         ),
         ({"content": 5}, "answer_invalid", "answer.content"),
+        (
+            {"content": None, "toolCalls": [{"id": "c", "name": "t" * 129}]},
+            "answer_invalid",
+            "answer.toolCalls[0].name",
+        ),
         ({"content": "  "}, "answer_invalid", "answer.content"),
     ],
 )
