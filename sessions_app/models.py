@@ -540,6 +540,9 @@ class HostTurn(models.Model):
     # The answer's protocol calls, dispatched in order; the call handed to the host, if any.
     protocol_calls = models.JSONField(default=list)
     host_call_id = models.CharField(max_length=TOOL_CALL_ID_MAX_CHARS, null=True, blank=True)
+    # The status of the answer's run once the turn was written, as its answer said it (a
+    # replay answers the same even after a new input closed the run).
+    run_status = models.CharField(max_length=32, null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -240,10 +240,11 @@ def _write(
         snapshot.notes = [*(snapshot.notes or []), *notes]
         snapshot.save(update_fields=["notes"])
     first = recorded.messages[0]
-    if first.run_id is not None and session.agent_version.model_provider == "external":
+    runs = Run.objects.filter(pk=UUID(first.run_id)) if first.run_id is not None else None
+    if runs is not None and session.agent_version.model_provider == "external":
         # A host-written answer is a turn of its run (as message_write counts one); the
         # runtime counts its own.
-        Run.objects.filter(pk=UUID(first.run_id)).update(turns=F("turns") + 1)
+        runs.update(turns=F("turns") + 1)
     handed = recorded.handed
     turn = HostTurn.objects.create(
         session=session,
@@ -253,6 +254,8 @@ def _write(
         last_index=recorded.messages[-1].index,
         protocol_calls=list(recorded.protocol_calls),
         host_call_id=handed.tool_call_id if handed is not None else None,
+        # Neither the dispatch nor the usage moves a run's status.
+        run_status=runs.values_list("status", flat=True).first() if runs is not None else None,
     )
     return turn, recorded.messages
 
@@ -296,16 +299,10 @@ def _outcome(
         if turn.host_call_id is not None
         else None
     )
-    run_id = written[0].run_id
-    status = (
-        Run.objects.filter(pk=UUID(run_id)).values_list("status", flat=True).first()
-        if run_id is not None
-        else None
-    )
     return TurnRecorded(
         messages=messages,
         receipt=receipt,
         host_call=host_call,
-        run_status=status,
+        run_status=turn.run_status,
         replayed=replayed,
     )

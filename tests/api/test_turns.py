@@ -269,6 +269,15 @@ def test_the_same_body_again_replays_and_writes_nothing(host):
     assert s.client.get(s.path()).json()["usage"]["turns"] == 1
 
 
+def test_a_replay_after_the_run_closed_answers_the_status_it_answered_first(host):
+    s = host()
+    view = s.project()
+    body = {"snapshotId": view["snapshotId"], "answer": {"content": "Done."}}
+    assert turn(s, body)["runStatus"] == "external"
+    s.input("Next, please.")  # closes the run
+    assert turn(s, body, status=200)["runStatus"] == "external"
+
+
 def test_a_host_call_turn_replays_with_its_host_call(host):
     s = host()
     view = s.project()
