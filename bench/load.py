@@ -199,6 +199,9 @@ SECTION = benchlib.Section(
     "<!-- make load: begin (bench/load.py writes this part; make bench keeps it) -->",
     "<!-- make load: end -->",
 )
+# Two `make load` runs compared by hand (issue 32: host turns through turns/, before and
+# after); neither `make load` nor `make bench` rewrites it.
+COMPARISON = benchlib.Section("<!-- host-turns:begin -->", "<!-- host-turns:end -->")
 
 
 def render_section(

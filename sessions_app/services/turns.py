@@ -110,15 +110,16 @@ def turn_record(
 
     `usage` holds §15's counts (JSON integers >= 0, checked by the caller), or None when
     neither the host nor the reply reported any; `request` is the body as sent (`answer`,
-    `usage`), whose hash tells a replay from another answer. Refuses
-    before anything is written: arguments no database can store (the parser's codes, naming
-    the field), inconsistent usage counts (400 `invalid_request`), a snapshot that is not
-    the session's (400 `snapshot_not_found`), a snapshot answered already with another body
-    or through `messages/` (409 `snapshot_already_answered`), usage other than the snapshot's
-    reported one (409 `usage_already_reported`). The answer, the service's results and the
-    turn's count commit together under the session lock (a concurrent duplicate waits, then
-    replays); each dispatch has its own transaction, as the dispatcher's contract says, and
-    the usage comes last.
+    `usage`), whose hash tells a replay from another answer.
+
+    Refuses before anything is written: arguments no database can store (the parser's
+    codes, naming the field), inconsistent usage counts (400 `invalid_request`), a snapshot
+    that is not the session's (400 `snapshot_not_found`), a snapshot answered already with
+    another body or through `messages/` (409 `snapshot_already_answered`), usage other than
+    the snapshot's reported one (409 `usage_already_reported`). Locks the session, then the
+    snapshot row: the answer, the service's results, the turn's count and its HostTurn
+    commit together (a concurrent duplicate waits, then replays). Each dispatch has its own
+    transaction, as the dispatcher's contract says; the usage comes last.
     """
     for call in answer.calls:
         if isinstance(call.arguments, dict):
