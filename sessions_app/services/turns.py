@@ -217,7 +217,7 @@ def _write(
         .first()
     )
     if other is not None:
-        raise _answered(snapshot, f"message #{other}, written with POST messages/")
+        raise _answered(snapshot, f"message #{other} names it")
     if usage is not None and snapshot.usage and snapshot_tokens(snapshot) != tokens_of(usage):
         raise ApplicationError(
             USAGE_ALREADY_REPORTED,
@@ -265,7 +265,12 @@ def _usage_record(snapshot_id: UUID, usage: Mapping[str, int]) -> None:
     """Record the turn's usage unless the snapshot has some (the same counts: checked before
     the answer was written; a replay finds its own)."""
     with transaction.atomic():
-        snapshot = ProjectionSnapshot.objects.select_for_update().get(pk=snapshot_id)
+        # Not the view's body: the usage columns are all this reads or writes.
+        snapshot = (
+            ProjectionSnapshot.objects.select_for_update()
+            .only("id", "session_id", "usage")
+            .get(pk=snapshot_id)
+        )
         if not snapshot.usage:
             turn_usage_record(snapshot=snapshot, usage=dict(usage))
 

@@ -11,10 +11,12 @@ from __future__ import annotations
 import json
 
 import pytest
+from django.db import OperationalError
 
 from agents.models import Tool
 from contextproto import api_schema
 from sessions_app.models import Message, ProjectionSnapshot, Run, ToolReceipt
+from sessions_app.services import turns as turns_service
 
 LOOKUP_SCHEMA = {
     "type": "object",
@@ -574,3 +576,32 @@ def test_usage_other_than_the_snapshots_reported_one_is_refused(host):
 
 def test_the_schemas_run_statuses_are_the_runs():
     assert api_schema.RUN_STATUSES == [status.value for status in Run.Status]
+
+
+def test_the_retry_of_a_turn_that_died_before_its_dispatch_finishes_it(host, monkeypatch):
+    s = host()
+    view = s.project()
+    body = {
+        "snapshotId": view["snapshotId"],
+        "answer": openai_completion("Noting.", ("call_A1", "context_task_memory_set", MEMORY)),
+    }
+    dispatch = turns_service.tool_dispatch
+
+    def lost(**kwargs):
+        raise OperationalError("the connection went away")
+
+    monkeypatch.setattr(turns_service, "tool_dispatch", lost)
+    died = s.client.post(s.path("turns/"), body)
+    assert died.status_code == 503, died.content
+    # The answer committed; its dispatch and usage did not happen.
+    assert [m["kind"] for m in log(s)] == ["input", "tool_call"]
+    assert ProjectionSnapshot.objects.get(id=view["snapshotId"]).usage is None
+
+    monkeypatch.setattr(turns_service, "tool_dispatch", dispatch)
+    retried = turn(s, body, status=200)
+
+    assert retried["replayed"] is True
+    assert retried["receipt"]["replayed"] is False and retried["receipt"]["result"]["success"]
+    assert [m["kind"] for m in retried["messages"]] == ["tool_call", "tool_result"]
+    assert ProjectionSnapshot.objects.get(id=view["snapshotId"]).usage["inputTokens"] == 3512
+    assert Run.objects.get(session_id=s.id).turns == 1
