@@ -1,10 +1,12 @@
 """Host loops over HTTP, the production server they drive, and the audit of their sessions.
 
 Shared by `make load` (bench/load.py) and the fault tests (tests/reliability/): a loop drives
-one session the way an external host does (SPEC §9), retrying every request whose answer it
-did not get, which is safe because each write carries a clientMessageId and each dispatch
-is keyed by its toolCallId. `audit_sessions` then checks each session in the database
-against the protocol's invariants and against what its host was told.
+one session the way an external host does (SPEC §9, §9.2: a model turn is a projection and
+the model's answer sent to `turns/`), retrying every request whose answer it did not get,
+which is safe because a turn is keyed by its snapshot and body, each write carries a
+clientMessageId and each dispatch is keyed by its toolCallId. `audit_sessions` then checks
+each session in the database against the protocol's invariants and against what its host
+was told.
 """
 
 from __future__ import annotations
@@ -282,14 +284,26 @@ class SessionRun:
     folds: list[str] = field(default_factory=list)
     active_window: str = "main"
     last_host_exchange: tuple[int, int] | None = None
+    # Each turn's body and the answer the host got for it.
+    turns_sent: list[tuple[dict[str, Any], dict[str, Any]]] = field(default_factory=list)
     replayed_writes: int = 0
     replayed_dispatches: int = 0
     error: str | None = None
 
 
+LOOKUP_TOOL = {
+    "name": "lookup",
+    "description": "Look up the figures of a turn.",
+    "inputSchema": {"type": "object", "properties": {"q": {"type": "string"}}},
+}
+
+
 def setup_agent_version(client: HttpClient, *, name: str = "load") -> str:
-    """Create and publish an external-host unified@2 AgentVersion; return its id."""
+    """Create and publish an external-host unified@2 AgentVersion with the host tool
+    `lookup` bound; return its id."""
     agent = client.expect("POST", "agents/", {"name": name}, endpoint="setup", ok=(201,))
+    # Registering is idempotent: the same tool again answers 200.
+    tool = client.expect("POST", "tools/", LOOKUP_TOOL, endpoint="setup", ok=(200, 201))
     draft = client.expect(
         "POST",
         f"agents/{agent['id']}/versions/",
@@ -299,6 +313,7 @@ def setup_agent_version(client: HttpClient, *, name: str = "load") -> str:
             "contextProtocolVersion": 2,
             "options": {},
             "model": {"provider": "external", "name": "host-model", "maxInputTokens": 100000},
+            "tools": [tool["id"]],
         },
         endpoint="setup",
         ok=(201,),
@@ -330,28 +345,56 @@ def _write(client: HttpClient, run: SessionRun, path: str, body: dict, endpoint:
     return answer
 
 
-def _write_call(
-    client: HttpClient,
-    run: SessionRun,
-    view: dict,
-    call_id: str,
-    tool: str,
-    arguments: dict[str, Any],
-    *,
-    client_id: str,
-) -> dict:
-    """Write the model's tool_call generated from `view` (retry-safe by `client_id`)."""
-    body = {
-        "role": "assistant",
-        "kind": "tool_call",
-        "content": "",
-        "toolCallId": call_id,
-        "toolName": tool,
-        "arguments": arguments,
-        "snapshotId": view["snapshotId"],
-        "clientMessageId": client_id,
+def completion(turn: int, call_id: str, tool: str, arguments: dict[str, Any]) -> dict:
+    """The model's answer as the OpenAI SDK returns it (`ChatCompletion.model_dump()`): one
+    call, its arguments as JSON text, the reply's usage."""
+    return {
+        "id": f"chatcmpl-{call_id}",
+        "object": "chat.completion",
+        "created": 1767000000 + turn,
+        "model": "host-model",
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": "tool_calls",
+                "logprobs": None,
+                "message": {
+                    "role": "assistant",
+                    "content": None,
+                    "refusal": None,
+                    "tool_calls": [
+                        {
+                            "id": call_id,
+                            "type": "function",
+                            "function": {"name": tool, "arguments": json.dumps(arguments)},
+                        }
+                    ],
+                },
+            }
+        ],
+        "usage": {
+            "prompt_tokens": 2000 + 40 * turn,
+            "completion_tokens": 30,
+            "total_tokens": 2030 + 40 * turn,
+            "prompt_tokens_details": {"cached_tokens": 1024},
+        },
     }
-    return _write(client, run, "messages/", body, "messages (tool_call)")
+
+
+def _turn(client: HttpClient, run: SessionRun, view: dict, answer: dict) -> dict:
+    """Record the model's answer to `view` (retry-safe: the same body replays)."""
+    sent = {"snapshotId": view["snapshotId"], "answer": answer}
+    status, body, _ = client.request(
+        "POST", f"sessions/{run.session_id}/turns/", sent, endpoint="turns"
+    )
+    if status not in (200, 201):
+        raise RequestFailed(f"POST turns/: {status} {json.dumps(body)[:400]}")
+    if body["replayed"]:
+        run.replayed_writes += 1
+    for message in body["messages"]:
+        run.acknowledged[message["index"]] = message["id"]
+    run.turns_sent.append((sent, body))
+    return body
 
 
 def _protocol_call(run: SessionRun, turn: int) -> tuple[str, dict[str, Any]]:
@@ -382,7 +425,9 @@ def _protocol_call(run: SessionRun, turn: int) -> tuple[str, dict[str, Any]]:
 
 
 def host_turn(client: HttpClient, run: SessionRun, turn: int) -> None:
-    """One host turn; each write is idempotent, so any request may be repeated."""
+    """One host turn: an input, then two model turns of two requests each (the view, the
+    answer): a protocol call the service runs, a host call the host runs and answers. Each
+    request may be repeated."""
     base = f"sessions/{run.session_id}/"
     _write(
         client,
@@ -398,16 +443,14 @@ def host_turn(client: HttpClient, run: SessionRun, turn: int) -> None:
     run.active_window = view["windowId"]
     tool, arguments = _protocol_call(run, turn)
     call_id = f"call-{turn}-{tool.removeprefix('context_')}"
-    _write_call(client, run, view, call_id, tool, arguments, client_id=f"call-{turn}")
-    receipt = client.expect(
-        "POST", base + f"tool-calls/{call_id}/dispatch/", endpoint="dispatch", ok=(200,)
-    )
+    answered = _turn(client, run, view, completion(turn, call_id, tool, arguments))
+    receipt = answered["receipt"]
     if receipt["replayed"]:
         run.replayed_dispatches += 1
     result = receipt["result"]
     run.calls.append(
         CallRecord(
-            call_id,
+            receipt["toolCallId"],
             tool,
             bool(result.get("success")),
             receipt["stateRevision"],
@@ -415,7 +458,6 @@ def host_turn(client: HttpClient, run: SessionRun, turn: int) -> None:
             receipt["resultMessage"]["id"],
         )
     )
-    run.acknowledged[receipt["resultMessage"]["index"]] = receipt["resultMessage"]["id"]
     if result.get("success"):
         if tool == "context_task_memory_set":
             run.task_memory = arguments["memory"]
@@ -427,16 +469,13 @@ def host_turn(client: HttpClient, run: SessionRun, turn: int) -> None:
         "POST", base + "projection/", {"provider": "openai-chat"}, endpoint="projection", ok=(201,)
     )
     run.active_window = view["windowId"]
-    host_id = f"lookup-{turn}"
-    call = _write_call(
-        client,
-        run,
-        view,
-        host_id,
-        "lookup",
-        {"q": f"figures {turn}"},
-        client_id=f"host-call-{turn}",
+    answered = _turn(
+        client, run, view, completion(turn, f"lookup-{turn}", "lookup", {"q": f"figures {turn}"})
     )
+    host_call = answered["hostCall"]
+    if host_call is None:
+        raise RequestFailed(f"turn {turn}: the lookup call was not handed to the host: {answered}")
+    host_id = host_call["toolCallId"]
     answer = _write(
         client,
         run,
@@ -451,7 +490,7 @@ def host_turn(client: HttpClient, run: SessionRun, turn: int) -> None:
         "messages (tool_result)",
     )
     run.host_calls.append(host_id)
-    run.last_host_exchange = (call["index"], answer["index"])
+    run.last_host_exchange = (answered["messages"][0]["index"], answer["index"])
     run.turns_done += 1
 
 
@@ -518,6 +557,8 @@ class Audit:
     revision_mismatches: int = 0
     replays_checked: int = 0
     replay_mismatches: int = 0
+    turn_replays_checked: int = 0
+    turn_replay_mismatches: int = 0
     problems: list[str] = field(default_factory=list)
 
     @property
@@ -633,8 +674,20 @@ def audit_sessions(runs: list[SessionRun]) -> Audit:
     return audit
 
 
+def _turn_seen(body: dict[str, Any]) -> tuple[Any, ...]:
+    receipt = body["receipt"] or {}
+    return (
+        body["messages"],
+        body["hostCall"],
+        body["runStatus"],
+        receipt.get("result"),
+        receipt.get("stateRevision"),
+    )
+
+
 def verify_replays(base_url: str, runs: list[SessionRun], stats: Stats, audit: Audit) -> None:
-    """Dispatch every call again: each must replay the receipt its host first got."""
+    """Dispatch every call again, and send every turn again: each must replay what its host
+    first got (the receipt; the turn's messages, host call and result)."""
     for run in runs:
         client = HttpClient(base_url, run.key, stats)
         try:
@@ -653,5 +706,17 @@ def verify_replays(base_url: str, runs: list[SessionRun], stats: Stats, audit: A
                 ) != (call.state_revision, call.result, call.result_message_id):
                     audit.replay_mismatches += 1
                     audit.problem(run.session_id, f"{call.tool_call_id} did not replay")
+            for sent, seen in run.turns_sent:
+                again = client.expect(
+                    "POST",
+                    f"sessions/{run.session_id}/turns/",
+                    sent,
+                    endpoint="turns (replay)",
+                    ok=(200,),
+                )
+                audit.turn_replays_checked += 1
+                if not again["replayed"] or _turn_seen(again) != _turn_seen(seen):
+                    audit.turn_replay_mismatches += 1
+                    audit.problem(run.session_id, f"the turn of {sent['snapshotId']} differs")
         finally:
             client.close()

@@ -1,23 +1,25 @@
 """`make load`: concurrent host loops over HTTP against the production server, then an audit.
 
-Each loop is one session driven the way an external host drives it (SPEC §9): an input, a
-projection, the model's protocol tool call (task memory, a new window, or a fold of the
-previous host lookup, in turn), its dispatch, a second projection, then a host tool call and
-its result. N loops run at once against uvicorn with several worker processes on PostgreSQL
-+ Redis, for a bounded number of turns and seconds, on loopback only. Afterwards every
-session is audited in the database (MessageIndex gapless, one result per call, one receipt
-per protocol call, revision = the successful mutating receipts, every acknowledged write
-present and nothing written twice), and every call is dispatched once more over HTTP, which
-must replay its original receipt.
+Each loop is one session driven the way an external host drives it (SPEC §9, §9.2): an
+input; a projection and the model's answer sent to `turns/` (a protocol tool call: task
+memory, a new window, or a fold of the previous host lookup, in turn, which the service
+dispatches); a second projection and answer (a host tool call, handed back); its result. N
+loops run at once against uvicorn with several worker processes on PostgreSQL + Redis, for a
+bounded number of turns and seconds, on loopback only. Afterwards every session is audited
+in the database (MessageIndex gapless, one result per call, one receipt per protocol call,
+revision = the successful mutating receipts, every acknowledged write present and nothing
+written twice), and every call is dispatched once more over HTTP, which must replay its
+original receipt.
 
     make load                                         # 16 loops x 10 turns, 4 workers
     make load LOAD_ARGS="--sessions 32 --turns 20 --server-workers 2"
     DATABASE_URL=... REDIS_URL=... .venv/bin/python bench/load.py --help
 
-Writes carry a clientMessageId and dispatches are keyed by their toolCallId, so a loop
-retries any request whose answer it did not get (a dropped connection, 502/503/504, 429
-after Retry-After) without writing twice. The fault tests (tests/reliability/) drive the
-same loops and the same audit while they kill processes under them.
+Turns are keyed by their snapshot and body, writes carry a clientMessageId and dispatches
+are keyed by their toolCallId, so a loop retries any request whose answer it did not get (a
+dropped connection, 502/503/504, 429 after Retry-After) without writing twice. The fault
+tests (tests/reliability/) drive the same loops and the same audit while they kill processes
+under them.
 """
 
 from __future__ import annotations
@@ -183,6 +185,10 @@ def audit_rows(audit: Audit, stats: Stats) -> list[list[Any]]:
             "replayed dispatches checked / not replaying",
             f"{audit.replays_checked} / {audit.replay_mismatches}",
         ],
+        [
+            "turns sent again / not replaying",
+            f"{audit.turn_replays_checked} / {audit.turn_replay_mismatches}",
+        ],
         ["5xx answers", stats.server_errors()],
     ]
 
@@ -193,6 +199,9 @@ SECTION = benchlib.Section(
     "<!-- make load: begin (bench/load.py writes this part; make bench keeps it) -->",
     "<!-- make load: end -->",
 )
+# Two `make load` runs compared by hand (issue 32: host turns through turns/, before and
+# after); neither `make load` nor `make bench` rewrites it.
+COMPARISON = benchlib.Section("<!-- host-turns:begin -->", "<!-- host-turns:end -->")
 
 
 def render_section(
@@ -213,10 +222,13 @@ def render_section(
         "## Load: concurrent host loops over HTTP (issue #15)",
         f"`make load` (`bench/load.py`, loops and audit in `bench/hostloops.py`): "
         f"{args.sessions} host loops at once, each driving its own unified@2 session over HTTP "
-        "the way an external host does: input -> projection (`openai-chat`) -> the model's "
-        "protocol tool call (in turn `context_task_memory_set`, `context_window_open` of a new "
-        "window, `context_fold_create` of the previous lookup) -> dispatch -> projection -> a "
-        "host tool call -> its result: 7 requests per turn. One warm-up turn per loop (not "
+        "the way an external host does: input -> projection (`openai-chat`) -> `turns/` with "
+        "the model's answer as the OpenAI SDK returns it (a `chat.completion` with its usage), "
+        "a protocol tool call (in turn `context_task_memory_set`, `context_window_open` of a "
+        "new window, `context_fold_create` of the previous lookup) that the service dispatches "
+        "-> projection -> `turns/` with a host tool call (`lookup`, handed back) -> its result: "
+        f"{stats.requests / turns:g} requests per turn, two per model turn. One warm-up turn "
+        "per loop (not "
         f"measured: each worker imports and connects lazily), then {args.turns} measured "
         f"turns, at most {args.seconds:g} s. Server: `uvicorn contextproto.asgi:application "
         f"--workers {args.server_workers}` with production settings on 127.0.0.1, PostgreSQL "

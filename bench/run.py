@@ -183,6 +183,7 @@ def main() -> None:
 
                 for kept in (load, bench_kv_history, bench_replay, bench_console):
                     text = kept.SECTION.keep(path.read_text(), text)
+                text = load.COMPARISON.keep(path.read_text(), text)
         path.write_text(text)
         print(f"\nbench: wrote {path}")
     label = "make bench" if make_started else "bench/run.py"

@@ -136,6 +136,19 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
     ("POST", _S + "tool-calls/{tool_call_id}/dispatch/"): ("tool_call_dispatch", _CALL),
     ("POST", _S + "tool-calls/abandon/"): ("tool_call_abandon_from_body", _ABANDON),
     ("POST", _S + "tool-calls/{tool_call_id}/abandon/"): ("tool_call_abandon", _ABANDON),
+    ("POST", _S + "turns/"): (
+        "turn_record",
+        (
+            e.NOT_FOUND,
+            e.SNAPSHOT_NOT_FOUND,
+            e.ANSWER_SHAPE_UNKNOWN,
+            e.ANSWER_INVALID,
+            e.TOOL_CALL_ID_INVALID,
+            engine.USAGE_INVALID,
+            e.SNAPSHOT_ALREADY_ANSWERED,
+            e.USAGE_ALREADY_REPORTED,
+        ),
+    ),
     ("POST", _S + "snapshots/{snapshot_id}/usage/"): (
         "snapshot_usage_report",
         (e.NOT_FOUND, engine.USAGE_INVALID, e.USAGE_ALREADY_REPORTED),
@@ -241,6 +254,16 @@ DERIVED_TYPES = [
 ]
 VIEW_KINDS = [*MESSAGE_KINDS, DERIVED_SYSTEM, DERIVED_HEADER, DERIVED_FOLD, DERIVED_STATE]
 WIRE_FORMATS = list(PROVIDERS)
+# Run.Status's values (sessions_app.models; the project base imports no app).
+RUN_STATUSES = [
+    "queued",
+    "running",
+    "waiting_for_host_tool",
+    "completed",
+    "failed",
+    "max_turns_reached",
+    "external",
+]
 
 
 class ErrorDetail(serializers.Serializer):

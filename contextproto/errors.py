@@ -120,7 +120,7 @@ TOOL_CALL_INCOMPLETE = _code("tool_call_incomplete", 400, "A tool_call without i
 ARGUMENTS_INVALID = _code("arguments_invalid", 400, "A host tool_call's arguments not an object.")
 SNAPSHOT_REQUIRED = _code("snapshot_required", 400, "A tool_call needs a snapshot of the session.")
 SNAPSHOT_NOT_FOUND = _code(
-    "snapshot_not_found", 400, "A text message's snapshotId names no snapshot of the session."
+    "snapshot_not_found", 400, "A snapshotId in a body names no snapshot of the session."
 )
 TOOL_CALL_DUPLICATE = _code("tool_call_duplicate", 409, "The toolCallId is already recorded.")
 TOOL_CALL_NOT_FOUND = _code("tool_call_not_found", 400, "No tool_call with this id here.")
@@ -182,7 +182,7 @@ STATE_REVISION_INVALID = _code(
     seen_in=(TOOL_RESULT,),
 )
 TOOL_CALL_ID_INVALID = _code(
-    "tool_call_id_invalid",
+    engine.TOOL_CALL_ID_INVALID,
     400,
     "A toolCallId (or MCP _meta.toolCallId) outside 1-256 code points or with a control character.",
     seen_in=(HTTP, TOOL_RESULT),
@@ -196,6 +196,22 @@ KV_KEY_LIMIT_REACHED = _code(
 )
 USAGE_ALREADY_REPORTED = _code(
     "usage_already_reported", 409, "The snapshot's usage was reported with other values."
+)
+ANSWER_SHAPE_UNKNOWN = _code(
+    engine.ANSWER_SHAPE_UNKNOWN,
+    400,
+    "A turn's answer is none of the shapes taken (OpenAI completion or message, Anthropic "
+    "message, neutral).",
+)
+ANSWER_INVALID = _code(
+    engine.ANSWER_INVALID,
+    400,
+    "A field of a turn's answer is malformed, or the answer is empty; details.field.",
+)
+SNAPSHOT_ALREADY_ANSWERED = _code(
+    "snapshot_already_answered",
+    409,
+    "The snapshot already has its model answer (another body); project again for the next turn.",
 )
 HISTORY_INDEX_OUT_OF_RANGE = _code(
     engine.HISTORY_INDEX_OUT_OF_RANGE,

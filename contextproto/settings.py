@@ -235,6 +235,7 @@ SPECTACULAR_SETTINGS = {
         "DerivedType": "contextproto.api_schema.DERIVED_TYPES",
         "WireFormat": "contextproto.api_schema.WIRE_FORMATS",
         "ModelProvider": "agents.apis_shapes.MODEL_PROVIDERS",
+        "RunStatus": "contextproto.api_schema.RUN_STATUSES",
     },
     "SERVE_INCLUDE_SCHEMA": False,
     # drf-spectacular's default hook, then the error-code table at the end of the description

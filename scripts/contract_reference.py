@@ -56,6 +56,12 @@ def _shape_link(name: str) -> str:
     return f"[{name}](#shape-{name.lower()})"
 
 
+def _is_null_enum(schema: dict[str, Any], components: dict[str, Any]) -> bool:
+    ref = schema.get("$ref")
+    target = components[ref.rsplit("/", 1)[1]] if ref else schema
+    return target.get("enum") == [None]
+
+
 def _type_of(schema: dict[str, Any], components: dict[str, Any]) -> str:
     """A short type description: `string (uuid)`, `list of Message`, `"a" | "b"`, …"""
     ref = schema.get("$ref")
@@ -67,6 +73,9 @@ def _type_of(schema: dict[str, Any], components: dict[str, Any]) -> str:
         return _shape_link(name)
     if "allOf" in schema and len(schema["allOf"]) == 1:
         return _type_of(schema["allOf"][0], components)
+    if "oneOf" in schema:  # a nullable enum: the enum, then "or null" from `nullable`
+        options = [o for o in schema["oneOf"] if not _is_null_enum(o, components)]
+        return " \\| ".join(_type_of(o, components) for o in options)
     if "enum" in schema:
         return " \\| ".join(_code(v) for v in schema["enum"])
     kind = schema.get("type")

@@ -521,6 +521,39 @@ class ClientWrite(models.Model):
         return f"{self.client_message_id} → #{self.message_index}"
 
 
+class HostTurn(models.Model):
+    """A model answer a host recorded with `POST sessions/{id}/turns/` (SPEC §9.2).
+
+    One per snapshot (a view has one answer): the same body again is a replay, answered from
+    the log and the receipts; another body is refused. Kept apart from Message so the archive
+    never moves it; the answer's messages are found by index, hot or cold.
+    """
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="host_turns")
+    snapshot_id = models.UUIDField()
+    # sha256 of the body ({answer, usage}) the turn was recorded with.
+    request_hash = models.CharField(max_length=64)
+    # The answer's messages and the service's own results for it (MessageIndex, inclusive);
+    # the dispatched results come after them.
+    first_index = models.BigIntegerField()
+    last_index = models.BigIntegerField()
+    # The answer's protocol calls, dispatched in order; the call handed to the host, if any.
+    protocol_calls = models.JSONField(default=list)
+    host_call_id = models.CharField(max_length=TOOL_CALL_ID_MAX_CHARS, null=True, blank=True)
+    # The status of the answer's run once the turn was written, as its answer said it (a
+    # replay answers the same even after a new input closed the run).
+    run_status = models.CharField(max_length=32, null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["session", "snapshot_id"], name="host_turn_snapshot")
+        ]
+
+    def __str__(self) -> str:
+        return f"turn #{self.first_index}-#{self.last_index}"
+
+
 class GatewayExchange(models.Model):
     """One gateway request (SPEC §19) and what it answered.
 

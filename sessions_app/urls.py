@@ -1,6 +1,7 @@
 from django.urls import path
 
 from sessions_app.api import keys as apis_keys
+from sessions_app.api import turns as apis_turns
 from sessions_app.api import usage as apis_usage
 from sessions_app.api import views as apis
 
@@ -13,6 +14,7 @@ urlpatterns = [
     path(S + "messages/", apis.SessionMessagesApi.as_view(), name="session-messages"),
     path(S + "projection/", apis.ProjectionApi.as_view(), name="session-projection"),
     path(S + "tools/", apis.SessionToolsApi.as_view(), name="session-tools"),
+    path(S + "turns/", apis_turns.TurnApi.as_view(), name="session-turns"),
     path(
         S + "session-key/rotate/",
         apis_keys.SessionKeyRotateApi.as_view(),

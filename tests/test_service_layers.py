@@ -104,10 +104,11 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         ("sessions_app.services.dispatch", "sessions_app.services.projection"),
     ),
     (
-        "orchestrators: the runtime, maintenance, usage (which triggers maintenance), the "
-        "cache economy and replay",
+        "orchestrators: the runtime, a host's turns, maintenance, usage (which triggers "
+        "maintenance), the cache economy and replay",
         (
             "sessions_app.services.runtime",
+            "sessions_app.services.turns",
             "sessions_app.services.usage",
             "sessions_app.maintenance",
             "sessions_app.maintenance.*",

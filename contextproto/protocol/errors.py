@@ -87,6 +87,9 @@ TOOL_CALL_PENDING = "tool_call_pending"
 
 # what hosts send (SPEC §9.2)
 USAGE_INVALID = "usage_invalid"
+TOOL_CALL_ID_INVALID = "tool_call_id_invalid"
+ANSWER_SHAPE_UNKNOWN = "answer_shape_unknown"
+ANSWER_INVALID = "answer_invalid"
 
 # maintenance
 MAINTENANCE_NOTHING_TO_COMPRESS = "maintenance_nothing_to_compress"

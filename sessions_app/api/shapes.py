@@ -168,6 +168,41 @@ class Receipt(serializers.Serializer):
     resultMessage = Message()
 
 
+class HostCall(serializers.Serializer):
+    """The call the host executes now; its result is written under this id."""
+
+    toolCallId = serializers.CharField()
+    toolName = serializers.CharField()
+    arguments = AnyJSONField(
+        help_text="An object, or the provider's text as written when it is not the JSON text "
+        "of one."
+    )
+
+
+class Turn(serializers.Serializer):
+    """A recorded model answer; the same again, with `replayed: true`, for the same body."""
+
+    messages = Message(
+        many=True,
+        help_text="Every message the turn wrote, in log order: the answer, the service's "
+        "results for calls no host runs, the dispatched results.",
+    )
+    receipt = Receipt(
+        allow_null=True,
+        help_text="The dispatch of the answer's first call when it is a protocol tool; null "
+        "otherwise.",
+    )
+    hostCall = HostCall(
+        allow_null=True, help_text="The call for the host to execute now; null when none."
+    )
+    runStatus = serializers.ChoiceField(
+        choices=api_schema.RUN_STATUSES,
+        allow_null=True,
+        help_text="The status of the run the answer belongs to (external: a host drives it).",
+    )
+    replayed = serializers.BooleanField(help_text="True when the same body was recorded before.")
+
+
 class Window(serializers.Serializer):
     windowId = serializers.CharField()
     active = serializers.BooleanField()

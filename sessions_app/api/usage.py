@@ -55,6 +55,30 @@ class ProviderUsage(StrictSerializer):
     )
 
 
+def provider_counts(usage: Any, *, root: str) -> dict[str, int]:
+    """A provider's usage object as the service's counts (400 `usage_invalid` naming the field
+    under `root` when it is neither OpenAI's nor Anthropic's)."""
+    converted = usage_from_provider(usage, root=root)
+    return {
+        "inputTokens": converted["inputTokens"],
+        "outputTokens": converted["outputTokens"],
+        "cacheReadInputTokens": converted["cacheReadInputTokens"],
+        "cacheWriteInputTokens": converted["cacheWriteInputTokens"],
+    }
+
+
+def usage_counts(value: Any, *, root: str) -> dict[str, int]:
+    """A turn's usage as the usage endpoint takes it: the service's counts (an object with
+    `inputTokens`, ...) or the provider's own usage object; refusals name fields under
+    `root`."""
+    if isinstance(value, dict) and any(name in value for name in UsageCounts().fields):
+        counts = UsageCounts(data=value)
+        if not counts.is_valid():
+            raise serializers.ValidationError({root: counts.errors})
+        return dict(counts.validated_data)
+    return provider_counts(value, root=root)
+
+
 USAGE_REPORT = PolymorphicProxySerializer(
     component_name="UsageReport",
     serializers=[UsageCounts, ProviderUsage],
@@ -91,14 +115,7 @@ class SnapshotUsageApi(APIView):
         # names what is missing).
         counts: dict[str, int]
         if isinstance(request.data, dict) and "usage" in request.data:
-            provider = ProviderUsage.parse(request.data)["usage"]
-            converted = usage_from_provider(provider, root="usage")
-            counts = {
-                "inputTokens": converted["inputTokens"],
-                "outputTokens": converted["outputTokens"],
-                "cacheReadInputTokens": converted["cacheReadInputTokens"],
-                "cacheWriteInputTokens": converted["cacheWriteInputTokens"],
-            }
+            counts = provider_counts(ProviderUsage.parse(request.data)["usage"], root="usage")
         else:
             counts = dict(UsageCounts.parse(request.data))
         report = snapshot_usage_report(session_id=session.id, snapshot_id=snapshot_id, usage=counts)

@@ -21,6 +21,7 @@ from contextproto.errors import (
     PROVIDER_UNAVAILABLE,
 )
 from contextproto.protocol.adapters import WireFormat
+from contextproto.protocol.model_answers import read_anthropic_content
 from sessions_app.providers.base import (
     CallOptions,
     ModelReply,
@@ -29,7 +30,6 @@ from sessions_app.providers.base import (
     ToolCallRequest,
     connection_from,
     estimated_usage,
-    parse_arguments,
     retry_after_seconds,
     status_error,
 )
@@ -109,27 +109,11 @@ def parse_message(raw: dict[str, Any], request: dict) -> ModelReply:
             f"{LABEL}: the response has no content list",
             details={"response": raw},
         )
-    notes: list[str] = []
-    texts: list[str] = []
-    thinking: list[dict[str, Any]] = []
-    calls: list[ToolCallRequest] = []
-    for n, block in enumerate(blocks):
-        kind = block.get("type") if isinstance(block, Mapping) else None
-        if kind == "text":
-            texts.append(block.get("text") or "")
-        elif kind == "tool_use":
-            call_id = block.get("id") or f"toolu_missing_id_{n}"
-            arguments = parse_arguments(call_id, block.get("input"), notes)
-            calls.append(
-                ToolCallRequest(id=call_id, name=block.get("name") or "", arguments=arguments)
-            )
-        elif kind in ("thinking", "redacted_thinking"):
-            # Kept as given: Anthropic wants them back unchanged in later requests (§4.5).
-            thinking.append(dict(block))
-        else:
-            notes.append(f"{LABEL}: content block {n} of type {kind!r} was not used")
-    # Text blocks split by citations belong together: join without a separator.
-    text = "".join(texts) or None
+    read = read_anthropic_content(blocks, where="content", strict=False)
+    notes = list(read.notes)
+    text = read.text
+    thinking = read.thinking
+    calls = [ToolCallRequest(id=c.id, name=c.name, arguments=c.arguments) for c in read.calls]
     tool_calls = tuple(calls)
 
     usage_raw = raw.get("usage")

@@ -205,26 +205,6 @@ def storable_reply(reply: ModelReply) -> ModelReply:
     )
 
 
-def parse_arguments(call_id: str, raw: Any, notes: list[str]) -> Any:
-    """Decode a tool call's JSON arguments; text that is no JSON object stays as written.
-
-    As a host's (SPEC §9.2): the call is recorded with it, and the service answers it with
-    the correctable `invalid_arguments`, so the model tries again.
-    """
-    if isinstance(raw, dict):
-        return raw
-    if raw is None or raw == "":
-        return {}
-    try:
-        value = json.loads(raw) if isinstance(raw, str) else raw
-    except ValueError:
-        value = None
-    if isinstance(value, dict):
-        return value
-    notes.append(f"tool call {call_id}: arguments are not a JSON object; kept as written")
-    return raw if isinstance(raw, str) else json.dumps(raw)
-
-
 @dataclass(frozen=True)
 class Connection:
     """Where and how a real provider is reached."""

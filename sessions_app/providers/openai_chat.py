@@ -7,7 +7,6 @@ base URL includes the API version prefix (`https://api.openai.com/v1`); the SDK 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -20,6 +19,7 @@ from contextproto.errors import (
     PROVIDER_UNAVAILABLE,
 )
 from contextproto.protocol.adapters import WireFormat
+from contextproto.protocol.model_answers import read_openai_message
 from sessions_app.providers.base import (
     CallOptions,
     ModelReply,
@@ -28,7 +28,6 @@ from sessions_app.providers.base import (
     ToolCallRequest,
     connection_from,
     estimated_usage,
-    parse_arguments,
     retry_after_seconds,
     status_error,
 )
@@ -93,26 +92,12 @@ def parse_completion(raw: dict[str, Any], request: dict) -> ModelReply:
         )
     choice = choices[0]
     message = choice.get("message") or {}
-    notes: list[str] = []
-    calls = []
-    for n, call in enumerate(message.get("tool_calls") or (), start=1):
-        call_id = call.get("id") or f"call_missing_id_{n}"
-        if call.get("type", "function") == "function":
-            function = call.get("function") or {}
-            name = function.get("name") or ""
-            arguments = parse_arguments(call_id, function.get("arguments"), notes)
-        else:  # e.g. a `custom` tool: free-form input, no JSON arguments
-            name = (call.get(call["type"]) or {}).get("name") or ""
-            raw_input = (call.get(call["type"]) or {}).get("input")
-            arguments = raw_input if isinstance(raw_input, str) else json.dumps(raw_input)
-            notes.append(f"tool call {call_id}: type {call['type']!r} kept as its text input")
-        calls.append(ToolCallRequest(id=call_id, name=name, arguments=arguments))
-    content = message.get("content")
-    if isinstance(content, list):  # some compatible servers answer with parts
-        content = "".join(p.get("text", "") for p in content if isinstance(p, Mapping))
-    text = content or None
+    read = read_openai_message(message, where="choices[0].message", strict=False)
+    notes = list(read.notes)
+    text = read.text
     if message.get("refusal"):
         notes.append(f"{LABEL}: the model refused: {message['refusal']}")
+    calls = [ToolCallRequest(id=c.id, name=c.name, arguments=c.arguments) for c in read.calls]
     tool_calls = tuple(calls)
 
     usage_raw = raw.get("usage")

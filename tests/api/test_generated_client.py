@@ -4,10 +4,11 @@ Issue 32 tried the schema as a new user would: operations came out as `agents_re
 list) and `sessions_tool_calls_dispatch_create`, `kind`/`role`/`provider` as plain strings.
 Here the client is generated into a temporary directory (generation refuses warnings),
 imported, and used against a live server (pytest-django's `live_server`, a real HTTP server
-on the test database) for one host turn: agent, tool, version, session, input, view, a
-protocol call with an id holding `/`, its dispatch, usage in the provider's own shape, and a
-refusal read back as a typed error. The test fails on any operation id drf-spectacular would
-have made up from the path.
+on the test database) for host turns: agent, tool, version, session, input, view, the
+model's answer as the OpenAI SDK returned it recorded with `turn_record` (a protocol call with
+an id holding `/`, dispatched, the reply's own usage), its replay, a refusal read back as a
+typed error, and a neutral answer whose tool result is a typed error. The test fails on any
+operation id drf-spectacular would have made up from the path.
 """
 
 from __future__ import annotations
@@ -171,33 +172,63 @@ def test_a_generated_client_runs_a_session_turn(client_package, live_server):
     assert view.messages[0].role == models.ViewRole.SYSTEM
     assert view.sources[-1].derived_type == models.DerivedType.CONTEXT_STATE
 
-    # The model's answer: a protocol call whose id holds `/`, its arguments as JSON text.
-    call = module(f"{api}.sessions.message_create").sync(
-        sid,
-        client=host,
-        body=models.SessionMessagesInput(
-            role=models.MessageRole.ASSISTANT,
-            kind=models.WritableMessageKind.TOOL_CALL,
-            content="",
-            tool_call_id="functions/context_task_memory_set:0",
-            tool_name="context_task_memory_set",
-            arguments=json.dumps({"purpose": "keep it", "memory": "Quote 5000 x A-100."}),
-            snapshot_id=str(view.snapshot_id),
-        ),
-    )
-    assert call.kind == models.MessageKind.TOOL_CALL
-    receipt = module(f"{api}.sessions.tool_call_dispatch").sync(
-        sid, "functions/context_task_memory_set:0", client=host
-    )
+    # The model's answer as the OpenAI SDK returned it, recorded in one call: a protocol call
+    # whose id holds `/`, its arguments as JSON text, the reply's own usage.
+    call_id = "functions/context_task_memory_set:0"
+    completion = {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "created": 1767000000,
+        "model": "gpt-4.1",
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": "tool_calls",
+                "message": {
+                    "role": "assistant",
+                    "content": "I'll note the request.",
+                    "refusal": None,
+                    "tool_calls": [
+                        {
+                            "id": call_id,
+                            "type": "function",
+                            "function": {
+                                "name": "context_task_memory_set",
+                                "arguments": json.dumps(
+                                    {"purpose": "keep it", "memory": "Quote 5000 x A-100."}
+                                ),
+                            },
+                        }
+                    ],
+                },
+            }
+        ],
+        "usage": {"prompt_tokens": 3512, "completion_tokens": 48, "total_tokens": 3560},
+    }
+    record = module(f"{api}.sessions.turn_record")
+    body = models.TurnInput.from_dict({"snapshotId": str(view.snapshot_id), "answer": completion})
+    turn = record.sync(sid, client=host, body=body)
+    assert isinstance(turn, models.Turn), turn
+    assert turn.replayed is False and turn.host_call is None
+    assert turn.run_status == models.RunStatus.EXTERNAL
+    assert [m.kind for m in turn.messages] == [
+        models.MessageKind.TOOL_CALL,
+        models.MessageKind.TOOL_RESULT,
+    ]
+    assert turn.messages[0].content == "I'll note the request."
+    assert turn.receipt.tool_call_id == call_id and turn.receipt.result.success is True
+    again = record.sync_detailed(sid, client=host, body=body)
+    assert again.status_code == 200 and again.parsed.replayed is True
+    # The dispatch by path, percent-encoded by the client, replays the receipt.
+    receipt = module(f"{api}.sessions.tool_call_dispatch").sync(sid, call_id, client=host)
     assert isinstance(receipt, models.Receipt), receipt
-    assert receipt.result.success is True and receipt.replayed is False
-    reported = module(f"{api}.sessions.snapshot_usage_report").sync(
-        sid,
-        str(view.snapshot_id),
-        client=host,
-        body=models.ProviderUsage(usage={"prompt_tokens": 3512, "completion_tokens": 48}),
+    assert receipt.replayed is True and receipt.state_revision == turn.receipt.state_revision
+    other = models.TurnInput.from_dict(
+        {"snapshotId": str(view.snapshot_id), "answer": {"content": "Something else."}}
     )
-    assert reported.usage["inputTokens"] == 3512
+    refused = record.sync_detailed(sid, client=host, body=other)
+    assert refused.status_code == 409
+    assert refused.parsed.error.code == models.ErrorCode.SNAPSHOT_ALREADY_ANSWERED
 
     # The next turn's view carries the call and its result; a tool refusal is typed too.
     after = module(f"{api}.sessions.projection_create").sync(
@@ -207,24 +238,24 @@ def test_a_generated_client_runs_a_session_turn(client_package, live_server):
         models.ViewMessageKind.TOOL_CALL,
         models.ViewMessageKind.TOOL_RESULT,
     ]
-    stale = module(f"{api}.sessions.message_create").sync(
+    neutral = {
+        "content": None,
+        "toolCalls": [
+            {"id": "call_2", "name": "context_task_memory_set", "arguments": '{"memory": '}
+        ],
+    }
+    late = record.sync(
         sid,
         client=host,
-        body=models.SessionMessagesInput(
-            role=models.MessageRole.ASSISTANT,
-            kind=models.WritableMessageKind.TOOL_CALL,
-            content="",
-            tool_call_id="call_2",
-            tool_name="context_task_memory_set",
-            arguments={"purpose": "again", "memory": "late"},
-            snapshot_id=str(view.snapshot_id),  # the older view: its revision moved on
+        body=models.TurnInput.from_dict(
+            {
+                "snapshotId": str(after.snapshot_id),
+                "answer": neutral,
+                "usage": {"inputTokens": 3600, "outputTokens": 20},
+            }
         ),
     )
-    assert stale.index > call.index
-    late = module(f"{api}.sessions.tool_call_dispatch_from_body").sync(
-        sid, client=host, body=models.ToolDispatchByBodyInput(tool_call_id="call_2")
-    )
-    assert late.result.success is False
-    assert late.result.error.code == models.ToolResultCode.CONTEXT_STATE_STALE
+    assert late.receipt.result.success is False
+    assert late.receipt.result.error.code == models.ToolResultCode.INVALID_ARGUMENTS
     state = module(f"{api}.sessions.session_get").sync(sid, client=host)
-    assert state.usage.input_tokens == 3512
+    assert state.usage.input_tokens == 3512 + 3600 and state.usage.turns == 2

@@ -18,6 +18,7 @@ import pytest
 from django.urls import resolve
 from rest_framework.test import APIClient
 
+from agents.models import Tool
 from tests.conftest import KeyClient
 
 # Like tests/maintenance: a small uncompressed tail, so a dozen tool results can be planned.
@@ -203,6 +204,27 @@ def test_every_operation_answers_in_its_documented_shape(schema, walk, api_sessi
         "context_fold_create", fromIndex=a1, throughIndex=a2, summary="s", expectedWindowId="main"
     )
     assert folded["success"], folded
+    # A whole model answer in one call: a protocol call (receipt), a host call (hostCall).
+    answered = s.project()
+    memory = {"purpose": "p", "memory": "quote"}
+    reply = {
+        "content": "Noted.",
+        "toolCalls": [{"id": "t/1", "name": "context_task_memory_set", "arguments": memory}],
+    }
+    recorded = {"snapshotId": answered["snapshotId"], "answer": reply}
+    check(host.post(s.path("turns/"), recorded), 201)
+    check(host.post(s.path("turns/"), recorded), 200)
+    other_answer = {**recorded, "answer": {"content": "Other."}}
+    check(host.post(s.path("turns/"), other_answer), 409)
+    check(host.post(s.path("turns/"), {**recorded, "answer": {"text": "?"}}), 400)
+    s.agent_version.tools.add(Tool.objects.get(id=tool["id"]))
+    lookup = {"content": None, "toolCalls": [{"id": "t2", "name": "lookup", "arguments": {}}]}
+    handed = check(
+        host.post(s.path("turns/"), {"snapshotId": s.project()["snapshotId"], "answer": lookup}),
+        201,
+    )
+    assert handed["hostCall"]["toolCallId"] == "t2"
+    s.write(role="tool", kind="tool_result", content="found", toolCallId="t2")
     view = s.project()
     check(host.get(s.path("messages/"), limit=2), 200)
     check(host.get(s.path("messages/"), afterIndex="x"), 400)

@@ -154,20 +154,27 @@ def test_the_quickstart_runs_as_pasted_and_leaves_the_session_it_describes(quick
     assert {m["windowId"] for m in quickstart.messages} == {"main"}
     dispatched = json.loads(quickstart.messages[2]["content"])
     assert dispatched["success"] is True and quickstart.messages[2]["isError"] is False
+    # The text beside the first call is in its content; the host call kept its id.
+    assert quickstart.messages[1]["content"] == "Let me note the request."
+    assert quickstart.messages[4]["toolCallId"] == quickstart.messages[3]["toolCallId"] == "call_2"
     # The calls and the answer name the views they were generated from.
     assert all(m["snapshotId"] for m in quickstart.messages if m["kind"] in ("tool_call", "text"))
     # The dispatched write: task memory as the model set it, one revision on.
     assert quickstart.task_memory == dispatched["memory"]
     assert dispatched["memory"] in quickstart.script
     assert quickstart.session["stateRevision"] == 2
-    # Three usage reports, priced at the version's prices (SPEC's cost formula).
-    reports = re.findall(r"-d '(\{\"inputTokens\"[^']*)'", quickstart.script)
+    # Each turn is two requests (the view, the model's answer) plus the host's tool result.
+    assert quickstart.script.count('"$S/turns/"') == 3
+    assert quickstart.script.count('"$S/projection/"') == 3
+    assert quickstart.script.count('"$S/messages/"') == 1
+    # Three usages, the replies' own, priced at the version's prices (SPEC's cost formula).
+    reports = re.findall(r'"usage": (\{"prompt_tokens".*?\}\}?)\}\}\'', quickstart.script, re.S)
     assert len(reports) == 3
     usage = [json.loads(r) for r in reports]
     prices = json.loads(re.search(r'"prices": (\{[^}]*\})', quickstart.script).group(1))
-    total_in = sum(u["inputTokens"] for u in usage)
-    read = sum(u.get("cacheReadInputTokens", 0) for u in usage)
-    out = sum(u["outputTokens"] for u in usage)
+    total_in = sum(u["prompt_tokens"] for u in usage)
+    read = sum(u.get("prompt_tokens_details", {}).get("cached_tokens", 0) for u in usage)
+    out = sum(u["completion_tokens"] for u in usage)
     cost = ((total_in - read) * prices["input"] + read * prices["cacheRead"]) / 1_000_000
     cost += out * prices["output"] / 1_000_000
     got = quickstart.session["usage"]
