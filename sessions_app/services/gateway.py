@@ -93,7 +93,7 @@ from sessions_app.providers.base import CallOptions
 from sessions_app.reads import hot_sql, raw_log
 from sessions_app.reads.transcript import transcript_tail
 from sessions_app.services.messages import content_check, message_append_locked
-from sessions_app.services.runtime import Drive, run_finish, run_turns
+from sessions_app.services.runtime import Drive, TurnReport, run_finish, run_turns
 from sessions_app.services.sessions import session_create
 from sessions_app.store.state import KV_DELETE, kv_apply_locked, session_lock
 
@@ -212,6 +212,26 @@ def _busy(run: Run | None) -> bool:
 
 
 @dataclass
+class _Progress:
+    """What a request's turns wrote and cost so far."""
+
+    written: list[RawMessage]
+    usage: Usage = field(default_factory=Usage)
+    turns: int = 0
+    upstream_ms: int = 0
+    snapshot_id: str = ""
+    finish: str | None = None
+    finished: Finished | None = None
+
+    def add(self, report: TurnReport) -> None:
+        self.turns += 1
+        self.upstream_ms += report.upstream_ms
+        self.usage = self.usage.plus(Usage.from_recorded(report.usage))
+        self.snapshot_id, self.finish = report.snapshot_id, report.finish
+        self.written.extend(report.written)
+
+
+@dataclass
 class GatewayCall:
     """One gateway request (module docstring). Fields after `upstream_key` are its state."""
 
@@ -229,6 +249,7 @@ class GatewayCall:
     opening_text: str = ""
     # The answers an earlier request of the reply wrote before it failed (a retry goes on).
     open_answers: tuple[RawMessage, ...] = ()
+    recover: bool = True  # whether a protocol call may wait for its dispatch (see _open_locked)
     started: float = field(default_factory=time.monotonic)
     upstream_ms: int = 0
     # The reply's id and time, known from the start: a stream's first event carries them.
@@ -384,18 +405,28 @@ class GatewayCall:
         if not outcome.new:
             self.open_answers = tail.transcript.open_answers
             self.opening_text = open_text(self.open_answers)
+        # An answer whose protocol call a dead driver never dispatched is among the answers
+        # after the last client message; only then must the runtime look for one.
+        self.recover = any(
+            m.kind == KIND_TOOL_CALL and m.tool_name in catalog.PROTOCOL_TOOL_NAMES
+            for m in tail.transcript.open_answers
+        )
         session.via_gateway = True
         session.current_run = run
         session.save(update_fields=["next_message_index", "current_run", "via_gateway"])
         self.run = run
-        self.exchange = GatewayExchange.objects.create(
-            application=self.application,
-            session=session,
-            client_format=self.request.format,
-            idempotency_key=self.idempotency_key or None,
-            request_hash=self.body_hash,
-            streamed=self.request.stream,
-        )
+        if self.idempotency_key:
+            # Taken now, in the commit of the request's messages: a concurrent request with
+            # the same key fails on the unique key. Without a key, the record is written
+            # with the reply (or the refusal).
+            self.exchange = GatewayExchange.objects.create(
+                application=self.application,
+                session=session,
+                client_format=self.request.format,
+                idempotency_key=self.idempotency_key,
+                request_hash=self.body_hash,
+                streamed=self.request.stream,
+            )
         return None
 
     def _client_state(self, session: Session, tools: list[ClientToolWire]) -> None:
@@ -552,25 +583,29 @@ class GatewayCall:
         said = self.opening_text
         if said:
             yield TextDelta(said)
-        usage = Usage()
-        turns = 0
-        written: list[RawMessage] = list(self.open_answers)
-        snapshot_id = ""
-        finish: str | None = None
+        state = _Progress(written=list(self.open_answers))
+
+        def final(report: TurnReport) -> None:
+            # Inside the commit of the turn that ends the request: the reply is stored with
+            # the answer it is made of.
+            state.add(report)
+            state.finished = self._finish(version, state)
+
         drive = Drive(
-            parameters=self.request.parameters, lease_seconds=settings.GATEWAY_LEASE_SECONDS
+            parameters=self.request.parameters,
+            lease_seconds=settings.GATEWAY_LEASE_SECONDS,
+            on_final=final,
+            recover=self.recover,
         )
         try:
             for report in run_turns(run, session=session, provider=provider, drive=drive):
-                turns += 1
-                self.upstream_ms += report.upstream_ms
-                usage = usage.plus(Usage.from_recorded(report.usage))
-                snapshot_id, finish = report.snapshot_id, report.finish
-                written.extend(report.written)
+                if state.finished is None:
+                    state.add(report)
+                self.upstream_ms = state.upstream_ms
                 if report.text:
                     yield TextDelta((ANSWER_SEPARATOR if said else "") + report.text)
                     said += (ANSWER_SEPARATOR if said else "") + report.text
-                yield TurnDone(usage)
+                yield TurnDone(state.usage)
         except (providers.ProviderError, ApplicationError) as exc:
             raise self._failed(run, exc, version) from exc
         if run.status == Run.Status.MAX_TURNS:
@@ -584,26 +619,24 @@ class GatewayCall:
                 ),
                 version,
             )
-        yield self._finish(version, written, usage, turns, snapshot_id, finish)
+        assert state.finished is not None, "a run that ended had its final turn"
+        metrics.gateway_request(
+            self.request.format, 200, max(self._elapsed_ms() - self.upstream_ms, 0) / 1000
+        )
+        yield state.finished
 
-    def _finish(
-        self,
-        version: AgentVersion,
-        group: list[RawMessage],
-        usage: Usage,
-        turns: int,
-        snapshot_id: str,
-        finish: str | None,
-    ) -> Finished:
+    def _finish(self, version: AgentVersion, state: _Progress) -> Finished:
         """Build the reply from what the reply's requests wrote, read as the transcript reads
-        the log (so a client that resends it is recognised), and store it."""
+        the log (so a client that resends it is recognised), and store it (in the caller's
+        transaction)."""
+        group = state.written
         item = reply_of(group, catalog.PROTOCOL_TOOL_NAMES, _service_answered(group))
         assert item is not None, "a finished request ends with a reply"
         call = item.calls[0] if item.calls else None
         ended: Finish = FINISH_STOP
         if call is not None:
             ended = FINISH_TOOL_CALLS
-        elif finish in LENGTH_STOPS:
+        elif state.finish in LENGTH_STOPS:
             ended = FINISH_LENGTH
         reply = Reply(
             id=self.reply_id,
@@ -612,22 +645,25 @@ class GatewayCall:
             text=item.text,
             call=call,
             finish=ended,
-            usage=usage,
+            usage=state.usage,
         )
         body = dumps(render(reply, self.request.format))
-        headers = {"X-Contextproto-Turns": str(turns)}
-        if snapshot_id:
-            headers["X-Contextproto-Snapshot"] = snapshot_id
+        headers = {"X-Contextproto-Turns": str(state.turns)}
+        if state.snapshot_id:
+            headers["X-Contextproto-Snapshot"] = state.snapshot_id
         if self.request.ignored:
             headers["X-Contextproto-Ignored"] = ",".join(self.request.ignored)
-        self._record(
-            status=GatewayExchange.Status.REPLIED,
-            http_status=200,
-            reply=reply.to_json(),
-            reply_body=body,
-            reply_headers=headers,
-            reply_start_index=item.position,
-            turns=turns,
+        self.upstream_ms = state.upstream_ms
+        self._write_record(
+            self._fields(
+                status=GatewayExchange.Status.REPLIED,
+                http_status=200,
+                reply=reply.to_json(),
+                reply_body=body,
+                reply_headers=headers,
+                reply_start_index=item.position,
+                turns=state.turns,
+            )
         )
         return Finished(reply=reply, body=body, headers=headers)
 
@@ -724,21 +760,21 @@ class GatewayCall:
     def _elapsed_ms(self) -> int:
         return round((time.monotonic() - self.started) * 1000)
 
-    def _record(self, **fields: Any) -> None:
+    def _fields(self, **fields: Any) -> dict[str, Any]:
         total = self._elapsed_ms()
-        fields.update(
-            finished_at=timezone.now(),
-            upstream_ms=self.upstream_ms,
-            gateway_ms=max(total - self.upstream_ms, 0),
-        )
+        return {
+            **fields,
+            "finished_at": timezone.now(),
+            "upstream_ms": self.upstream_ms,
+            "gateway_ms": max(total - self.upstream_ms, 0),
+        }
+
+    def _write_record(self, fields: dict[str, Any]) -> None:
+        """Write the request's record (update the one its key took, or create it)."""
         if self.exchange is not None:
-            with transaction.atomic():
-                # The record is written after the reply's own commit: it need not wait for the
-                # disk (a reply lost with it is still recognised in the log, see _replay_of).
-                _async_commit()
-                GatewayExchange.objects.filter(pk=self.exchange.pk).update(**fields)
+            GatewayExchange.objects.filter(pk=self.exchange.pk).update(**fields)
         else:
-            GatewayExchange.objects.create(
+            self.exchange = GatewayExchange.objects.create(
                 application=self.application,
                 session=self.session,
                 client_format=self.request.format,
@@ -746,6 +782,14 @@ class GatewayCall:
                 streamed=self.request.stream,
                 **fields,
             )
+
+    def _record(self, **fields: Any) -> None:
+        """Record a refused or failed request, and count it."""
+        fields = self._fields(**fields)
+        with transaction.atomic():
+            # Nothing else commits with it: it need not wait for the disk.
+            _async_commit()
+            self._write_record(fields)
         metrics.gateway_request(
             self.request.format, int(fields.get("http_status") or 0), fields["gateway_ms"] / 1000
         )

@@ -88,6 +88,11 @@ class Drive:
 
     parameters: Parameters | None = None
     lease_seconds: int | None = None
+    # Called inside the commit of the turn that ends the run (its answer, or the usage after
+    # its dispatch), with that turn's report: a driver's own record commits with the turn.
+    on_final: Callable[[TurnReport], None] | None = None
+    # False when the driver knows no protocol call of the session waits for its dispatch.
+    recover: bool = True
 
     @property
     def lease(self) -> int:
@@ -178,7 +183,7 @@ def run_turns(
     # A driver that died between writing an answer and dispatching its protocol call left
     # the call without its result: dispatch it first, or no view could be built. (Every
     # driver reads the session just before it drives, so its last index is current.)
-    for call_id in _undispatched(session):
+    for call_id in _undispatched(session) if drive.recover else ():
         tool_dispatch(session_id=session.id, tool_call_id=call_id)
     while True:
         if run.turns >= version.max_turns_per_run:
@@ -199,12 +204,15 @@ def _renew(run: Run, seconds: int) -> None:
     Run.objects.filter(pk=run.pk).update(lease_until=run.lease_until)
 
 
-def _settle(run: Run, outcome: str, lease: int) -> None:
-    """Save the turn's count with the run's status after it: finished, or claimed again."""
+def _settle(run: Run, outcome: str, drive: Drive, report: TurnReport) -> None:
+    """Save the turn's count with the run's status after it: finished (and the driver's own
+    record of the end, in the same commit), or claimed again."""
     if outcome != CONTINUE:
         run_finish(run, outcome)
+        if drive.on_final is not None:
+            drive.on_final(report)
         return
-    run.lease_until = timezone.now() + timedelta(seconds=lease)
+    run.lease_until = timezone.now() + timedelta(seconds=drive.lease)
     run.save(update_fields=["turns", "lease_until"])
 
 
@@ -393,10 +401,28 @@ def _turn(
         elif recorded.handed is not None:
             outcome = Run.Status.WAITING_FOR_HOST_TOOL
         run.turns += 1
+
+        def report(results: tuple[RawMessage, ...] = ()) -> TurnReport:
+            return TurnReport(
+                run_id=run.id.hex,
+                turn=run.turns,
+                window_id=snapshot.window_id,
+                tool=reply.tool_calls[0].name if reply.tool_calls else None,
+                input_tokens=snapshot.input_tokens,
+                outcome=str(outcome),
+                snapshot_id=str(snapshot.id),
+                text=reply.text or "",
+                handed=recorded.handed,
+                usage=dict(reply.usage or {}),
+                finish=reply.stop_reason,
+                upstream_ms=latency_ms,
+                written=(*recorded.messages, *results),
+            )
+
         if dispatching:
             Run.objects.filter(pk=run.pk).update(turns=run.turns)
         else:
-            _settle(run, outcome, drive.lease)
+            _settle(run, outcome, drive, report())
             turn_usage_record(
                 snapshot=snapshot,
                 usage=reply.usage,
@@ -404,34 +430,20 @@ def _turn(
                 model_latency_ms=latency_ms,
                 session=locked,
             )
-    results: list[RawMessage] = []
+    results: tuple[RawMessage, ...] = ()
     if dispatching:
-        for call_id in recorded.protocol_calls:
-            results.append(
-                tool_dispatch(session_id=session.id, tool_call_id=call_id).result_message
-            )
+        results = tuple(
+            tool_dispatch(session_id=session.id, tool_call_id=call_id).result_message
+            for call_id in recorded.protocol_calls
+        )
         with transaction.atomic():
-            _settle(run, outcome, drive.lease)
+            _settle(run, outcome, drive, report(results))
             turn_usage_record(
                 snapshot=snapshot, usage=reply.usage, raw=reply.raw, model_latency_ms=latency_ms
             )
     if recorded.renamed:
         _note_renamed(snapshot.id, recorded.renamed)
-    return TurnReport(
-        run_id=run.id.hex,
-        turn=run.turns,
-        window_id=snapshot.window_id,
-        tool=reply.tool_calls[0].name if reply.tool_calls else None,
-        input_tokens=snapshot.input_tokens,
-        outcome=str(outcome),
-        snapshot_id=str(snapshot.id),
-        text=reply.text or "",
-        handed=recorded.handed,
-        usage=dict(reply.usage or {}),
-        finish=reply.stop_reason,
-        upstream_ms=latency_ms,
-        written=(*recorded.messages, *results),
-    )
+    return report(results)
 
 
 def _note_renamed(snapshot_id: UUID, renamed: dict[str, str]) -> None:
