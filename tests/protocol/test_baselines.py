@@ -15,17 +15,21 @@ import pytest
 
 from contextproto.protocol.baselines import (
     CLEARED_PLACEHOLDER,
+    SUMMARY_REQUEST,
     ClearToolUses,
     Compaction,
+    Strategy,
     ToolOutputTrimmer,
     clear_tool_uses,
     compaction_turns,
+    strategy_turns,
     summary_message,
     tool_uses,
     trim_tool_outputs,
     trimmed_output,
 )
-from contextproto.protocol.messages import ModelMessage
+from contextproto.protocol.cache_report import EconomySettings, ViewTurn, cache_economy
+from contextproto.protocol.messages import ModelMessage, RawMessage
 
 
 def system() -> ModelMessage:
@@ -278,3 +282,91 @@ def test_trimmable_tools_limit_what_is_trimmed() -> None:
     ]
     config = ToolOutputTrimmer(trimmable_tools=frozenset({"execute_code"}))
     assert trim_tool_outputs(view, config).cleared == (5,)
+
+
+# --------------------------------------------------------------------------- replay
+
+
+def naive_turns(uses: int, size: int) -> list[ViewTurn]:
+    """The naive agent's turn n: system, input, n tool uses, 20 s apart."""
+    from contextproto.protocol.stored_views import full_history_projections
+
+    log = []
+    index = 0
+
+    def raw(message: ModelMessage) -> RawMessage:
+        nonlocal index
+        index += 1
+        return RawMessage(
+            id=f"m{index}",
+            index=index,
+            window_id="main",
+            role=message.role,
+            kind=message.kind,
+            content=message.content,
+            tool_call_id=message.tool_call_id,
+            tool_name=message.tool_name,
+            arguments=message.arguments,
+        )
+
+    for message in agent(uses, size)[1:]:
+        log.append(raw(message))
+    bounds = [2 + 2 * n for n in range(1, uses + 1)]
+    projections = full_history_projections([(system(), b) for b in bounds], log, session_id="s")
+    return [
+        ViewTurn(p, tools=(), sent_at=20.0 * n, label=f"t{n}") for n, p in enumerate(projections)
+    ]
+
+
+def chars4(text: str) -> int:
+    return -(-len(text) // 4)
+
+
+def test_a_strategy_replays_as_turns_the_cache_report_accepts() -> None:
+    turns = naive_turns(12, 40_000)  # about 10,000 tokens per result
+    strategy = Strategy(
+        "both",
+        providers=("anthropic-messages",),
+        clear=ClearToolUses(trigger_input_tokens=40_000),
+        compaction=Compaction(trigger_input_tokens=50_000, summary_tokens=500),
+    )
+    applied = strategy_turns(turns, strategy, chars4)
+    # Clearing (over 40k: 4 results and more) keeps each request near 3 results (~30k), so
+    # the cleared request never reaches compaction's 50k in 12 turns.
+    assert applied.compactions == 0 and applied.summary_output_tokens == 0
+    assert applied.cleared_turns == 9
+    assert [t.label for t in applied.turns] == [t.label for t in turns]
+    last = applied.turns[-1].projection
+    assert [m.tool_call_id for m in last.messages if m.content == CLEARED_PLACEHOLDER] == [
+        f"c{n}" for n in range(1, 10)
+    ]
+    assert last.sources[3] == turns[-1].projection.sources[3]  # a cleared result keeps its source
+    economy = cache_economy(
+        applied.turns,
+        chars4,
+        settings=EconomySettings(providers=("anthropic-messages",), min_cacheable_tokens=0),
+    )
+    assert (
+        economy["anthropic-messages"].totals.input_tokens
+        < sum(t.projection.upper_bound for t in turns) * 10_000
+    )
+
+
+def test_compaction_adds_the_summary_call_before_the_turn_it_compacts() -> None:
+    turns = naive_turns(8, 40_000)
+    strategy = Strategy(
+        "compaction",
+        providers=("anthropic-messages",),
+        compaction=Compaction(trigger_input_tokens=50_000, summary_tokens=500),
+    )
+    applied = strategy_turns(turns, strategy, chars4)
+    assert applied.compactions == 1 and applied.summary_output_tokens == 500
+    labels = [t.label for t in applied.turns]
+    assert labels == ["t0", "t1", "t2", "t3", "t4 compaction", "t4", "t5", "t6", "t7"]
+    summary_call = applied.turns[4].projection.messages
+    assert summary_call[-1].content == SUMMARY_REQUEST and len(summary_call) == 2 + 2 + 10
+    compacted = applied.turns[5].projection.messages
+    assert len(compacted) == 2 and compacted[1].content.startswith("<summary>Summary 1 ")
+    assert 400 <= chars4(compacted[1].content) <= 600
+    assert applied.turns[6].projection.messages[:2] == compacted
+    assert applied.largest_request >= 50_000
