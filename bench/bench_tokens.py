@@ -274,8 +274,8 @@ VIEWS_16K = (
     "unified@3 C",
     "unified@4",
     "unified@4 no folds",
-    "prefix@2",
     "unified@2 no folds",
+    "prefix@2",
 )
 # Every view with both agent behaviours (issue 34), the folding one first.
 VIEWS_ALL = (
@@ -415,21 +415,23 @@ def _versions(setting: Setting) -> dict[str, Any]:
 
 
 def _answer_host_calls(session_id: Any, sizes: str) -> None:
+    """Write a result for each host call of the current run that has none (one read)."""
+    from django.db.models import Exists, OuterRef
+
     from sessions_app.models import Message, Session
     from sessions_app.services.messages import message_write
 
-    session = Session.objects.get(pk=session_id)
-    calls = Message.objects.filter(
-        session=session, run_id=session.current_run_id, kind="tool_call"
-    ).exclude(tool_name__startswith="context_")
-    answered = set(
-        Message.objects.filter(
-            session=session, kind="tool_result", tool_call_id__in=[c.tool_call_id for c in calls]
-        ).values_list("tool_call_id", flat=True)
+    session = Session.objects.only("id", "current_run_id").get(pk=session_id)
+    answers = Message.objects.filter(
+        session=session, kind="tool_result", tool_call_id=OuterRef("tool_call_id")
     )
-    for call in calls.order_by("index"):
-        if call.tool_call_id in answered:
-            continue
+    calls = (
+        Message.objects.filter(session=session, run_id=session.current_run_id, kind="tool_call")
+        .exclude(tool_name__startswith="context_")
+        .filter(~Exists(answers))
+        .order_by("index")
+    )
+    for call in calls:
         content = (
             "noted"
             if call.tool_name == NOTE_TOOL
@@ -802,8 +804,11 @@ def measure(setting: Setting) -> dict[str, Any]:
 def _replay(sessions: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     """Every view's cache economy, the full history's, and each provider baseline's."""
     from contextproto import tokens as token_count
+    from contextproto.protocol.adapters import PROVIDER_ANTHROPIC_MESSAGES as ANTHROPIC
+    from contextproto.protocol.adapters import adapt
     from contextproto.protocol.baselines import strategy_turns
     from contextproto.protocol.cache_report import cache_economy
+    from contextproto.protocol.cache_sim import CacheSimulator
     from sessions_app.cache_economy import session_cache_economy, session_turns
 
     economies = {}
@@ -837,10 +842,30 @@ def _replay(sessions: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
         else:
             ordered[label] = economies[label]
     log(f"{FULL_HISTORY_OF} and the full history replayed in {time.perf_counter() - began:.1f} s")
+    # The triggers compare a request's input tokens as the simulator counts them (Anthropic's
+    # rendering, the same counter), so "over 100,000" means what the cost columns count.
+    counter = CacheSimulator(token_count.count_tokens)
+    anthropic_settings = replace(loaded.settings, providers=(ANTHROPIC,))
+
+    def request_tokens(turn: Any) -> int:
+        body = adapt(
+            turn.projection,
+            ANTHROPIC,
+            list(turn.tools),
+            prompt_cache=anthropic_settings.prompt_cache,
+            cache_key=anthropic_settings.cache_key,
+        ).body
+        return counter.linearise(ANTHROPIC, body).total_tokens
+
     baselines = {}
     for strategy in STRATEGIES:
         began = time.perf_counter()
-        applied = strategy_turns(loaded.full_history, strategy, token_count.count_tokens)
+        applied = strategy_turns(
+            loaded.full_history,
+            strategy,
+            token_count.count_tokens,
+            request_tokens=request_tokens,
+        )
         baselines[strategy.label] = Baseline(
             strategy=strategy,
             economy=economy(applied.turns, strategy.label, strategy.providers),

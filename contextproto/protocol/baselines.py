@@ -397,12 +397,18 @@ class StrategyTurns:
 
 
 def strategy_turns(
-    turns: Sequence[ViewTurn], strategy: Strategy, count_tokens: Callable[[str], int]
+    turns: Sequence[ViewTurn],
+    strategy: Strategy,
+    count_tokens: Callable[[str], int],
+    *,
+    request_tokens: Callable[[ViewTurn], int] | None = None,
 ) -> StrategyTurns:
     """Apply `strategy` to each naive turn (system, then every raw message, in send order).
 
-    Token figures for the triggers: each message's canonical JSON counted once, plus the
-    tools' JSON (the request's input as the API counts it, to the counter's accuracy).
+    The triggers compare `request_tokens(turn)`, the input tokens of a turn's request as the
+    provider would count them (the cache report passes the simulator's count of the adapted
+    request); without it, each message's canonical JSON counted once plus the tools' JSON.
+    The tokens an edit frees (for `clear_at_least`) are counted per message.
     """
     memo: dict[int, tuple[ModelMessage, int]] = {}
 
@@ -426,9 +432,14 @@ def strategy_turns(
             tool_tokens[key] = count_tokens(json.dumps(list(turn.tools), ensure_ascii=False))
         return tool_tokens[key]
 
+    def prompt(messages: Sequence[ModelMessage], turn: ViewTurn) -> int:
+        if request_tokens is not None:
+            return request_tokens(_view_turn(turn, messages, sources, label=turn.label))
+        return tools_of(turn) + sum(count(m) for m in messages)
+
     cleared_turns = 0
 
-    def edit(messages: Sequence[ModelMessage], tools: int) -> tuple[ModelMessage, ...]:
+    def edit(messages: Sequence[ModelMessage], turn: ViewTurn) -> tuple[ModelMessage, ...]:
         nonlocal cleared_turns
         out: Sequence[ModelMessage] = messages
         changed = False
@@ -437,8 +448,9 @@ def strategy_turns(
             changed = changed or bool(trimmed.cleared)
             out = _keep_sources(out, trimmed.messages, sources)
         if strategy.clear is not None:
-            prompt = tools + sum(count(m) for m in out)
-            cleared = clear_tool_uses(out, prompt_tokens=prompt, count=count, config=strategy.clear)
+            cleared = clear_tool_uses(
+                out, prompt_tokens=prompt(out, turn), count=count, config=strategy.clear
+            )
             changed = changed or bool(cleared.cleared)
             out = _keep_sources(out, cleared.messages, sources)
         cleared_turns += changed
@@ -446,19 +458,19 @@ def strategy_turns(
 
     views: list[tuple[ViewTurn, CompactedTurn]] = []
     if strategy.compaction is None:
-        views = [(t, CompactedTurn(edit(t.projection.messages, tools_of(t)))) for t in turns]
-    else:
+        views = [(t, CompactedTurn(edit(t.projection.messages, t))) for t in turns]
+    elif turns:
         config = strategy.compaction
         summary_source = ProjectionSource(derived_type=DERIVED_RAW, session_id="", window_id="*")
-        current_tools = 0
+        current = turns[0]
         compactor = Compactor(
-            prompt_tokens=lambda ms: current_tools + sum(count(m) for m in ms),
+            prompt_tokens=lambda ms: prompt(ms, current),
             summary_text=lambda n: _summary_text(n, config.summary_tokens, count_tokens),
             config=config,
-            edit=lambda ms: edit(ms, current_tools),
+            edit=lambda ms: edit(ms, current),
         )
         for turn in turns:
-            current_tools = tools_of(turn)
+            current = turn
             compacted = compactor.step(turn.projection.messages)
             if compactor.summary is not None:
                 sources.setdefault(id(compactor.summary), summary_source)
@@ -466,16 +478,15 @@ def strategy_turns(
     out: list[ViewTurn] = []
     output_tokens = compactions = largest = 0
     for turn, compacted in views:
-        tools = tools_of(turn)
         if compacted.summarized is not None:
             compactions += 1
             output_tokens += compacted.summary_output_tokens
             ask = ModelMessage(role=ROLE_USER, kind=KIND_INPUT, content=SUMMARY_REQUEST)
             sources[id(ask)] = ProjectionSource(derived_type=DERIVED_RAW, session_id="")
             request = (*compacted.summarized, ask)
-            largest = max(largest, tools + sum(count(m) for m in request))
+            largest = max(largest, prompt(request, turn))
             out.append(_view_turn(turn, request, sources, label=f"{turn.label} compaction"))
-        largest = max(largest, tools + sum(count(m) for m in compacted.messages))
+        largest = max(largest, prompt(compacted.messages, turn))
         out.append(_view_turn(turn, compacted.messages, sources, label=turn.label))
     return StrategyTurns(
         turns=out,
