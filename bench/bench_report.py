@@ -524,10 +524,21 @@ def keep_sections(old: str, new: str, keys: list[str]) -> str:
         if span is None:
             continue
         block = old[span[0] : span[1]].rstrip("\n") + "\n\n"
-        at = text.find(LOAD_BEGIN)
-        at = at if at >= 0 else len(text)
-        text = text[:at].rstrip("\n") + "\n\n" + block + text[at:]
+        text = _insert_section(text, key, block)
     return text
+
+
+def _insert_section(text: str, key: str, block: str) -> str:
+    """`text` with `block` before the first later section of SECTION_HEADINGS it has (else
+    before the load section, or at the end)."""
+    keys = list(SECTION_HEADINGS)
+    for later in keys[keys.index(key) + 1 :]:
+        span = _section_span(text, SECTION_HEADINGS[later])
+        if span is not None:
+            return text[: span[0]] + block + text[span[0] :]
+    at = text.find(LOAD_BEGIN)
+    at = at if at >= 0 else len(text)
+    return text[:at].rstrip("\n") + "\n\n" + block + text[at:]
 
 
 LOAD_BEGIN = "<!-- make load: begin"
@@ -564,9 +575,7 @@ def refresh(old: str, results: dict[str, Any], ctx: dict[str, Any]) -> str:
         if found is not None:
             text = text[: found[0]] + block + text[found[1] :]
         else:
-            at = text.find(LOAD_BEGIN)
-            at = at if at >= 0 else len(text)
-            text = text[:at].rstrip("\n") + "\n\n" + block + text[at:]
+            text = _insert_section(text, key, block)
     if not headings:
         return old
     named = ", ".join(headings)
