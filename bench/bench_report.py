@@ -349,6 +349,10 @@ def render(results: dict[str, Any], verdicts: list[dict[str, str]], ctx: dict[st
         ]
     if "tokens" in results:
         lines += token_section(results["tokens"])
+    if "economy" in results:
+        lines += economy_section(results["economy"], SECTION_HEADINGS["economy"])
+    if "economy-long" in results:
+        lines += economy_section(results["economy-long"], SECTION_HEADINGS["economy-long"])
     if "prototypes" in results:
         pr = results["prototypes"]
         lines += [
@@ -420,7 +424,9 @@ def token_section(t: dict[str, Any]) -> list[str]:
         "script (its arguments cut to what each version's tools accept: unified@1 has no "
         "`expectedWindowId`); `unified@4 no folds` is unified@4 with the same defaults and "
         "an agent that never folds (a `progress_note` host call where the script folds), so "
-        "the masking tier, not folds, shrinks its old lookups; prefix@2 gets the same inputs and "
+        "the masking tier, not folds, shrinks its old lookups (`unified@2 no folds`: unified@2 "
+        "with that agent, so the two differ by the layout and masking alone); prefix@2 gets "
+        "the same inputs and "
         "the same lookups turn for turn (a tiny `progress_note` host call where a unified "
         "agent calls a context tool). All: maxInputTokens 16000, maintenance at 0.75, a "
         "scripted maintainer. Raw tokens are estimates (characters / 4 of the request as "
@@ -471,6 +477,7 @@ def token_section(t: dict[str, Any]) -> list[str]:
         "",
         cache["breaks"],
         "",
+        *_choice_lines(t),
         "Goals of issue 24 (reported, not CI-gated):",
         "",
         "| goal | measured | status |",
@@ -502,10 +509,43 @@ SECTION_HEADINGS = {
     "projection": "## 1. Projection",
     "dispatch": "## 2. Dispatch",
     "tokens": "## 3. Token economy",
+    "economy": "## 3b. Token economy at 128k: both agents, the providers' own strategies",
+    "economy-long": "## 3c. Token economy over 1000 turns (`make bench-long`)",
     "prototypes": "## Prototypes",
     "engine": "## Engine only",
     "gateway": "## Gateway",
 }
+
+
+def keep_sections(old: str, new: str, keys: list[str]) -> str:
+    """`new` with the sections of `keys` that it lacks copied from `old` (before the load
+    section, or at the end): a full `make bench` keeps what `make bench-long` measured."""
+    text = new
+    for key in keys:
+        heading = SECTION_HEADINGS[key]
+        if _section_span(text, heading) is not None:
+            continue
+        span = _section_span(old, heading)
+        if span is None:
+            continue
+        block = old[span[0] : span[1]].rstrip("\n") + "\n\n"
+        text = _insert_section(text, key, block)
+    return text
+
+
+def _insert_section(text: str, key: str, block: str) -> str:
+    """`text` with `block` before the first later section of SECTION_HEADINGS it has (else
+    before the load section, or at the end)."""
+    keys = list(SECTION_HEADINGS)
+    for later in keys[keys.index(key) + 1 :]:
+        span = _section_span(text, SECTION_HEADINGS[later])
+        if span is not None:
+            return text[: span[0]] + block + text[span[0] :]
+    at = text.find(LOAD_BEGIN)
+    at = at if at >= 0 else len(text)
+    return text[:at].rstrip("\n") + "\n\n" + block + text[at:]
+
+
 LOAD_BEGIN = "<!-- make load: begin"
 REFRESH_NOTE = "* Refreshed after this run:"
 
@@ -540,9 +580,7 @@ def refresh(old: str, results: dict[str, Any], ctx: dict[str, Any]) -> str:
         if found is not None:
             text = text[: found[0]] + block + text[found[1] :]
         else:
-            at = text.find(LOAD_BEGIN)
-            at = at if at >= 0 else len(text)
-            text = text[:at].rstrip("\n") + "\n\n" + block + text[at:]
+            text = _insert_section(text, key, block)
     if not headings:
         return old
     named = ", ".join(headings)
@@ -558,3 +596,102 @@ def refresh(old: str, results: dict[str, Any], ctx: dict[str, Any]) -> str:
     if code is not None:
         text = text[: code.end()] + note + "\n" + text[code.end() :]
     return text
+
+
+BASELINE_NOTES = (
+    "The providers' strategies are simulated on the full history (the agent that does not "
+    "fold, without context tools), each request edited as the provider's documented rule "
+    "says, then rebuilt through the same adapters, cache simulator and prices "
+    "(`contextproto/protocol/baselines.py`; the rule versions, defaults and the readings "
+    "taken where the documentation is silent are in docs/decisions.md). Anthropic's context "
+    "editing is stateless: the client sends the full history and every request over the "
+    "trigger is edited again, so once it is active the newest result past the kept ones is "
+    "cleared on every turn and the cache is rewritten from there. A compaction bills one "
+    "extra call: the request as it stood plus a short summarization prompt (cache reads and "
+    "writes as simulated) and the summary as output (assumed 2,000 tokens, priced at 5x "
+    "input, Claude's output price). The ToolOutputTrimmer runs in the OpenAI Agents SDK "
+    "before each call, on any provider. Every view of the service also shows a tool result "
+    "of more than 16,000 characters as a preview (`TOOL_RESULT_PREVIEW_CHARS`), readable in "
+    "full with `context_history_read` / `context_fold_read` under unified; the naive agent "
+    "and the baselines send results whole."
+)
+
+
+def _choice_lines(t: dict[str, Any]) -> list[str]:
+    """The comparison with the providers' strategies (issue 34) and its goals, if measured."""
+    compared = t.get("compared")
+    if not compared:
+        return []
+    lines = [
+        "Views against the providers' own strategies (issue 34), Anthropic's rules unless a "
+        'column says OpenAI; effective cost in input-token equivalents; "vs cheapest '
+        "baseline\": against the cheapest provider strategy under Anthropic's rules "
+        f"({compared['cheapest']}); checkpoints run: committed maintenance jobs (baselines: "
+        "compactions); largest request: the most input tokens one request carried.",
+        "",
+        compared["table"],
+        "",
+        BASELINE_NOTES,
+        "",
+        "Rules simulated: "
+        + "; ".join(f"{label}: `{rule}`" for label, rule in compared["rules"].items())
+        + ".",
+        "",
+    ]
+    lines += goal_lines(
+        f"Goals of issue 34 at {t['setting']['title']} (reported, not CI-gated):",
+        compared.get("goals", []),
+    )
+    return lines
+
+
+def _sizes_line(sizes: dict[str, Any]) -> str:
+    if not sizes:
+        return ""
+    return (
+        f"Lookup results in this run: {sizes['count']}, median {sizes['median']:,} characters, "
+        f"90th percentile {sizes['p90']:,}, largest {sizes['max']:,}; {sizes['under_2k']} under "
+        f"2,000 characters, {sizes['over_20k']} of 20,000 or more."
+    )
+
+
+def economy_section(t: dict[str, Any], heading: str) -> list[str]:
+    """Section 3b / 3c: a realistic setting, both agents, every view, the baselines."""
+    setting = t["setting"]
+    cache = t["cache"]
+    chart = f"bench/token_economy_{setting['key']}.svg"
+    lines = [
+        heading,
+        "",
+        f"The script of section 3 at {setting['title']}: maxInputTokens "
+        f"{setting['max_input_tokens']:,} (maintenance at 0.75 of it), tool results drawn "
+        "per lookup from a seeded long-tailed distribution (`bench_tokens.lookup_chars`: 80% "
+        "of 300-2,000 characters, 15% of 2,000-20,000, 5% of 20,000-60,000; every view gets "
+        f"the same result for the same lookup), {setting['turns']} turns. Views: "
+        f"{', '.join(setting['views'])}. A view marked `no folds` runs the agent that does not "
+        "fold (the same work, a `progress_note` host call where the script folds), so old "
+        "results are left to checkpoints and, under unified@4, to masking. "
+        + _sizes_line(t.get("sizes") or {}),
+        "",
+        f"![input tokens per turn]({chart})",
+        "",
+        "Input tokens per turn (characters / 4):",
+        "",
+        t["table"],
+        "",
+        t["summary"],
+        "",
+        "With prompt caching (the replay of section 3, the same rules and prices):",
+        "",
+        cache["table"],
+        "",
+        "Cache breaks by cause under Anthropic's rules (turn pairs / tokens re-billed):",
+        "",
+        cache["breaks"],
+        "",
+        *_choice_lines(t),
+        f"Section {t['seconds']:.1f} s (sessions driven {t['drive_seconds']:.1f} s, cache "
+        f"replay of every view and baseline {t['replay_seconds']:.1f} s).",
+        "",
+    ]
+    return lines

@@ -23,12 +23,15 @@ through the cache simulator and counted with cl100k_base (an estimate).
 from __future__ import annotations
 
 import json
+import math
+import random
 import time
 from collections import Counter
+from dataclasses import dataclass, replace
 from typing import Any
 
 from benchlib import BENCH_DIR, banner, log, table
-from economy import economy_section
+from economy import STRATEGIES, Baseline, comparison_section, economy_section
 
 from contextproto.protocol.messages import DERIVED_MASKED
 
@@ -51,19 +54,47 @@ FULL_HISTORY = "full history"
 CACHE_THINK_SECONDS = 20.0
 
 
-def _task_input(task: int) -> str:
-    if task in RESUMES:
+def _resumes(tasks: int) -> dict[int, int]:
+    """Task -> the earlier task whose window it resumes: RESUMES in every block of 10 tasks."""
+    return {
+        block + task: block + earlier
+        for block in range(0, tasks, 10)
+        for task, earlier in RESUMES.items()
+        if block + task < tasks
+    }
+
+
+def _maintainer_runs(tasks: int) -> dict[int, int]:
+    """Task -> after how many lookups it asks for maintenance: MAINTAINER_RUN_AT per block."""
+    return {
+        block + task: after
+        for block in range(0, tasks, 10)
+        for task, after in MAINTAINER_RUN_AT.items()
+        if block + task < tasks
+    }
+
+
+def _task_input(task: int, resumes: dict[int, int] = RESUMES) -> str:
+    if task in resumes:
         return (
-            f"Task {task + 1}: go back to task {RESUMES[task] + 1} and re-check its figures "
+            f"Task {task + 1}: go back to task {resumes[task] + 1} and re-check its figures "
             "against the new budget; do not change what was agreed."
         )
     return f"Task {task + 1}: prepare the quote for customer C{task + 1:02d} (laptops, EU)."
 
 
-def build_scripts() -> tuple[dict[str, Any], dict[str, Any], list[str]]:
-    """The unified@2 script, its prefix@2 twin and the run inputs (300 steps each)."""
+def build_scripts(
+    turns: int = TURNS, tasks: int = TASKS
+) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
+    """The unified@2 script, its prefix@2 twin and the run inputs (`turns` steps each).
+
+    `tasks` tasks of LOOKUPS_PER_TASK lookups; the last runs on until the turns are used.
+    Every block of 10 tasks resumes and asks for maintenance as the first 10 do.
+    """
     from labs.scenario import ScriptBuilder
 
+    resumes = _resumes(tasks)
+    maintainer_runs = _maintainer_runs(tasks)
     unified = ScriptBuilder()
     twin: list[dict[str, Any]] = []
     inputs: list[str] = []
@@ -92,18 +123,18 @@ def build_scripts() -> tuple[dict[str, Any], dict[str, Any], list[str]]:
         twin.append({"text": content})
         unified.text(content)
 
-    for task in range(TASKS):
-        last_task = task == TASKS - 1
-        inputs.append(_task_input(task))
+    for task in range(tasks):
+        last_task = task == tasks - 1
+        inputs.append(_task_input(task, resumes))
         unified.user_input()
-        window = f"task-{(RESUMES.get(task, task)) + 1:02d}"
+        window = f"task-{(resumes.get(task, task)) + 1:02d}"
         opening: dict[str, Any] = {
             "purpose": "a new task gets its own window",
             "expectedWindowId": "main",
             "windowId": window,
             "input": f"{inputs[-1]} Come back to main with the outcome.",
         }
-        if task in RESUMES:
+        if task in resumes:
             opening["resume"] = True
         else:
             opening["goal"] = f"Quote for customer C{task + 1:02d}"
@@ -113,7 +144,7 @@ def build_scripts() -> tuple[dict[str, Any], dict[str, Any], list[str]]:
         while True:
             # The last task runs on until only its complete + answer turns are left.
             if last_task:
-                if len(unified.steps) >= TURNS - 2:
+                if len(unified.steps) >= turns - 2:
                     break
             elif n >= LOOKUPS_PER_TASK:
                 break
@@ -121,7 +152,7 @@ def build_scripts() -> tuple[dict[str, Any], dict[str, Any], list[str]]:
             first, last, _ = host(name, {"item": f"laptop-{task}-{n}", "qty": n % 5 + 1})
             batch_first = batch_first or first
             n += 1
-            if n % FOLD_EVERY == 0 and len(unified.steps) < TURNS - 2:
+            if n % FOLD_EVERY == 0 and len(unified.steps) < turns - 2:
                 protocol(
                     "context_fold_create",
                     {
@@ -134,7 +165,7 @@ def build_scripts() -> tuple[dict[str, Any], dict[str, Any], list[str]]:
                     },
                 )
                 batch_first = None
-            if n % 10 == 0 and len(unified.steps) < TURNS - 2:
+            if n % 10 == 0 and len(unified.steps) < turns - 2:
                 protocol(
                     "context_window_memory_set",
                     {
@@ -144,7 +175,7 @@ def build_scripts() -> tuple[dict[str, Any], dict[str, Any], list[str]]:
                         f"{4150 + 37 * n} EUR.",
                     },
                 )
-            if MAINTAINER_RUN_AT.get(task) == n:
+            if maintainer_runs.get(task) == n:
                 protocol(
                     "context_maintainer_run",
                     {"purpose": "compress the finished part", "expectedWindowId": window},
@@ -210,6 +241,106 @@ def script_for_view(script: dict[str, Any], view: Any) -> dict[str, Any]:
     return {**script, "description": f"{script['description']}, no folds", "steps": steps}
 
 
+# --------------------------------------------------------------------------- settings
+
+SIZES_FIXED = "fixed"  # scenario.host_result: ~3 KB per lookup (the economy before issue 34)
+SIZES_LONG_TAIL = "long-tail"  # lookup_chars: seeded, most under 2 KB, some 20-60 KB
+SIZE_SEED = "bench-tokens-34"
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One economy run: the budget, the turns, the tool results' sizes and the views."""
+
+    key: str
+    max_input_tokens: int
+    turns: int
+    tasks: int
+    sizes: str
+    views: tuple[str, ...]
+
+    @property
+    def title(self) -> str:
+        sizes = "~3 KB lookups" if self.sizes == SIZES_FIXED else "long-tail lookups (seeded)"
+        return f"maxInputTokens {self.max_input_tokens // 1000}k, {self.turns} turns, {sizes}"
+
+
+# The views before issue 34, plus unified@2 without folds (masking's own value at 16k).
+VIEWS_16K = (
+    "unified@1",
+    "unified@2",
+    "unified@3 A",
+    "unified@3 B",
+    "unified@3 C",
+    "unified@4",
+    "unified@4 no folds",
+    "unified@2 no folds",
+    "prefix@2",
+)
+# Every view with both agent behaviours (issue 34), the folding one first.
+VIEWS_ALL = (
+    "unified@1",
+    "unified@2",
+    "unified@3 A",
+    "unified@3 B",
+    "unified@3 C",
+    "unified@4",
+    "unified@1 no folds",
+    "unified@2 no folds",
+    "unified@3 A no folds",
+    "unified@3 B no folds",
+    "unified@3 C no folds",
+    "unified@4 no folds",
+    "prefix@2",
+)
+VIEWS_LONG = ("unified@2", "unified@4", "unified@2 no folds", "unified@4 no folds", "prefix@2")
+# Today's script at 16k (its figures unchanged), the realistic one at 128k, and the long one
+# (`make bench-long`).
+SETTING_16K = Setting("16k", 16_000, TURNS, TASKS, SIZES_FIXED, VIEWS_16K)
+SETTING_128K = Setting("128k", 128_000, TURNS, TASKS, SIZES_LONG_TAIL, VIEWS_ALL)
+SETTING_LONG = Setting("128k-1000", 128_000, 1000, 34, SIZES_LONG_TAIL, VIEWS_LONG)
+
+
+def lookup_chars(item: str) -> int:
+    """The size of a lookup's result in the long-tail setting: a seeded draw per item.
+
+    80% log-uniform in 300-2,000 characters, 15% log-uniform in 2,000-20,000, 5% uniform in
+    20,000-60,000: most results under 2 KB, a few of 20-60 KB. Every view gets the same size
+    for the same lookup (the item names it).
+    """
+    rng = random.Random(f"{SIZE_SEED}:{item}")
+    u = rng.random()
+    if u < 0.80:
+        return int(math.exp(rng.uniform(math.log(300), math.log(2_000))))
+    if u < 0.95:
+        return int(math.exp(rng.uniform(math.log(2_000), math.log(20_000))))
+    return int(rng.uniform(20_000, 60_000))
+
+
+def sized_host_result(tool_name: str, arguments: dict[str, Any], chars: int) -> str:
+    """A lookup result of about `chars` characters: scenario.host_result's rows, as many as fit."""
+    length = len(json.dumps({"tool": tool_name, "query": arguments, "rows": []}))
+    rows: list[str] = []
+    while length < chars:
+        n = len(rows)
+        row = (
+            f"{tool_name} row {n:04d}: item=laptop-{n % 7} region=EU price={1200 + n * 7} "
+            f"stock={40 - n % 9} note=standard terms apply"
+        )
+        length += len(json.dumps(row)) + (2 if rows else 0)
+        rows.append(row)
+    return json.dumps({"tool": tool_name, "query": arguments, "rows": rows})
+
+
+def host_content(tool_name: str, arguments: dict[str, Any], sizes: str) -> str:
+    """What the bench's host answers to a lookup under `sizes`."""
+    from labs.scenario import host_result
+
+    if sizes == SIZES_FIXED:
+        return host_result(tool_name, arguments)
+    return sized_host_result(tool_name, arguments, lookup_chars(str(arguments.get("item"))))
+
+
 def _maintainer_script() -> dict[str, Any]:
     return {
         "description": "bench: context-maintainer",
@@ -229,10 +360,10 @@ def _maintainer_script() -> dict[str, Any]:
     }
 
 
-def _versions() -> dict[str, Any]:
-    """A published AgentVersion per entry of `scenario.PROTOCOL_VIEWS`, by label."""
+def _versions(setting: Setting) -> dict[str, Any]:
+    """A published AgentVersion per view of `setting` (`scenario.PROTOCOL_VIEWS`), by label."""
     from agents.models import Agent, AgentVersion, Application, Tool
-    from labs.scenario import PROTOCOL_VIEWS
+    from labs.scenario import protocol_view
 
     application, _ = Application.objects.get_or_create(name=APPLICATION)
     tools = []
@@ -243,7 +374,7 @@ def _versions() -> dict[str, Any]:
             defaults={"description": f"Host tool {name}.", "input_schema": {"type": "object"}},
         )
         tools.append(tool)
-    unified_script, prefix_script, _inputs = build_scripts()
+    unified_script, prefix_script, _inputs = build_scripts(setting.turns, setting.tasks)
 
     def version(name: str, **fields: Any) -> AgentVersion:
         agent, _ = Agent.objects.get_or_create(application=application, name=name)
@@ -253,8 +384,8 @@ def _versions() -> dict[str, Any]:
             status=AgentVersion.Status.PUBLISHED,
             model_provider="scripted",
             model_name="scripted-bench",
-            max_input_tokens=MAX_INPUT_TOKENS,
-            max_turns_per_run=60,
+            max_input_tokens=setting.max_input_tokens,
+            max_turns_per_run=1000,
             **fields,
         )
 
@@ -267,7 +398,7 @@ def _versions() -> dict[str, Any]:
     )
     prompt = "You are ACME's sales assistant. You prepare quotes.\n\n{{context_protocol}}"
     made = {}
-    for view in PROTOCOL_VIEWS:
+    for view in map(protocol_view, setting.views):
         made[view.label] = version(
             f"quote-assistant ({view.label})",
             system_prompt=prompt,
@@ -283,27 +414,28 @@ def _versions() -> dict[str, Any]:
     return made
 
 
-def _answer_host_calls(session_id: Any) -> None:
-    from labs.scenario import host_result
+def _answer_host_calls(session_id: Any, sizes: str) -> None:
+    """Write a result for each host call of the current run that has none (one read)."""
+    from django.db.models import Exists, OuterRef
+
     from sessions_app.models import Message, Session
     from sessions_app.services.messages import message_write
 
-    session = Session.objects.get(pk=session_id)
-    calls = Message.objects.filter(
-        session=session, run_id=session.current_run_id, kind="tool_call"
-    ).exclude(tool_name__startswith="context_")
-    answered = set(
-        Message.objects.filter(
-            session=session, kind="tool_result", tool_call_id__in=[c.tool_call_id for c in calls]
-        ).values_list("tool_call_id", flat=True)
+    session = Session.objects.only("id", "current_run_id").get(pk=session_id)
+    answers = Message.objects.filter(
+        session=session, kind="tool_result", tool_call_id=OuterRef("tool_call_id")
     )
-    for call in calls.order_by("index"):
-        if call.tool_call_id in answered:
-            continue
+    calls = (
+        Message.objects.filter(session=session, run_id=session.current_run_id, kind="tool_call")
+        .exclude(tool_name__startswith="context_")
+        .filter(~Exists(answers))
+        .order_by("index")
+    )
+    for call in calls:
         content = (
             "noted"
             if call.tool_name == NOTE_TOOL
-            else host_result(call.tool_name, call.arguments or {})
+            else host_content(call.tool_name, call.arguments or {}, sizes)
         )
         message_write(
             session_id=session.id,
@@ -314,7 +446,7 @@ def _answer_host_calls(session_id: Any) -> None:
         )
 
 
-def _drive(version: Any, inputs: list[str]) -> Any:
+def _drive(version: Any, inputs: list[str], sizes: str) -> Any:
     from sessions_app.services.runs import run_start
     from sessions_app.services.runtime import run_advance
     from sessions_app.services.sessions import session_create
@@ -324,7 +456,7 @@ def _drive(version: Any, inputs: list[str]) -> Any:
         run, _ = run_start(session_id=session.id, content=content)
         status = run_advance(run_id=run.id)
         while status == "waiting_for_host_tool":
-            _answer_host_calls(session.id)
+            _answer_host_calls(session.id, sizes)
             status = run_advance(run_id=run.id)
         if status != "completed":
             raise RuntimeError(f"run ended {status}: {run.id.hex}")
@@ -451,6 +583,8 @@ COLOURS = {
     "prefix@2": "#d95f02",
     "unified@2": "#1b9e77",
     "unified@4": "#7570b3",
+    "unified@2 no folds": "#1b9e77",
+    "unified@4 no folds": "#7570b3",
 }
 
 
@@ -519,35 +653,57 @@ def _commit_turns(session: Any, snapshots: list[Any]) -> list[int]:
 
 
 def run() -> dict[str, Any]:
+    """Section 3: today's script at 16k (`make bench`)."""
+    return measure(SETTING_16K)
+
+
+def run_realistic() -> dict[str, Any]:
+    """Section 3b: the realistic setting, 128k and long-tail results (`make bench`)."""
+    return measure(SETTING_128K)
+
+
+def run_long() -> dict[str, Any]:
+    """Section 3c: 1000 turns at 128k (`make bench-long`)."""
+    return measure(SETTING_LONG)
+
+
+def _every(turns: int) -> list[int]:
+    step = 10 if turns <= 300 else 50
+    return [1, *range(step, turns + 1, step)]
+
+
+def measure(setting: Setting) -> dict[str, Any]:
+    """Drive every view of `setting`, then replay each with caching, with the baselines."""
     from django.test.utils import override_settings
 
-    from sessions_app.cache_economy import session_cache_economy
     from sessions_app.models import FoldRecord, MaintenanceJob
 
-    labels = ", ".join(_versions_labels())
-    banner(f"3. Token economy: {TURNS} scripted turns, {labels} and the full history")
+    turns = setting.turns
+    banner(
+        f"Token economy ({setting.title}): {', '.join(setting.views)}, the full history "
+        "and the provider baselines"
+    )
     started = time.perf_counter()
-    _unified, _prefix, inputs = build_scripts()
+    _unified, _prefix, inputs = build_scripts(setting.turns, setting.tasks)
     with override_settings(RUNTIME_AUTOSTART=False, CELERY_TASK_ALWAYS_EAGER=True):
-        versions = _versions()
+        versions = _versions(setting)
         sessions = {}
         for label, v in versions.items():
             began = time.perf_counter()
-            sessions[label] = _drive(v, inputs)
-            log(f"{label}: {TURNS} turns driven in {time.perf_counter() - began:.1f} s")
+            sessions[label] = _drive(v, inputs, setting.sizes)
+            log(f"{label}: {turns} turns driven in {time.perf_counter() - began:.1f} s")
     driven = time.perf_counter() - started
     snaps = {label: _turns(s) for label, s in sessions.items()}
     for label, found in snaps.items():
-        if len(found) != TURNS:
-            raise RuntimeError(f"{label}: {len(found)} turns, expected {TURNS}")
+        if len(found) != turns:
+            raise RuntimeError(f"{label}: {len(found)} turns, expected {turns}")
     tokens = {
         label: [int((s.usage or {}).get("inputTokens") or 0) for s in found]
         for label, found in snaps.items()
     }
     full = _full_history_tokens(sessions[FULL_HISTORY_OF], snaps[FULL_HISTORY_OF])
-    unified = tokens["unified@2"]
     rows = []
-    for turn in [1, *range(10, TURNS + 1, 10)]:
+    for turn in _every(turns):
         i = turn - 1
         rows.append(
             (
@@ -579,7 +735,7 @@ def run() -> dict[str, Any]:
         (
             label,
             sum(found),
-            sum(found) // TURNS,
+            sum(found) // turns,
             max(found),
             f"{100 - 100 * sum(found) / sum(full):.0f}%",
             stats[label]["windows"],
@@ -590,12 +746,12 @@ def run() -> dict[str, Any]:
         for label, found in tokens.items()
     ]
     totals.append(
-        ("full history", sum(full), sum(full) // TURNS, max(full), "0%", "-", "-", "-", "-")
+        ("full history", sum(full), sum(full) // turns, max(full), "0%", "-", "-", "-", "-")
     )
     summary = table(
         (
             "view",
-            f"tokens, {TURNS} turns",
+            f"tokens, {turns} turns",
             "per turn",
             "max turn",
             "saved vs full",
@@ -607,59 +763,163 @@ def run() -> dict[str, Any]:
         totals,
     )
     print(summary)
-    marks = {
-        "unified@2": _commit_turns(sessions["unified@2"], snaps["unified@2"]),
-        "prefix@2": _commit_turns(sessions["prefix@2"], snaps["prefix@2"]),
-    }
-    SVG_PATH.write_text(
-        _svg(
-            {
-                "full history": full,
-                "prefix@2": tokens["prefix@2"],
-                "unified@2": unified,
-                "unified@4": tokens["unified@4"],
-            },
-            marks,
-        )
-    )
-    log(f"chart written to {SVG_PATH.relative_to(BENCH_DIR.parent)}")
+    _chart(setting, sessions, snaps, tokens, full)
     sessions_text = ", ".join(f"{label} {s.id}" for label, s in sessions.items())
     log(f"sessions: {sessions_text}")
 
-    # What every view costs once the provider caches (the full history from the prefix@2 log).
+    # What every view costs once the provider caches (the full history from the prefix@2
+    # log), and what the providers' own strategies make of that full history.
     replay_started = time.perf_counter()
-    economies = {}
-    for label, session in sessions.items():
-        began = time.perf_counter()
-        report = session_cache_economy(
-            session.id,
-            think_seconds=CACHE_THINK_SECONDS,
-            full_history=label == FULL_HISTORY_OF,
-            view=label,
-        )
-        economies[label] = report.view
-        if report.full_history is not None:
-            economies[FULL_HISTORY] = report.full_history
-        log(f"{label}: replayed with caching in {time.perf_counter() - began:.1f} s")
+    economies, baselines = _replay(sessions)
     cached = economy_section(economies, stats, think_seconds=CACHE_THINK_SECONDS)
+    compared = comparison_section(economies, stats, baselines)
     print(cached["table"])
     print(cached["breaks"])
+    print(compared["table"])
     replayed = time.perf_counter() - replay_started
     log(f"sessions driven in {driven:.1f} s; {len(economies)} views replayed in {replayed:.1f} s")
     return {
+        "setting": {
+            "key": setting.key,
+            "title": setting.title,
+            "max_input_tokens": setting.max_input_tokens,
+            "turns": turns,
+            "sizes": setting.sizes,
+            "views": list(setting.views),
+        },
         "table": text,
         "summary": summary,
         "stats": stats,
+        "sizes": _size_stats(setting, sessions[FULL_HISTORY_OF]),
         "sessions": {label: str(s.id) for label, s in sessions.items()},
         "json": json.dumps({"tokens": tokens, "full": full}),
         "cache": cached,
+        "compared": compared,
         "drive_seconds": driven,
         "replay_seconds": replayed,
         "seconds": time.perf_counter() - started,
     }
 
 
-def _versions_labels() -> list[str]:
-    from labs.scenario import PROTOCOL_VIEWS
+def _replay(sessions: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Every view's cache economy, the full history's, and each provider baseline's."""
+    from contextproto import tokens as token_count
+    from contextproto.protocol.adapters import PROVIDER_ANTHROPIC_MESSAGES as ANTHROPIC
+    from contextproto.protocol.adapters import adapt
+    from contextproto.protocol.baselines import strategy_turns
+    from contextproto.protocol.cache_report import cache_economy
+    from contextproto.protocol.cache_sim import CacheSimulator
+    from sessions_app.cache_economy import session_cache_economy, session_turns
 
-    return [view.label for view in PROTOCOL_VIEWS]
+    economies = {}
+    for label, session in sessions.items():
+        if label == FULL_HISTORY_OF:
+            continue
+        began = time.perf_counter()
+        report = session_cache_economy(
+            session.id, think_seconds=CACHE_THINK_SECONDS, full_history=False, view=label
+        )
+        economies[label] = report.view
+        log(f"{label}: replayed with caching in {time.perf_counter() - began:.1f} s")
+    began = time.perf_counter()
+    loaded = session_turns(sessions[FULL_HISTORY_OF].id, think_seconds=CACHE_THINK_SECONDS)
+    label_of = token_count.tokenizer_label()
+
+    def economy(turns: list[Any], view: str, providers: tuple[str, ...] | None = None) -> Any:
+        settings = loaded.settings
+        if providers is not None:
+            settings = replace(settings, providers=providers)
+        return cache_economy(
+            turns, token_count.count_tokens, view=view, tokenizer=label_of, settings=settings
+        )
+
+    # In PROTOCOL_VIEWS order: prefix@2 before the full history, as before.
+    ordered = {}
+    for label in sessions:
+        if label == FULL_HISTORY_OF:
+            ordered[label] = economy(loaded.views, label)
+            ordered[FULL_HISTORY] = economy(loaded.full_history, FULL_HISTORY)
+        else:
+            ordered[label] = economies[label]
+    log(f"{FULL_HISTORY_OF} and the full history replayed in {time.perf_counter() - began:.1f} s")
+    # The triggers compare a request's input tokens as the simulator counts them (Anthropic's
+    # rendering, the same counter), so "over 100,000" means what the cost columns count.
+    counter = CacheSimulator(token_count.count_tokens)
+    anthropic_settings = replace(loaded.settings, providers=(ANTHROPIC,))
+
+    def request_tokens(turn: Any) -> int:
+        body = adapt(
+            turn.projection,
+            ANTHROPIC,
+            list(turn.tools),
+            prompt_cache=anthropic_settings.prompt_cache,
+            cache_key=anthropic_settings.cache_key,
+        ).body
+        return counter.linearise(ANTHROPIC, body).total_tokens
+
+    baselines = {}
+    for strategy in STRATEGIES:
+        began = time.perf_counter()
+        applied = strategy_turns(
+            loaded.full_history,
+            strategy,
+            token_count.count_tokens,
+            request_tokens=request_tokens,
+        )
+        baselines[strategy.label] = Baseline(
+            strategy=strategy,
+            economy=economy(applied.turns, strategy.label, strategy.providers),
+            summary_output_tokens=applied.summary_output_tokens,
+            compactions=applied.compactions,
+            cleared_turns=applied.cleared_turns,
+            largest_request=applied.largest_request,
+        )
+        log(f"{strategy.label}: replayed in {time.perf_counter() - began:.1f} s")
+    return ordered, baselines
+
+
+def _size_stats(setting: Setting, session: Any) -> dict[str, Any]:
+    """How large the lookups' results were in this run (characters)."""
+    from sessions_app.models import Message
+
+    sizes = sorted(
+        len(m.content) if isinstance(m.content, str) else len(json.dumps(m.content))
+        for m in Message.objects.filter(session=session, kind="tool_result").exclude(
+            tool_name__in=[NOTE_TOOL]
+        )
+        if m.tool_name in LOOKUP_TOOLS
+    )
+    if not sizes:
+        return {}
+    return {
+        "sizes": setting.sizes,
+        "count": len(sizes),
+        "median": sizes[len(sizes) // 2],
+        "p90": sizes[int(len(sizes) * 0.9)],
+        "max": sizes[-1],
+        "under_2k": sum(1 for n in sizes if n < 2_000),
+        "over_20k": sum(1 for n in sizes if n >= 20_000),
+        "total": sum(sizes),
+    }
+
+
+def _chart(
+    setting: Setting,
+    sessions: dict[str, Any],
+    snaps: dict[str, list[Any]],
+    tokens: dict[str, list[int]],
+    full: list[int],
+) -> None:
+    """The input-token chart: token_economy.svg at 16k, token_economy_<key>.svg otherwise."""
+    if setting.key == SETTING_16K.key:
+        path = SVG_PATH
+        names = ("prefix@2", "unified@2", "unified@4")
+    else:
+        path = SVG_PATH.with_name(f"token_economy_{setting.key}.svg")
+        names = ("prefix@2", "unified@2 no folds", "unified@4 no folds")
+    series = {"full history": full, **{n: tokens[n] for n in names if n in tokens}}
+    marks = {
+        n: _commit_turns(sessions[n], snaps[n]) for n in ("unified@2", "prefix@2") if n in sessions
+    }
+    path.write_text(_svg(series, marks))
+    log(f"chart written to {path.relative_to(BENCH_DIR.parent)}")

@@ -7,12 +7,14 @@ among them under FULL_HISTORY. Everything here is computed from those figures.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from benchlib import table
 
 from contextproto.protocol.adapters import PROVIDER_ANTHROPIC_MESSAGES, PROVIDER_OPENAI_CHAT
+from contextproto.protocol.baselines import ClearToolUses, Compaction, Strategy, ToolOutputTrimmer
 from contextproto.protocol.cache_report import (
     CAUSE_APPEND,
     CAUSE_CHECKPOINT,
@@ -345,4 +347,296 @@ def economy_section(
         "think_seconds": think_seconds,
         "models": {p: e.model for p, e in any_economy.providers.items()},
         "misses": {label: {p: misses(e[p]) for p in e.providers} for label, e in economies.items()},
+    }
+
+
+# --------------------------------------------------------------------------- issue 34
+
+# The providers' own strategies, simulated on the full history (contextproto/protocol/
+# baselines.py; the rule versions and defaults are recorded in docs/decisions.md).
+CLEAR_AT_LEAST_TUNED = 50_000
+STRATEGIES = (
+    Strategy(
+        "Anthropic clear_tool_uses (defaults)",
+        providers=(ANTHROPIC,),
+        clear=ClearToolUses(),
+        readable="no (a placeholder)",
+    ),
+    Strategy(
+        f"Anthropic clear_tool_uses (clear_at_least {CLEAR_AT_LEAST_TUNED // 1000}k)",
+        providers=(ANTHROPIC,),
+        clear=ClearToolUses(clear_at_least=CLEAR_AT_LEAST_TUNED),
+        readable="no (a placeholder)",
+    ),
+    Strategy(
+        "Anthropic compaction (default trigger)",
+        providers=(ANTHROPIC,),
+        compaction=Compaction(),
+        readable="no (a summary)",
+    ),
+    Strategy(
+        "Anthropic compaction + clear_tool_uses",
+        providers=(ANTHROPIC,),
+        clear=ClearToolUses(),
+        compaction=Compaction(),
+        readable="no (a placeholder, then a summary)",
+    ),
+    Strategy(
+        "Agents SDK ToolOutputTrimmer (defaults)",
+        providers=(OPENAI, ANTHROPIC),
+        trimmer=ToolOutputTrimmer(),
+        readable="no (a 200-character preview)",
+    ),
+)
+# Output relative to input: every current Claude model bills output at 5x its input price
+# (Sonnet 3/15, Opus 5/25, Haiku 1/5 per million); a compaction's summary is output.
+OUTPUT_PRICE = 5.0
+
+# Issue 34's goals (reported, not gated), for the agent that does not fold and for the one
+# that does, at the realistic setting.
+U4_NO_FOLDS = "unified@4 no folds"
+U2_NO_FOLDS = "unified@2 no folds"
+U4_SHARE_OF_CHEAPEST_BASELINE_MAX = 0.50
+U4_NO_FOLDS_SHARE_OF_U2_MAX = 0.80
+U4_NO_FOLDS_HIT_RATIO_MIN = 0.85
+U4_FOLDING_SHARE_OF_U2_MAX = 1.05
+
+READABLE_VIEW = "yes (folds, masked results and checkpoints read back)"
+READABLE = {
+    "prefix@2": "no (a checkpoint summary)",
+    FULL_HISTORY: "nothing is cleared",
+}
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """A provider strategy replayed on the full history, and what it cost beyond the requests."""
+
+    strategy: Strategy
+    economy: CacheEconomy
+    summary_output_tokens: int
+    compactions: int
+    cleared_turns: int
+    largest_request: int
+
+    def cost(self, provider: str) -> float | None:
+        """Effective cost in input-token equivalents (summary output at OUTPUT_PRICE)."""
+        if provider not in self.economy.providers:
+            return None
+        return self.economy[provider].equivalent_tokens + OUTPUT_PRICE * self.summary_output_tokens
+
+
+@dataclass(frozen=True)
+class Row:
+    """One line of the comparison: a view or a baseline, under both providers' rules."""
+
+    label: str
+    agent: str
+    cost: Mapping[str, float | None]
+    hit_ratio: Mapping[str, float | None]
+    input_tokens: int
+    largest_request: int
+    checkpoints: str
+    readable: str
+
+
+def _agent(label: str) -> str:
+    if label.endswith(" no folds"):
+        return "does not fold"
+    if label.startswith("unified@"):
+        return "folds"
+    return "no context tools"
+
+
+def rows(
+    economies: Mapping[str, CacheEconomy],
+    stats: Mapping[str, Mapping[str, Any]],
+    baselines: Mapping[str, Baseline],
+) -> list[Row]:
+    """Every view, the full history and every baseline, in that order."""
+    out = []
+    for label, economy in economies.items():
+        job = stats.get(label)
+        out.append(
+            Row(
+                label=label,
+                agent=_agent(label),
+                cost={p: economy[p].equivalent_tokens for p in (OPENAI, ANTHROPIC)},
+                hit_ratio={p: economy[p].hit_ratio for p in (OPENAI, ANTHROPIC)},
+                input_tokens=economy[ANTHROPIC].totals.input_tokens,
+                largest_request=max(t.cache.input_tokens for t in economy[ANTHROPIC].turns),
+                checkpoints=str(job["committed"]) if job else "-",
+                readable=READABLE.get(label, READABLE_VIEW),
+            )
+        )
+    for label, baseline in baselines.items():
+        economy = baseline.economy
+        out.append(
+            Row(
+                label=label,
+                agent="does not fold (the full history)",
+                cost={p: baseline.cost(p) for p in (OPENAI, ANTHROPIC)},
+                hit_ratio={
+                    p: economy[p].hit_ratio if p in economy.providers else None
+                    for p in (OPENAI, ANTHROPIC)
+                },
+                input_tokens=economy[ANTHROPIC].totals.input_tokens,
+                largest_request=max(t.cache.input_tokens for t in economy[ANTHROPIC].turns),
+                checkpoints=(
+                    f"{baseline.compactions} compactions" if baseline.strategy.compaction else "-"
+                ),
+                readable=baseline.strategy.readable,
+            )
+        )
+    return out
+
+
+def cheapest_baseline(found: Sequence[Row], baselines: Mapping[str, Baseline]) -> Row | None:
+    """The baseline with the lowest effective cost under Anthropic's rules."""
+    priced = [r for r in found if r.label in baselines and r.cost[ANTHROPIC] is not None]
+    return min(priced, key=lambda r: r.cost[ANTHROPIC] or 0.0, default=None)
+
+
+def _cell(value: float | None, fmt: str) -> str:
+    return "-" if value is None else format(value, fmt)
+
+
+def choice_table(found: Sequence[Row], full: Row, cheapest: Row | None) -> str:
+    """Per view and baseline: cost with caching, hit ratio, checkpoints, what stays readable."""
+    lines = []
+    for row in found:
+        cost = row.cost[ANTHROPIC] or 0.0
+        lines.append(
+            (
+                row.label,
+                row.agent,
+                round(cost),
+                _pct(cost / (full.cost[ANTHROPIC] or 1.0)),
+                _pct(cost / (cheapest.cost[ANTHROPIC] or 1.0)) if cheapest else "-",
+                _cell(row.hit_ratio[ANTHROPIC], ".0%"),
+                _cell(row.cost[OPENAI], ",.0f"),
+                _cell(row.hit_ratio[OPENAI], ".0%"),
+                row.checkpoints,
+                f"{row.largest_request:,}",
+                row.readable,
+            )
+        )
+    return table(
+        (
+            "view or baseline",
+            "agent",
+            "Anthropic: effective cost",
+            "vs full history",
+            "vs cheapest baseline",
+            "Anthropic: hit ratio",
+            "OpenAI: effective cost",
+            "OpenAI: hit ratio",
+            "checkpoints run",
+            "largest request (tokens)",
+            "cleared results readable",
+        ),
+        lines,
+    )
+
+
+def issue34_goals(found: Sequence[Row], cheapest: Row | None) -> list[dict[str, str]]:
+    """Issue 34's goals, measured; [] when the run lacks the views they compare."""
+    by = {r.label: r for r in found}
+    if U4_NO_FOLDS not in by or U2_NO_FOLDS not in by or U4 not in by or U2 not in by:
+        return []
+    u4n, u2n, u4, u2 = by[U4_NO_FOLDS], by[U2_NO_FOLDS], by[U4], by[U2]
+    verdicts = []
+
+    def cost(row: Row) -> float:
+        return row.cost[ANTHROPIC] or 0.0
+
+    if cheapest is not None:
+        share = cost(u4n) / cost(cheapest)
+        readable = u4n.readable == READABLE_VIEW
+        verdicts.append(
+            {
+                "target": f"agent that does not fold: {U4} <= "
+                f"{_pct(U4_SHARE_OF_CHEAPEST_BASELINE_MAX)} of the cheapest provider-native "
+                "baseline's effective cost with caching (Anthropic rules), every cleared result "
+                "still readable",
+                "measured": f"{_pct(share)} ({_k(cost(u4n))} vs {_k(cost(cheapest))}, "
+                f"{cheapest.label}); cleared results readable: "
+                f"{'yes' if readable else 'no'}, the baseline's: {cheapest.readable}",
+                "status": "met"
+                if share <= U4_SHARE_OF_CHEAPEST_BASELINE_MAX and readable
+                else "missed",
+                "why": "",
+            }
+        )
+    share = cost(u4n) / cost(u2n)
+    ratio = u4n.hit_ratio[ANTHROPIC] or 0.0
+    verdicts.append(
+        {
+            "target": f"agent that does not fold: {U4} <= {_pct(U4_NO_FOLDS_SHARE_OF_U2_MAX)} of "
+            f"{U2} (Anthropic rules)",
+            "measured": f"{_pct(share)} ({_k(cost(u4n))} vs {_k(cost(u2n))}; OpenAI rules: "
+            f"{_pct((u4n.cost[OPENAI] or 0.0) / (u2n.cost[OPENAI] or 1.0))})",
+            "status": "met" if share <= U4_NO_FOLDS_SHARE_OF_U2_MAX else "missed",
+            "why": "",
+        }
+    )
+    verdicts.append(
+        {
+            "target": f"agent that does not fold: {U4} cache hit ratio >= "
+            f"{_pct(U4_NO_FOLDS_HIT_RATIO_MIN)} (Anthropic rules)",
+            "measured": f"{100 * ratio:.1f}% ({U2}: {100 * (u2n.hit_ratio[ANTHROPIC] or 0):.1f}%)",
+            "status": "met" if ratio >= U4_NO_FOLDS_HIT_RATIO_MIN else "missed",
+            "why": "",
+        }
+    )
+    share = cost(u4) / cost(u2)
+    verdicts.append(
+        {
+            "target": f"agent that folds: {U4} <= {_pct(U4_FOLDING_SHARE_OF_U2_MAX)} of {U2} "
+            "(Anthropic rules)",
+            "measured": f"{_pct(share)} ({_k(cost(u4))} vs {_k(cost(u2))}; OpenAI rules: "
+            f"{_pct((u4.cost[OPENAI] or 0.0) / (u2.cost[OPENAI] or 1.0))})",
+            "status": "met" if share <= U4_FOLDING_SHARE_OF_U2_MAX else "missed",
+            "why": "",
+        }
+    )
+    return verdicts
+
+
+def comparison_section(
+    economies: Mapping[str, CacheEconomy],
+    stats: Mapping[str, Mapping[str, Any]],
+    baselines: Mapping[str, Baseline],
+) -> dict[str, Any]:
+    """Issue 34's table and goals, the baselines' rules, as JSON-ready figures."""
+    found = rows(economies, stats, baselines)
+    full = next(r for r in found if r.label == FULL_HISTORY)
+    cheapest = cheapest_baseline(found, baselines)
+    return {
+        "table": choice_table(found, full, cheapest),
+        "goals": issue34_goals(found, cheapest),
+        "cheapest": cheapest.label if cheapest else None,
+        "rules": {label: b.strategy.describe() for label, b in baselines.items()},
+        "baselines": {
+            label: {
+                "compactions": b.compactions,
+                "clearedTurns": b.cleared_turns,
+                "summaryOutputTokens": b.summary_output_tokens,
+                "largestRequest": b.largest_request,
+            }
+            for label, b in baselines.items()
+        },
+        "rows": [
+            {
+                "label": r.label,
+                "agent": r.agent,
+                "cost": dict(r.cost),
+                "hitRatio": dict(r.hit_ratio),
+                "inputTokens": r.input_tokens,
+                "largestRequest": r.largest_request,
+                "checkpoints": r.checkpoints,
+                "readable": r.readable,
+            }
+            for r in found
+        ],
     }

@@ -30,7 +30,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import benchlib
 
-SECTIONS = ("projection", "dispatch", "tokens", "prototypes", "engine", "gateway")
+SECTIONS = ("projection", "dispatch", "tokens", "economy", "prototypes", "engine", "gateway")
+# Measured only when asked for (`make bench-long`): too long for `make bench`'s 15 minutes.
+OPTIONAL_SECTIONS = ("economy-long",)
 
 
 def _loadavg() -> str:
@@ -94,9 +96,11 @@ def main() -> None:
     )
     args = parser.parse_args()
     wanted = [s.strip() for s in args.only.split(",") if s.strip()]
-    unknown = sorted(set(wanted) - set(SECTIONS))
+    unknown = sorted(set(wanted) - set(SECTIONS) - set(OPTIONAL_SECTIONS))
     if unknown:
-        parser.error(f"unknown section(s) {', '.join(unknown)}; choose from {SECTIONS}")
+        parser.error(
+            f"unknown section(s) {', '.join(unknown)}; choose from {SECTIONS + OPTIONAL_SECTIONS}"
+        )
 
     benchlib.refuse_unless_postgres()
     if os.environ.pop("REDIS_URL", None):
@@ -121,6 +125,10 @@ def main() -> None:
         results["dispatch"] = bench_dispatch.run()
     if "tokens" in wanted:
         results["tokens"] = bench_tokens.run()
+    if "economy" in wanted:
+        results["economy"] = bench_tokens.run_realistic()
+    if "economy-long" in wanted:
+        results["economy-long"] = bench_tokens.run_long()
     if "prototypes" in wanted:
         built = bench_projection.prepare((int(args.sizes.split(",")[0]),))[0]
         results["prototypes"] = bench_prototypes.run(built)
@@ -167,6 +175,11 @@ def main() -> None:
         benchlib.banner("Goals (issue 31): the gateway")
         for goal in results["gateway"]["goals"]:
             print(f"  [{goal['status']}] {goal['target']}: {goal['measured']}")
+    for key in ("economy", "economy-long"):
+        if key in results:
+            benchlib.banner(f"Goals (issue 34), {results[key]['setting']['title']}")
+            for goal in results[key]["compared"]["goals"]:
+                print(f"  [{goal['status']}] {goal['target']}: {goal['measured']}")
     full_run = set(wanted) == set(SECTIONS)
     output = args.output or ("BENCHMARKS.md" if full_run or args.refresh else None)
     if output:
@@ -184,6 +197,8 @@ def main() -> None:
                 for kept in (load, bench_kv_history, bench_replay, bench_console):
                     text = kept.SECTION.keep(path.read_text(), text)
                 text = load.COMPARISON.keep(path.read_text(), text)
+                missing = [k for k in OPTIONAL_SECTIONS if k not in results]
+                text = bench_report.keep_sections(path.read_text(), text, missing)
         path.write_text(text)
         print(f"\nbench: wrote {path}")
     label = "make bench" if make_started else "bench/run.py"

@@ -74,7 +74,33 @@ PROTOCOL_VIEWS = (
     # The same defaults with an agent that lets masking, not folds, shrink old lookups.
     ProtocolView("unified@4 no folds", UNIFIED, 4, folds=False),
     ProtocolView("prefix@2", PREFIX, 2),
+    # Every other unified view with the agent that does not fold (issue 34): the same work,
+    # a progress note where the script folds, so masking's own value shows against them.
+    ProtocolView("unified@1 no folds", UNIFIED, 1, folds=False),
+    ProtocolView("unified@2 no folds", UNIFIED, 2, folds=False),
+    ProtocolView(
+        "unified@3 A no folds",
+        UNIFIED,
+        3,
+        {"stateMessagePlacement": PLACEMENT_TRAILING_ASSISTANT},
+        folds=False,
+    ),
+    ProtocolView(
+        "unified@3 B no folds",
+        UNIFIED,
+        3,
+        {"stateMessagePlacement": PLACEMENT_BEFORE_HISTORY_ASSISTANT},
+        folds=False,
+    ),
+    ProtocolView(
+        "unified@3 C no folds",
+        UNIFIED,
+        3,
+        {"stateMessagePlacement": PLACEMENT_TRAILING_USER},
+        folds=False,
+    ),
 )
+
 # The agents of `manage.py demo` (it runs each view's story once, so it stays short).
 DEMO_VIEWS = ("unified@2", "unified@4", "prefix@2")
 

@@ -169,3 +169,82 @@ def test_the_report_lists_the_goals_and_explains_only_the_missed_ones() -> None:
         f"**{goals[2]['target']}",
     ]
     assert bench_report.goal_lines("Goals of issue 25:", []) == []
+
+
+# --------------------------------------------------------------------------- issue 34
+
+
+def _flat(view: str, read: int, write: int, uncached: int, turns: int = 10) -> CacheEconomy:
+    return _economy(view, [(read, write, uncached, CAUSE_APPEND)] * turns)
+
+
+def _baseline(label: str, economy_: CacheEconomy, summary_tokens: int = 0) -> economy.Baseline:
+    strategy = next(s for s in economy.STRATEGIES if s.label == label)
+    # Anthropic's strategies are replayed under Anthropic's rules only.
+    only = {p: economy_.providers[p] for p in strategy.providers}
+    return economy.Baseline(
+        strategy=strategy,
+        economy=CacheEconomy(label, economy_.turns, economy_.tokenizer, only),
+        summary_output_tokens=summary_tokens,
+        compactions=1 if summary_tokens else 0,
+        cleared_turns=0,
+        largest_request=0,
+    )
+
+
+def _issue34(u4_no_folds: CacheEconomy) -> tuple[list[economy.Row], list[dict[str, str]]]:
+    economies = {
+        "unified@2": _flat("unified@2", 1000, 100, 0),  # 1000 x 0.1 + 100 x 1.25 = 225 a turn
+        "unified@4": _flat("unified@4", 1000, 100, 20),  # 245 a turn: 109% of unified@2
+        "unified@2 no folds": _flat("unified@2 no folds", 4000, 200, 0),  # 650 a turn
+        "unified@4 no folds": u4_no_folds,
+        "full history": _flat("full history", 20_000, 200, 0),  # 2250 a turn
+    }
+    stats = {label: _stats(0, {}) for label in economies if label != "full history"}
+    baselines = {
+        # 10,000 x 0.1 + 1,000 x 1.25 = 2,250 a turn: 22,500
+        "Anthropic clear_tool_uses (defaults)": _baseline(
+            "Anthropic clear_tool_uses (defaults)", _flat("c", 10_000, 1_000, 0)
+        ),
+        # 5,000 x 0.1 + 800 x 1.25 = 1,500 a turn, plus a 2,000-token summary at 5x: 25,000
+        "Anthropic compaction (default trigger)": _baseline(
+            "Anthropic compaction (default trigger)", _flat("k", 5_000, 800, 0), 2_000
+        ),
+    }
+    found = economy.rows(economies, stats, baselines)
+    return found, economy.issue34_goals(found, economy.cheapest_baseline(found, baselines))
+
+
+def test_issue34_goals_compare_with_the_cheapest_baseline_and_unified2() -> None:
+    # 3000 x 0.1 + 100 x 1.25 = 425 a turn: 65% of unified@2 without folds, 19% of 22,500.
+    found, (baseline, share, hit, folding) = _issue34(_flat("unified@4 no folds", 3000, 100, 0))
+    by = {r.label: r for r in found}
+    assert by["Anthropic compaction (default trigger)"].cost[PROVIDER_ANTHROPIC_MESSAGES] == (
+        15_000 + 5 * 2_000
+    )
+    assert by["Anthropic compaction (default trigger)"].cost[PROVIDER_OPENAI_CHAT] is None
+    assert baseline["status"] == "met"
+    assert baseline["measured"].startswith("19% (4.2k vs 22.5k, Anthropic clear_tool_uses")
+    assert (
+        "cleared results readable: yes, the baseline's: no (a placeholder)"
+        in (baseline["measured"])
+    )
+    assert share["status"] == "met" and share["measured"].startswith("65% (")
+    # 3000 of 3100 input tokens read from the cache.
+    assert hit["status"] == "met" and hit["measured"].startswith("96.8% (")
+    assert folding["status"] == "missed" and folding["measured"].startswith("109% (")
+
+
+def test_issue34_goals_say_missed_when_masking_saves_too_little() -> None:
+    # 3800 x 0.1 + 300 x 1.25 + 400 uncached = 1155 a turn: 178% of unified@2 without folds.
+    _found, (_baseline_goal, share, hit, _folding) = _issue34(
+        _flat("unified@4 no folds", 3800, 300, 400)
+    )
+    assert share["status"] == "missed" and share["measured"].startswith("178% (")
+    assert hit["status"] == "missed" and hit["measured"].startswith("84.4% (")
+
+
+def test_without_both_agents_there_are_no_issue34_goals() -> None:
+    economies = {"unified@2": _flat("unified@2", 1000, 100, 0)}
+    found = economy.rows(economies, {}, {})
+    assert economy.issue34_goals(found, None) == []

@@ -81,3 +81,44 @@ def test_the_no_folds_view_notes_progress_where_the_others_fold() -> None:
     for turn, (now, then) in enumerate(zip(names, before, strict=True)):
         expected = [bench_tokens.NOTE_TOOL if n == "context_fold_create" else n for n in then]
         assert now == expected, turn
+
+
+def test_the_1000_turn_script_repeats_the_first_ten_tasks_pattern() -> None:
+    unified, twin, inputs = bench_tokens.build_scripts(1000, 34)
+    assert len(unified["steps"]) == len(twin["steps"]) == 1000 and len(inputs) == 34
+    # Every block of 10 tasks resumes two earlier windows and asks for maintenance twice.
+    assert bench_tokens._resumes(34) == {6: 1, 9: 3, 16: 11, 19: 13, 26: 21, 29: 23}
+    assert bench_tokens._resumes(10) == bench_tokens.RESUMES
+    assert bench_tokens._maintainer_runs(10) == bench_tokens.MAINTAINER_RUN_AT
+    for view in UNIFIED_VIEWS:
+        version = catalog.get_version(view.protocol_id, view.version)
+        for call in _context_calls(bench_tokens.script_for_view(unified, view)):
+            validate_tool_arguments(version, call["name"], call["arguments"])
+
+
+def test_every_unified_view_runs_with_both_agents_in_the_realistic_setting() -> None:
+    labels = bench_tokens.SETTING_128K.views
+    folding = [v.label for v in UNIFIED_VIEWS if v.folds]
+    assert len(folding) == 6
+    for label in folding:
+        assert label in labels and f"{label} no folds" in labels
+    assert "prefix@2" in labels
+    # Today's 16k script keeps its views (and their figures) and adds unified@2 without folds.
+    before = [v.label for v in scenario.PROTOCOL_VIEWS[:8]]
+    assert [v for v in bench_tokens.SETTING_16K.views if v in before] == before
+    assert set(bench_tokens.SETTING_16K.views) - set(before) == {"unified@2 no folds"}
+    assert bench_tokens.SETTING_16K.sizes == bench_tokens.SIZES_FIXED
+
+
+def test_long_tail_sizes_are_seeded_per_lookup_and_mostly_small() -> None:
+    items = [f"laptop-{task}-{n}" for task in range(10) for n in range(80)]
+    sizes = [bench_tokens.lookup_chars(item) for item in items]
+    assert sizes == [bench_tokens.lookup_chars(item) for item in items]  # the same every run
+    assert all(300 <= n <= 60_000 for n in sizes)
+    small = sum(n < 2_000 for n in sizes) / len(sizes)
+    large = sum(n >= 20_000 for n in sizes) / len(sizes)
+    assert 0.7 < small < 0.9 and 0.02 < large < 0.09
+    text = bench_tokens.host_content("price_lookup", {"item": items[0], "qty": 1}, "long-tail")
+    assert abs(len(text) - sizes[0]) < 150
+    fixed = bench_tokens.host_content("price_lookup", {"item": items[0], "qty": 1}, "fixed")
+    assert fixed == scenario.host_result("price_lookup", {"item": items[0], "qty": 1})
