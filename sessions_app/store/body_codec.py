@@ -154,7 +154,7 @@ def _cut(text: str, lengths: Sequence[int]) -> list[str]:
     ends = list(accumulate(lengths))
     if (ends[-1] if ends else 0) != len(text):
         raise CodecError("token lengths do not cover the text")
-    return [text[a:b] for a, b in zip([0, *ends[:-1]], ends, strict=True)]
+    return [text[a:b] for a, b in zip([0, *ends], ends, strict=False)]
 
 
 def _inflate(data: bytes | memoryview, dictionary: bytes = b"") -> bytes:

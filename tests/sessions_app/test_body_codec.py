@@ -185,6 +185,15 @@ def test_a_delta_of_a_growing_view_is_much_smaller_than_its_keyframe():
     _exact(after, codec.decode_delta(codec.tokenize(before), delta))
 
 
+def test_a_body_equal_to_its_base_is_a_delta_of_copies_only():
+    body = {"messages": [{"content": "x" * 400}, {"content": "y" * 400}], "request": {}}
+    tokens = codec.tokenize(body)
+    assert codec.decode_delta(tokens, codec.encode_delta(tokens, tokens)) == tokens
+    empty = codec.tokenize({})
+    assert codec.decode_delta(tokens, codec.encode_delta(tokens, empty)) == empty
+    assert codec.decode_delta(empty, codec.encode_delta(empty, tokens)) == tokens
+
+
 def test_an_old_body_is_zlib_of_its_text_and_reads_as_such():
     body = {"messages": [{"content": "ü"}], "sources": [], "request": {"a": 1.5}}
     stored = zlib.compress(codec.body_text(body).encode(), 1)  # as written before issue 33
