@@ -326,8 +326,8 @@ def snapshot_storage(scope: Scope) -> list[SnapshotStorage]:
         rows.values("session__application_id", "session__application__name")
         .annotate(
             snapshots=Count("pk"),
-            stored_bytes=Coalesce(Sum("body_bytes"), 0),
-            view_bytes=Coalesce(Sum("view_bytes"), 0),
+            total_stored=Coalesce(Sum("body_bytes"), 0),
+            total_view=Coalesce(Sum("view_bytes"), 0),
             deltas=Count("pk", filter=Q(body_encoding=ProjectionSnapshot.BodyEncoding.DELTA)),
             keyframes=Count("pk", filter=Q(body_encoding=ProjectionSnapshot.BodyEncoding.KEY)),
             pending=Count("pk", filter=Q(body_state=states.PENDING)),
@@ -335,15 +335,15 @@ def snapshot_storage(scope: Scope) -> list[SnapshotStorage]:
             dropped=Count("pk", filter=Q(body_state=states.DROPPED)),
             unknown=Count("pk", filter=Q(view_bytes__isnull=True, body__isnull=False)),
         )
-        .order_by("-stored_bytes", "session__application__name")
+        .order_by("-total_stored", "session__application__name")
     )
     return [
         SnapshotStorage(
             application_id=row["session__application_id"],
             application=row["session__application__name"],
             snapshots=row["snapshots"],
-            stored_bytes=row["stored_bytes"],
-            view_bytes=row["view_bytes"],
+            stored_bytes=row["total_stored"],
+            view_bytes=row["total_view"],
             deltas=row["deltas"],
             keyframes=row["keyframes"],
             pending=row["pending"],
