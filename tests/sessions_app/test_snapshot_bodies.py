@@ -125,9 +125,7 @@ def test_every_body_of_a_random_session_decodes_to_what_its_turn_sent(api_sessio
     assert encodings == {"key", "delta"}, encodings
     assert max(s.body_depth for s in stored) == 3  # a keyframe at least every 4
     # A fork's first body is a keyframe: deltas never cross sessions.
-    bases = {
-        x.pk: x for x in ProjectionSnapshot.objects.filter(session_id__in=[s.id, fork.id])
-    }
+    bases = {x.pk: x for x in ProjectionSnapshot.objects.filter(session_id__in=[s.id, fork.id])}
     for snapshot in stored:
         if snapshot.body_base is not None:
             assert bases[snapshot.body_base].session_id == snapshot.session_id
