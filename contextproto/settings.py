@@ -303,7 +303,7 @@ if SNAPSHOT_BODY_WRITE not in ("deferred", "inline", "full"):
     )
 # A keyframe (a whole body) at least every this many snapshots of a session, so reading one
 # decodes at most this many minus one deltas. 1: every body whole.
-SNAPSHOT_KEYFRAME_INTERVAL = env_int("SNAPSHOT_KEYFRAME_INTERVAL", 12)
+SNAPSHOT_KEYFRAME_INTERVAL = env_int("SNAPSHOT_KEYFRAME_INTERVAL", 16)
 if SNAPSHOT_KEYFRAME_INTERVAL < 1:
     raise ImproperlyConfigured("SNAPSHOT_KEYFRAME_INTERVAL must be at least 1")
 # A body still not written this many seconds after its turn is taken as lost (its process

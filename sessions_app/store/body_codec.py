@@ -8,19 +8,20 @@ A body is the JSON document `{"messages", "sources", "request"}`, serialized one
 token; a larger one is cut into its punctuation, keys and children. Joined, the tokens are the
 text exactly, so every encoding below is exact by construction.
 
-* Keyframe (`KEY`): zlib of the text (as every body was stored before issue 33) followed by
-  the token lengths, so a delta's base is cut again without parsing it. An older body (zlib
-  of the text alone) is cut by parsing and tokenizing it.
+* Keyframe (`KEY`): the body's distinct long tokens once each (a view repeats itself: the
+  request holds the messages' text again, further back than zlib's 32 KiB window reaches),
+  deflated, and a word per token: its length, or the position it first occurred at. A body
+  stored before issue 33 is zlib of the text alone (`legacy_text`).
 * Delta (`DELTA`): the body's tokens as copies of runs of the base's tokens plus literal
   tokens. Consecutive views share almost all of their tokens (the history, the tools, the
   system prompt), so a delta holds what the turn added and the few tokens that changed (the
   state message, a moved cache marker). The literals are compressed with the base's tokens
-  that the delta does not copy as zlib's preset dictionary, so a token that changed a little
-  (a cache marker moved onto a block) costs a few bytes.
+  that the delta does not copy as zlib's preset dictionary (after the base's newest content),
+  so a token that changed a little (a cache marker moved onto a block) costs a few bytes.
 
 Layouts (integers as little-endian uint32 arrays, which zlib packs well and Python reads in
 one call):
-  KEY:   u32(len(z)) z=zlib(text) zlib(u32 token lengths)
+  KEY:   u32(len(z)) z=zlib(distinct tokens' text) zlib(u32 per token: len<<1 | first<<1|1)
   DELTA: u32(len(a)) a=zlib(ops: [literals, copy_len, copy_start]*)
          zlib_with_dict(u32 count, u32 literal lengths, literal text)
 Token lengths are counted in characters of the text (Python `str` indices).
@@ -39,9 +40,16 @@ from typing import Any
 KEY = "key"
 DELTA = "delta"
 
-LEVEL = 1  # the level bodies were always written with: fast; the higher ones gain little
+LEVEL = 1  # small parts, and the whole bodies stored before issue 33
+# Keyframes are written off the turn's path: the default level finds the long repeats of a
+# large view that level 1's short match chains miss (a 128k view: 48 KB at 1, 18 KB at 6).
+KEY_LEVEL = 6
+# A token this long that occurred before in the same keyframe is stored as a reference.
+REPEAT_CHARS = 32
 # A container whose text is at most this long is one token even if it holds containers.
 MERGE_CHARS = 256
+# A container of at most this many entries is serialized whole before it is looked into.
+FEW = 8
 # zlib's preset dictionary is at most its window (32 KiB).
 DICT_BYTES = 32 * 1024
 # The longest copy candidate list a token keeps: a token repeated more often than this
@@ -67,18 +75,29 @@ def _scalar(value: Any) -> bool:
     return not isinstance(value, dict | list | tuple)
 
 
+def _whole(node: Any, out: list[str]) -> int:
+    text = _dumps(node)
+    out.append(text)
+    return len(text)
+
+
 def _tokens_of(node: Any, out: list[str]) -> int:
-    """Append `node`'s tokens to `out`; return the length of its text."""
+    """Append `node`'s tokens to `out`; return the length of its text.
+
+    A container of few entries is serialized whole first (in C): most are short, one token.
+    Only one that is too long and holds containers is cut, recursively.
+    """
     if isinstance(node, dict):
         if not node or not all(isinstance(k, str) for k in node):
             # (json turns other keys into strings its own way: keep such a dict whole)
+            return _whole(node, out)
+        if len(node) <= FEW:
             text = _dumps(node)
-            out.append(text)
-            return len(text)
-        if all(_scalar(v) for v in node.values()):
-            text = _dumps(node)
-            out.append(text)
-            return len(text)
+            if len(text) <= MERGE_CHARS or all(_scalar(v) for v in node.values()):
+                out.append(text)
+                return len(text)
+        elif all(_scalar(v) for v in node.values()):
+            return _whole(node, out)
         start = len(out)
         size = 0
         prefix = "{"
@@ -90,10 +109,15 @@ def _tokens_of(node: Any, out: list[str]) -> int:
         out.append("}")
         size += 1
     elif isinstance(node, list | tuple):
-        if not node or all(_scalar(v) for v in node):
+        if not node:
+            return _whole(node, out)
+        if len(node) <= FEW:
             text = _dumps(node)
-            out.append(text)
-            return len(text)
+            if len(text) <= MERGE_CHARS or all(_scalar(v) for v in node):
+                out.append(text)
+                return len(text)
+        elif all(_scalar(v) for v in node):
+            return _whole(node, out)
         start = len(out)
         size = 0
         prefix = "["
@@ -104,9 +128,7 @@ def _tokens_of(node: Any, out: list[str]) -> int:
         out.append("]")
         size += 1
     else:
-        text = _dumps(node)
-        out.append(text)
-        return len(text)
+        return _whole(node, out)
     if size <= MERGE_CHARS:
         out[start:] = ["".join(out[start:])]
     return size
@@ -169,7 +191,7 @@ def _inflate(data: bytes | memoryview, dictionary: bytes = b"") -> bytes:
 
 def _deflate(data: bytes, dictionary: bytes = b"") -> bytes:
     compressor = (
-        zlib.compressobj(LEVEL, zdict=dictionary) if dictionary else zlib.compressobj(LEVEL)
+        zlib.compressobj(KEY_LEVEL, zdict=dictionary) if dictionary else zlib.compressobj(KEY_LEVEL)
     )
     return compressor.compress(data) + compressor.flush()
 
@@ -178,23 +200,47 @@ def _deflate(data: bytes, dictionary: bytes = b"") -> bytes:
 
 
 def encode_key(tokens: Sequence[str], text: str | None = None) -> bytes:
-    """A keyframe: the text compressed, then the token lengths (compressed)."""
-    compressed = zlib.compress((text if text is not None else join(tokens)).encode(), LEVEL)
-    lengths = zlib.compress(_words(len(t) for t in tokens), LEVEL)
-    return len(compressed).to_bytes(4, "little") + compressed + lengths
-
-
-def key_text(data: bytes) -> str:
-    """A keyframe's text (no token cutting: what a reader of this one snapshot needs)."""
-    size, at = _head(data)
-    return _inflate(data[at : at + size]).decode()
+    """A keyframe: each distinct long token once (a view repeats itself: the request holds
+    the messages again), deflated at KEY_LEVEL, then one word per token: its length, or
+    where it first occurred. `text` is unused (kept for callers that have it)."""
+    first: dict[str, int] = {}
+    words: list[int] = []
+    unique: list[str] = []
+    for position, token in enumerate(tokens):
+        if len(token) > REPEAT_CHARS:
+            seen = first.get(token)
+            if seen is not None:
+                words.append(seen << 1 | 1)
+                continue
+            first[token] = position
+        words.append(len(token) << 1)
+        unique.append(token)
+    compressed = zlib.compress("".join(unique).encode(), KEY_LEVEL)
+    return len(compressed).to_bytes(4, "little") + compressed + zlib.compress(_words(words), LEVEL)
 
 
 def decode_key(data: bytes) -> list[str]:
     """A keyframe's tokens."""
     size, at = _head(data)
     text = _inflate(data[at : at + size]).decode()
-    return _cut(text, _unwords(_inflate(data[at + size :])))
+    tokens: list[str] = []
+    cursor = 0
+    for word in _unwords(_inflate(data[at + size :])):
+        if word & 1:
+            if (word >> 1) >= len(tokens):
+                raise CodecError("a keyframe repeat points ahead")
+            tokens.append(tokens[word >> 1])
+        else:
+            tokens.append(text[cursor : cursor + (word >> 1)])
+            cursor += word >> 1
+    if cursor != len(text):
+        raise CodecError("token lengths do not cover the keyframe")
+    return tokens
+
+
+def key_text(data: bytes) -> str:
+    """A keyframe's text."""
+    return join(decode_key(data))
 
 
 def legacy_encode(text: bytes) -> bytes:
@@ -210,10 +256,28 @@ def legacy_text(data: bytes) -> str:
 # --------------------------------------------------------------------------- deltas
 
 
-def _dictionary(base: Sequence[str], copied: bytearray) -> bytes:
-    """The base's tokens the delta does not copy, as zlib's preset dictionary (its end)."""
-    removed = "".join([t for t, used in zip(base, copied, strict=True) if not used])
-    return removed.encode()[-DICT_BYTES:]
+def _dictionary(base: Sequence[str], copies: Sequence[tuple[int, int]]) -> bytes:
+    """zlib's preset dictionary for a delta's literals: the base's tokens the delta does not
+    copy (what a changed token most likely changed from), after as much of the base's end as
+    fits (the newest content, which new content most resembles)."""
+    removed: list[str] = []
+    at = 0
+    for start, length in sorted(copies):
+        if start > at:
+            removed += base[at:start]
+        at = max(at, start + length)
+    removed += base[at:]
+    changed = "".join(removed).encode()[-DICT_BYTES:]
+    room = DICT_BYTES - len(changed)
+    tail: list[str] = []
+    size = 0
+    for token in reversed(base):
+        if size >= room:
+            break
+        tail.append(token)
+        size += len(token)
+    recent = "".join(reversed(tail)).encode()[-room:] if room > 0 else b""
+    return recent + changed
 
 
 def encode_delta(base: Sequence[str], tokens: Sequence[str]) -> bytes:
@@ -227,7 +291,7 @@ def encode_delta(base: Sequence[str], tokens: Sequence[str]) -> bytes:
     literals: list[str] = []
     pending = 0  # literals since the last copy
     expected = 0  # where a copy continuing the last one would start
-    copied = bytearray(len(base))
+    copies: list[tuple[int, int]] = []
     n, m = len(tokens), len(base)
     i = 0
     while i < n:
@@ -254,7 +318,7 @@ def encode_delta(base: Sequence[str], tokens: Sequence[str]) -> bytes:
         # A single short token is cheaper as a literal than as a copy op.
         if best_len and (best_len > 1 or len(tokens[i]) > 8):
             ops += (pending, best_len, best_at)
-            copied[best_at : best_at + best_len] = b"\x01" * best_len
+            copies.append((best_at, best_len))
             pending = 0
             expected = best_at + best_len
             i += best_len
@@ -266,7 +330,7 @@ def encode_delta(base: Sequence[str], tokens: Sequence[str]) -> bytes:
         ops += (pending, 0, 0)
     packed_ops = zlib.compress(_words(ops), LEVEL)
     payload = _words([len(literals), *(len(t) for t in literals)]) + "".join(literals).encode()
-    packed = _deflate(payload, _dictionary(base, copied))
+    packed = _deflate(payload, _dictionary(base, copies))
     return len(packed_ops).to_bytes(4, "little") + packed_ops + packed
 
 
@@ -276,15 +340,15 @@ def decode_delta(base: Sequence[str], data: bytes) -> list[str]:
     ops = _unwords(_inflate(data[at : at + size]))
     if len(ops) % 3:
         raise CodecError("delta ops are not triples")
-    copied = bytearray(len(base))
+    copies = []
     limit = len(base)
     for k in range(0, len(ops), 3):
         length, start = ops[k + 1], ops[k + 2]
         if length:
             if start + length > limit:
                 raise CodecError("a copy reaches outside its base")
-            copied[start : start + length] = b"\x01" * length
-    payload = _inflate(data[at + size :], _dictionary(base, copied))
+            copies.append((start, length))
+    payload = _inflate(data[at + size :], _dictionary(base, copies))
     (count,) = _unwords(payload[:4])
     lengths = _unwords(payload[4 : 4 + 4 * count])
     literals = _cut(payload[4 + 4 * count :].decode(), lengths)

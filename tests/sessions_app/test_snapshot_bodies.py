@@ -301,9 +301,12 @@ def test_the_migration_keeps_old_bodies_readable_and_later_turns_delta_on_them(a
     assert all(x.body_bytes and x.body_state == "stored" for x in old)
     for snapshot in old:
         assert _sent(snapshot) == sent[str(snapshot.pk)]
-    # The next turn of the session is a delta on the newest old body.
+    # The session goes on: a keyframe first (never a delta on an old body, whose token cut
+    # is not stored), then deltas on it.
     s.host_tool_work("lookup", RESULT.format(n=2))
-    built = projection_build(session_id=s.id, provider="anthropic-messages")
-    sent[str(built.pk)] = _sent(built)
-    newest = _assert_all_decode(sent)[-1]
-    assert newest.body_encoding == "delta" and str(newest.body_base) in ids
+    for provider in ("anthropic-messages", "anthropic-messages"):
+        built = projection_build(session_id=s.id, provider=provider, use_cache=False)
+        sent[str(built.pk)] = _sent(built)
+    *_, keyframe, delta = _assert_all_decode(sent)
+    assert keyframe.body_encoding == "key" and delta.body_encoding == "delta"
+    assert delta.body_base == keyframe.pk
