@@ -500,6 +500,8 @@ SECTION_HEADINGS = {
     "tokens": "## 3. Token economy",
     "prototypes": "## Prototypes",
     "engine": "## Engine only",
+    # Written between its own markers by bench_snapshots.SECTION (bench/run.py does it).
+    "snapshots": "## Snapshot storage (issue 33)",
 }
 LOAD_BEGIN = "<!-- make load: begin"
 REFRESH_NOTE = "* Refreshed after this run:"

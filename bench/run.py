@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import benchlib
 
-SECTIONS = ("projection", "dispatch", "tokens", "prototypes", "engine")
+SECTIONS = ("projection", "dispatch", "tokens", "prototypes", "engine", "snapshots")
 
 
 def _loadavg() -> str:
@@ -126,6 +126,10 @@ def main() -> None:
         results["prototypes"] = bench_prototypes.run(built)
     if "engine" in wanted:
         results["engine"] = _engine()
+    if "snapshots" in wanted:
+        import bench_snapshots
+
+        results["snapshots"] = bench_snapshots.run(args.reps)
 
     seconds = time.perf_counter() - wall
     total = time.time() - float(make_started) if make_started else seconds
@@ -152,6 +156,10 @@ def main() -> None:
     verdicts = bench_report.targets(results)
     for verdict in verdicts:
         print(f"  [{verdict['status']}] {verdict['target']}: {verdict['measured']}")
+    if "snapshots" in results:
+        benchlib.banner("Goals (issue 33): snapshot storage")
+        for goal in results["snapshots"]["goals"]:
+            print(f"  [{goal['status']}] {goal['target']}: {goal['measured']}")
     if "tokens" in results:
         benchlib.banner("Goals (issue 24): cost with prompt caching")
         for goal in results["tokens"]["cache"]["goals"]:
@@ -176,6 +184,10 @@ def main() -> None:
                 for kept in (load, bench_kv_history, bench_replay, bench_console):
                     text = kept.SECTION.keep(path.read_text(), text)
         path.write_text(text)
+        if "snapshots" in results:  # its own marked section (bench/bench_snapshots.py)
+            import bench_snapshots
+
+            bench_snapshots.SECTION.write(path, results["snapshots"]["section"])
         print(f"\nbench: wrote {path}")
     label = "make bench" if make_started else "bench/run.py"
     print(f"bench: {label} took {total / 60:.1f} min ({total:.0f} s; limit 15 min on 2 cores)")
