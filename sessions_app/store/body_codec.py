@@ -269,15 +269,14 @@ def _dictionary(base: Sequence[str], copies: Sequence[tuple[int, int]]) -> bytes
     removed += base[at:]
     changed = "".join(removed).encode()[-DICT_BYTES:]
     room = DICT_BYTES - len(changed)
-    tail: list[str] = []
-    size = 0
-    for token in reversed(base):
-        if size >= room:
-            break
-        tail.append(token)
-        size += len(token)
-    recent = "".join(reversed(tail)).encode()[-room:] if room > 0 else b""
-    return recent + changed
+    if room <= 0:
+        return changed
+    start, size = len(base), 0
+    while start > 0 and size < room:  # back over the base, 64 tokens at a time
+        block = max(0, start - 64)
+        size += sum(map(len, base[block:start]))
+        start = block
+    return "".join(base[start:]).encode()[-room:] + changed
 
 
 def encode_delta(base: Sequence[str], tokens: Sequence[str]) -> bytes:

@@ -53,6 +53,7 @@ State = ProjectionSnapshot.BodyState
 Encoding = ProjectionSnapshot.BodyEncoding
 TABLE = ProjectionSnapshot._meta.db_table
 _UUID = models.UUIDField()
+_NO_ID = UUID(int=0)
 
 # How often a reader looks again for a body another process is still writing.
 POLL_SECONDS = 0.02
@@ -160,7 +161,7 @@ def _chain_rows(ids: Sequence[UUID]) -> dict[UUID, _Row]:
     """The rows `ids` decode from, in one statement."""
     if not ids:
         return {}
-    known = _tokens.known() or [ids[0]]
+    known = _tokens.known() or [_NO_ID]  # (an empty IN () is not SQL)
     sql = _CHAIN_SQL.format(
         table=TABLE,
         targets=", ".join(["%s"] * len(ids)),
