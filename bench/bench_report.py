@@ -514,6 +514,8 @@ SECTION_HEADINGS = {
     "prototypes": "## Prototypes",
     "engine": "## Engine only",
     "gateway": "## Gateway",
+    # Written between its own markers by bench_snapshots.SECTION (bench/run.py does it).
+    "snapshots": "## Snapshot storage (issue 33)",
 }
 
 

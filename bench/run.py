@@ -30,7 +30,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import benchlib
 
-SECTIONS = ("projection", "dispatch", "tokens", "economy", "prototypes", "engine", "gateway")
+SECTIONS = (
+    "projection",
+    "dispatch",
+    "tokens",
+    "economy",
+    "prototypes",
+    "engine",
+    "gateway",
+    "snapshots",
+)
 # Measured only when asked for (`make bench-long`): too long for `make bench`'s 15 minutes.
 OPTIONAL_SECTIONS = ("economy-long",)
 
@@ -138,6 +147,10 @@ def main() -> None:
         import bench_gateway
 
         results["gateway"] = bench_gateway.run()
+    if "snapshots" in wanted:
+        import bench_snapshots
+
+        results["snapshots"] = bench_snapshots.run(args.reps)
 
     seconds = time.perf_counter() - wall
     total = time.time() - float(make_started) if make_started else seconds
@@ -164,6 +177,10 @@ def main() -> None:
     verdicts = bench_report.targets(results)
     for verdict in verdicts:
         print(f"  [{verdict['status']}] {verdict['target']}: {verdict['measured']}")
+    if "snapshots" in results:
+        benchlib.banner("Goals (issue 33): snapshot storage")
+        for goal in results["snapshots"]["goals"]:
+            print(f"  [{goal['status']}] {goal['target']}: {goal['measured']}")
     if "tokens" in results:
         benchlib.banner("Goals (issue 24): cost with prompt caching")
         for goal in results["tokens"]["cache"]["goals"]:
@@ -200,6 +217,10 @@ def main() -> None:
                 missing = [k for k in OPTIONAL_SECTIONS if k not in results]
                 text = bench_report.keep_sections(path.read_text(), text, missing)
         path.write_text(text)
+        if "snapshots" in results:  # its own marked section (bench/bench_snapshots.py)
+            import bench_snapshots
+
+            bench_snapshots.SECTION.write(path, results["snapshots"]["section"])
         print(f"\nbench: wrote {path}")
     label = "make bench" if make_started else "bench/run.py"
     print(f"bench: {label} took {total / 60:.1f} min ({total:.0f} s; limit 15 min on 2 cores)")

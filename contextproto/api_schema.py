@@ -156,6 +156,7 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
     ("GET", _S + "windows/"): ("window_list", _PAGE),
     ("GET", _S + "folds/"): ("fold_list", _PAGE),
     ("GET", _S + "snapshots/"): ("snapshot_list", _PAGE),
+    ("GET", _S + "snapshots/{snapshot_id}/"): ("snapshot_retrieve", (e.NOT_FOUND,)),
     ("GET", _S + "kv/"): (
         "kv_list",
         (*_PAGE, e.REVISION_OUT_OF_RANGE, e.REVISION_NOT_RECORDED),

@@ -287,7 +287,38 @@ CELERY_BEAT_SCHEDULE = {
         "task": "sessions_app.tasks.run_sweep",
         "schedule": float(env_int("RUN_SWEEP_SECONDS", 60)),
     },
+    "snapshot-body-sweep": {
+        "task": "sessions_app.tasks.snapshot_body_sweep",
+        "schedule": float(env_int("SNAPSHOT_BODY_SWEEP_SECONDS", 300)),
+    },
 }
+
+# Snapshot bodies (issue 33, SPEC §20; sessions_app/store/snapshot_bodies.py).
+# How a turn stores its view: "deferred" (default: the turn commits the row, this process
+# writes the body right after, off the turn's path), "inline" (the body in the turn), or
+# "full" (the whole body in the turn, no delta: as before issue 33).
+SNAPSHOT_BODY_WRITE = env_str("SNAPSHOT_BODY_WRITE", "deferred")
+if SNAPSHOT_BODY_WRITE not in ("deferred", "inline", "full"):
+    raise ImproperlyConfigured(
+        f"SNAPSHOT_BODY_WRITE must be deferred, inline or full, got {SNAPSHOT_BODY_WRITE!r}"
+    )
+# A keyframe (a whole body) at least every this many snapshots of a session, so reading one
+# decodes at most this many minus one deltas. 1: every body whole.
+SNAPSHOT_KEYFRAME_INTERVAL = env_int("SNAPSHOT_KEYFRAME_INTERVAL", 16)
+if SNAPSHOT_KEYFRAME_INTERVAL < 1:
+    raise ImproperlyConfigured("SNAPSHOT_KEYFRAME_INTERVAL must be at least 1")
+# A body still not written this many seconds after its turn is taken as lost (its process
+# died): readers stop waiting for it and rebuild it, and the sweeper writes it rebuilt.
+SNAPSHOT_BODY_GRACE_SECONDS = env_int("SNAPSHOT_BODY_GRACE_SECONDS", 30)
+# Bodies older than this many days are dropped by the sweeper and rebuilt on read from the
+# state at R and the log through U (unset or empty: kept forever).
+SNAPSHOT_BODY_RETENTION_DAYS: int | None = (
+    env_int("SNAPSHOT_BODY_RETENTION_DAYS", 0)
+    if os.environ.get("SNAPSHOT_BODY_RETENTION_DAYS")
+    else None
+)
+if SNAPSHOT_BODY_RETENTION_DAYS is not None and SNAPSHOT_BODY_RETENTION_DAYS < 1:
+    raise ImproperlyConfigured("SNAPSHOT_BODY_RETENTION_DAYS must be at least 1 (or unset)")
 
 NODE_ROLE = env_str("NODE_ROLE", "api")
 # Several nodes (SPEC §12, sessions_app.nodes): each process registers in Redis for

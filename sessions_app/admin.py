@@ -24,6 +24,7 @@ from sessions_app import admin_views
 from sessions_app.admin_views import content_text, preview, url
 from sessions_app.admin_views.replay import ReplayPages
 from sessions_app.admin_views.search import SearchPages
+from sessions_app.admin_views.storage import StoragePages
 from sessions_app.models import (
     ArchiveChunk,
     KVEntry,
@@ -122,6 +123,7 @@ class SessionAdmin(HugeTableAdmin):
             + admin_views.TimelinePages(self).get_urls()
             + ReplayPages(self).get_urls()
             + SearchPages(self).get_urls()
+            + StoragePages(self).get_urls()
             + [route for pages in _EXTRA_PAGES for route in pages(self).get_urls()]
             + super().get_urls()
         )

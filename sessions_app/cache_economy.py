@@ -40,6 +40,7 @@ from contextproto.protocol.stored_views import (
 )
 from sessions_app.models import ProjectionSnapshot, Session
 from sessions_app.reads import raw_log
+from sessions_app.store.snapshot_bodies import views_of
 
 # Seconds between two turns of a scripted session: a model answer plus the host's work.
 # Well inside the 5-minute TTL, so only a window left for 15 turns or more loses its entries.
@@ -106,6 +107,7 @@ def session_turns(
     snapshots = list(
         ProjectionSnapshot.objects.filter(session=session).order_by("created_at", "pk")
     )
+    views_of(snapshots)
     last = max((s.upper_bound for s in snapshots), default=0)
     log: list[RawMessage] = (
         raw_log.log_page(session.id, window_id=None, after_index=0, limit=last) if last else []

@@ -20,6 +20,7 @@ from sessions_app.reads import console as console_reads
 _CONSOLE_LINKS: list[tuple[str, str]] = [
     ("Protocol catalog", "admin:agents_agentversion_catalog"),
     ("Search sessions", "admin:sessions_app_session_search"),
+    ("Snapshot storage", "admin:sessions_app_session_snapshot_storage"),
 ]
 
 

@@ -13,6 +13,8 @@ from django.db.models import Q
 from agents.models import AgentVersion, Application
 from contextproto.protocol.host_wire import TOOL_CALL_ID_MAX_CHARS
 from contextproto.protocol.messages import KIND_TEXT, KIND_TOOL_CALL, KIND_TOOL_RESULT
+from sessions_app.store import hooks
+from sessions_app.store.snapshot_view import SnapshotView
 
 
 class ImmutableMessageError(Exception):
@@ -307,22 +309,29 @@ class CompressedJSONField(models.BinaryField):
         return json.loads(zlib.decompress(value))
 
 
-def _body_part(name: str) -> property:
-    """A property over one key of a model's `body` (a plain property, so Django accepts it
-    as a constructor keyword)."""
-
-    def get(instance: Any) -> Any:
-        return (instance.body or {}).get(name)
-
-    def set_(instance: Any, value: Any) -> None:
-        instance.body = {**(instance.body or {}), name: value}
-
-    return property(get, set_)
-
-
 class ProjectionSnapshot(models.Model):
     """One turn's frozen view: R/U/run/W, the options, the view with its sources and the
-    provider request as sent (`body`), plus the provider's usage once reported."""
+    provider request as sent (`body`), plus the provider's usage once reported.
+
+    The body is stored whole (a keyframe) or as a delta against an earlier body of the
+    session, possibly after the turn's commit, and may be dropped after
+    SNAPSHOT_BODY_RETENTION_DAYS (issue 33, SPEC §20). Read it only through `view` (or
+    `messages` / `sources` / `request`), which go through the one decoder
+    (sessions_app/store/snapshot_bodies.py) and never answer an empty body for one that is
+    not written yet or was dropped: they wait for it or rebuild it.
+    """
+
+    class BodyState(models.TextChoices):
+        STORED = "stored"  # as the turn built it
+        PENDING = "pending"  # the row is committed, the body is being written after it
+        REBUILT = "rebuilt"  # written by the sweeper from the state at R (the turn's was lost)
+        DROPPED = "dropped"  # removed by retention; rebuilt on read
+
+    class BodyEncoding(models.TextChoices):
+        JSON = "json"  # zlib of the JSON text, as every body was stored before issue 33
+        KEY = "key"  # the same, plus its token lengths (store/body_codec.py)
+        DELTA = "delta"  # against `body_base`
+        NONE = "none"  # no body stored (pending or dropped)
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="snapshots")
@@ -333,8 +342,24 @@ class ProjectionSnapshot(models.Model):
     protocol = models.CharField(max_length=64)
     options = models.JSONField(default=dict)
     provider = models.CharField(max_length=32)
-    # {"messages": [...], "sources": [...], "request": {...}}; see `messages` etc. below.
-    body = CompressedJSONField(default=dict)
+    # The encoded body of {"messages": [...], "sources": [...], "request": {...}}, as
+    # `body_encoding` says; null with no body. Read through `view`, never directly.
+    body = models.BinaryField(null=True, blank=True)
+    body_encoding = models.CharField(
+        max_length=8, choices=BodyEncoding.choices, default=BodyEncoding.JSON
+    )
+    body_state = models.CharField(max_length=8, choices=BodyState.choices, default=BodyState.STORED)
+    # A delta's base (an earlier snapshot of the same session) and how many deltas lead to
+    # this body from its keyframe (0 for a keyframe).
+    body_base = models.UUIDField(null=True, blank=True)
+    body_depth = models.PositiveSmallIntegerField(default=0)
+    # Bytes stored for the body (the encoded column) and of its JSON text; null when not known
+    # (bodies stored before they were counted).
+    body_bytes = models.PositiveIntegerField(null=True, blank=True)
+    view_bytes = models.PositiveIntegerField(null=True, blank=True)
+    # SHA-256 of the provider request's JSON text as sent, recorded by the turn, so a rebuilt
+    # body says whether it matches; empty on snapshots older than it.
+    request_hash = models.CharField(max_length=64, blank=True, default="")
     notes = models.JSONField(default=list)
     # What the view depended on outside the state at R, the raw log and the published
     # version: `toolResultPreviewChars` (a host setting that may change) and, where the view
@@ -370,16 +395,53 @@ class ProjectionSnapshot(models.Model):
             models.Index(
                 fields=["session", "window_id", "upper_bound"], name="snapshot_window_bound"
             ),
+            # The body sweeper: bodies still not written; bodies retention may drop; the
+            # deltas built on a body it drops.
+            models.Index(
+                fields=["created_at"],
+                condition=Q(body_state="pending"),
+                name="snapshot_body_pending",
+            ),
+            models.Index(
+                fields=["created_at"],
+                condition=Q(body_state__in=["stored", "rebuilt"]),
+                name="snapshot_body_kept",
+            ),
+            models.Index(
+                fields=["body_base"],
+                condition=Q(body_base__isnull=False),
+                name="snapshot_body_base",
+            ),
         ]
 
     def __str__(self) -> str:
         return f"snapshot r{self.revision} u{self.upper_bound}"
 
-    # The view's messages and their ProjectionSources (wire shapes) and the provider
-    # request, read and written like fields (constructor keywords too).
-    messages = _body_part("messages")
-    sources = _body_part("sources")
-    request = _body_part("request")
+    @property
+    def view(self) -> SnapshotView:
+        """The body as the turn sent it, decoded (or rebuilt) once per instance."""
+        found = self.__dict__.get("_view")
+        if found is None:
+            found = hooks.snapshot_view(self)
+            self.__dict__["_view"] = found
+        return found
+
+    def attach_view(self, view: SnapshotView) -> None:
+        """Give this instance its body (the turn that built it, or a batch decode)."""
+        self.__dict__["_view"] = view
+
+    # The view's messages and their ProjectionSources (wire shapes) and the provider request.
+    @property
+    def messages(self) -> Any:
+        return self.view.body.get("messages")
+
+    @property
+    def sources(self) -> Any:
+        return self.view.body.get("sources")
+
+    @property
+    def request(self) -> Any:
+        return self.view.body.get("request")
 
 
 class ToolReceipt(models.Model):

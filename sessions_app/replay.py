@@ -100,6 +100,8 @@ from sessions_app.services.projection import (
     tools_for,
     trigger_tokens,
 )
+from sessions_app.store.snapshot_bodies import request_hash, views_of
+from sessions_app.store.snapshot_view import REBUILT, SnapshotView
 
 AS_RECORDED = "as recorded"
 PRESSURE_ESTIMATED = (
@@ -520,6 +522,22 @@ class _History:
         return sorted(found, key=lambda f: f.first_index)
 
 
+class _LogReads:
+    """The raw log read as one turn needs it (hot and cold merged): a single rebuild."""
+
+    def __init__(self, session_id: Any) -> None:
+        self.session_id = session_id
+        self.errors: list[str] = []
+
+    def window(self, window_id: str, after_index: int, through_index: int) -> list[RawMessage]:
+        return raw_log.log_window(self.session_id, window_id, after_index, through_index)
+
+    def run_inputs(self, run_id: str | None, through_index: int) -> list[RawMessage]:
+        if run_id is None:
+            return []
+        return raw_log.log_run_inputs(self.session_id, run_id, through_index)
+
+
 class _Log:
     """The raw log through the highest bound, by window and by input run, in index order."""
 
@@ -608,7 +626,7 @@ class _Context:
     version: AgentVersion
     target: ReplayTarget
     history: _History
-    log: _Log
+    log: _Log | _LogReads
     jobs: list[_Job] | None
     prompt_cache: PromptCache
     assistant_prefill: bool
@@ -656,11 +674,13 @@ def _pending(
     window_id: str,
     recorded: Mapping[str, Any],
     notes: list[str],
+    *,
+    recorded_view: bool = True,
 ) -> bool:
     """unified@4's maintenancePending at the turn: recorded, else stated by the recorded view,
     else estimated from the job table (noted)."""
     stated = recorded.get("maintenancePending")
-    if not isinstance(stated, bool):
+    if not isinstance(stated, bool) and recorded_view:
         stated = _pending_stated(snapshot.messages or [])
     if isinstance(stated, bool):
         return stated
@@ -668,36 +688,21 @@ def _pending(
     return _pending_by_jobs(ctx.jobs or [], window_id, snapshot.created_at)
 
 
-def _rebuild(ctx: _Context, snapshot: ProjectionSnapshot, number: int) -> _Rebuilt:
-    """Rebuild one recorded turn under the context's target (or as recorded)."""
-    sent = _json_text(snapshot.request or {})
-    # TurnReplay's fields every outcome shares (Any: one keyword set for several shapes).
-    base: dict[str, Any] = {
-        "turn": number,
-        "snapshot_id": str(snapshot.pk),
-        "revision": snapshot.revision,
-        "upper_bound": snapshot.upper_bound,
-        "window_id": snapshot.window_id,
-        "provider": snapshot.provider,
-        "recorded_protocol": snapshot.protocol,
-        "sent_tokens": tokens.count_tokens(sent),
-        "usage": _usage_of(snapshot),
-    }
+@dataclass(frozen=True)
+class _Built:
+    projection: engine.Projection
+    request: dict[str, Any]
+    tools: list[dict[str, Any]]
 
-    def skipped(reason: str) -> _Rebuilt:
-        return _Rebuilt(
-            TurnReplay(
-                **base,
-                replayed_protocol=None,
-                replayed_tokens=None,
-                request_identical=None,
-                view_identical=None,
-                skipped=reason,
-            )
-        )
 
+def _build(
+    ctx: _Context, snapshot: ProjectionSnapshot, notes: list[str], *, recorded_view: bool = True
+) -> _Built | str:
+    """The turn's view and request rebuilt under the context's target (or as recorded), or
+    why it cannot be. `recorded_view=False`: never read the recorded body (it is what is
+    being rebuilt)."""
     if snapshot.revision < ctx.session.kv_history_from:
-        return skipped(
+        return (
             f"revision_not_recorded: the KV history of this session begins at revision "
             f"{ctx.session.kv_history_from}, after this turn's revision {snapshot.revision}"
         )
@@ -709,9 +714,8 @@ def _rebuild(ctx: _Context, snapshot: ProjectionSnapshot, number: int) -> _Rebui
             catalog.find_version(recorded_id, int(number_text)) if number_text.isdigit() else None
         )
         if found is None:
-            return skipped(f"protocol_unknown: {snapshot.protocol} is not in this catalog")
+            return f"protocol_unknown: {snapshot.protocol} is not in this catalog"
         protocol, options = found, dict(snapshot.options or {})
-    notes: list[str] = []
     recorded_inputs = snapshot.build_inputs if isinstance(snapshot.build_inputs, dict) else {}
     preview = _preview_chars(recorded_inputs, notes)
     window_id = MAIN_WINDOW
@@ -726,7 +730,7 @@ def _rebuild(ctx: _Context, snapshot: ProjectionSnapshot, number: int) -> _Rebui
             f"{snapshot.window_id}"
         )
     pending = (
-        _pending(ctx, snapshot, window_id, recorded_inputs, notes)
+        _pending(ctx, snapshot, window_id, recorded_inputs, notes, recorded_view=recorded_view)
         if engine.shows_context_pressure(protocol.protocol_id, protocol.version)
         else False
     )
@@ -789,7 +793,7 @@ def _rebuild(ctx: _Context, snapshot: ProjectionSnapshot, number: int) -> _Rebui
             cache_key=ctx.cache_key,
         )
     except ProtocolError as exc:
-        return skipped(f"{exc.code}: {exc.message}")
+        return f"{exc.code}: {exc.message}"
     try:
         capacity_check(ctx.version, projection, run_inputs, tools)
     except ApplicationError as exc:
@@ -806,6 +810,42 @@ def _rebuild(ctx: _Context, snapshot: ProjectionSnapshot, number: int) -> _Rebui
             Parameters.from_json(forwarded),
             max_tokens_key=max_tokens_key(ctx.version),
         )
+    return _Built(projection, request, tools)
+
+
+def _rebuild(ctx: _Context, snapshot: ProjectionSnapshot, number: int) -> _Rebuilt:
+    """Rebuild one recorded turn under the context's target (or as recorded)."""
+    sent = _json_text(snapshot.request or {})
+    # TurnReplay's fields every outcome shares (Any: one keyword set for several shapes).
+    base: dict[str, Any] = {
+        "turn": number,
+        "snapshot_id": str(snapshot.pk),
+        "revision": snapshot.revision,
+        "upper_bound": snapshot.upper_bound,
+        "window_id": snapshot.window_id,
+        "provider": snapshot.provider,
+        "recorded_protocol": snapshot.protocol,
+        "sent_tokens": tokens.count_tokens(sent),
+        "usage": _usage_of(snapshot),
+    }
+
+    def skipped(reason: str) -> _Rebuilt:
+        return _Rebuilt(
+            TurnReplay(
+                **base,
+                replayed_protocol=None,
+                replayed_tokens=None,
+                request_identical=None,
+                view_identical=None,
+                skipped=reason,
+            )
+        )
+
+    notes: list[str] = []
+    built = _build(ctx, snapshot, notes)
+    if isinstance(built, str):
+        return skipped(built)
+    projection, request, tools = built.projection, built.request, built.tools
     replayed = _json_text(request)
     identical = _comparable(request, snapshot.request or {}, notes) == sent
     wire = projection.to_wire()
@@ -896,6 +936,7 @@ def session_replay(
     rows = ProjectionSnapshot.objects.filter(session=session).order_by("-created_at", "-pk")
     total = rows.count() if last_turns is not None else None
     snapshots = list(rows[:last_turns] if last_turns is not None else rows)[::-1]
+    views_of(snapshots)
     top_revision = max((s.revision for s in snapshots), default=0)
     top_bound = max((s.upper_bound for s in snapshots), default=0)
     history = _History(kv_history_through(session.id, top_revision) if snapshots else [])
@@ -979,6 +1020,54 @@ def session_replay(
     )
 
 
+def snapshot_rebuild(snapshot: ProjectionSnapshot) -> SnapshotView:
+    """Rebuild a snapshot's body from the state at its R and the log through its U, as
+    `projection_build` built it, without reading its stored body (SPEC §20): for a body
+    dropped by retention or never written. Installed as `hooks.snapshot_rebuild`.
+
+    Reads the session, the KV history through R and the turn's rows (hot and cold). Says
+    whether the rebuilt request hashes to the value the turn recorded; a turn that cannot be
+    rebuilt (its revision is older than the KV history, its protocol left the catalog) gives
+    a view with no body and the reason in `problem`.
+    """
+    session = (
+        Session.objects.select_related("agent_version")
+        .prefetch_related("agent_version__tools")
+        .get(pk=snapshot.session_id)
+    )
+    version = session.agent_version
+    recorded = protocol_of(version)
+    jobs = None
+    if engine.shows_context_pressure(recorded.protocol_id, recorded.version):
+        jobs = [
+            _Job(*row)
+            for row in MaintenanceJob.objects.filter(session=session).values_list(
+                "window_id", "created_at", "finished_at"
+            )
+        ]
+    ctx = _Context(
+        session=session,
+        version=version,
+        target=ReplayTarget(),
+        history=_History(kv_history_through(session.id, snapshot.revision)),
+        log=_LogReads(session.id),
+        jobs=jobs,
+        prompt_cache=PromptCache.from_config(version.prompt_cache),
+        assistant_prefill=session_settings(session).assistant_prefill,
+        cache_key=session_cache_key(str(session.id)),
+    )
+    notes: list[str] = []
+    built = _build(ctx, snapshot, notes, recorded_view=False)
+    if isinstance(built, str):
+        return SnapshotView(body={}, origin=REBUILT, problem=built)
+    wire = built.projection.to_wire()
+    body = {"messages": wire["messages"], "sources": wire["sources"], "request": built.request}
+    matches = (
+        request_hash(built.request) == snapshot.request_hash if snapshot.request_hash else None
+    )
+    return SnapshotView(body=body, origin=REBUILT, hash_matches=matches, notes=tuple(notes))
+
+
 def agent_version_sessions(
     *, agent_version_id: Any, last: int
 ) -> tuple[AgentVersion, list[Session]]:
@@ -1012,4 +1101,5 @@ __all__ = [
     "agent_version_sessions",
     "replay_target",
     "session_replay",
+    "snapshot_rebuild",
 ]

@@ -9,6 +9,7 @@ from celery import shared_task
 from celery.signals import worker_ready
 
 from sessions_app import maintenance
+from sessions_app.maintenance import body_sweeps
 from sessions_app.services import runtime
 from sessions_app.tasks_archive import archive_sweep  # noqa: F401  (registers the task)
 
@@ -44,11 +45,26 @@ def run_sweep() -> int:
     return len(runtime.run_sweep())
 
 
+@shared_task(ignore_result=True)
+def snapshot_body_sweep() -> int:
+    """Periodic: write the bodies a dead process left unwritten (rebuilt from the state at
+    R), drop the bodies older than SNAPSHOT_BODY_RETENTION_DAYS."""
+    swept = body_sweeps.snapshot_body_sweep()
+    job_log.info(
+        "job=snapshot_body_sweep rebuilt=%d lost=%d dropped=%d",
+        swept.rebuilt,
+        swept.lost,
+        swept.dropped,
+    )
+    return swept.rebuilt + swept.dropped
+
+
 @worker_ready.connect
 def _sweep_on_start(**_: object) -> None:
     # A new worker picks up what a killed one left behind without waiting for beat.
     maintenance_sweep.delay()
     run_sweep.delay()
+    snapshot_body_sweep.delay()
 
 
 @shared_task(acks_late=True, reject_on_worker_lost=True, ignore_result=True)

@@ -52,6 +52,11 @@ urlpatterns = [
     path(S + "folds/", apis.FoldsApi.as_view(), name="session-folds"),
     path(S + "snapshots/", apis.SnapshotsApi.as_view(), name="session-snapshots"),
     path(
+        S + "snapshots/<str:snapshot_id>/",
+        apis.SnapshotApi.as_view(),
+        name="session-snapshot",
+    ),
+    path(
         S + "snapshots/<str:snapshot_id>/usage/",
         apis_usage.SnapshotUsageApi.as_view(),
         name="session-snapshot-usage",

@@ -36,6 +36,7 @@ from sessions_app.models import (
     ToolReceipt,
 )
 from sessions_app.reads import raw_log
+from sessions_app.store.snapshot_bodies import views_of
 
 PASS, FAIL, NA, INFO = "pass", "fail", "n/a", "info"
 WINDOW_GUARD_CODES = ("context_window_mismatch", "context_window_expectation_required")
@@ -120,6 +121,7 @@ def run_facts(session: Session, run: Run) -> RunFacts:
     snapshots = list(
         ProjectionSnapshot.objects.filter(session=session, run=run).order_by("created_at", "id")
     )
+    views_of(snapshots)
     call_ids = [m.tool_call_id for m in messages if m.kind == KIND_TOOL_CALL and m.tool_call_id]
     receipts = {
         r.tool_call_id: r

@@ -145,6 +145,7 @@ class SnapshotPages(BrowserPages):
             fork_url=url("snapshot_fork", session, snapshot.pk),
             can_fork=self.may_fork(request),
             request_json=pretty(snapshot.request),
+            body_storage=_storage(snapshot),
             usage_json=pretty(snapshot.usage) if snapshot.usage is not None else None,
             options_json=pretty(snapshot.options),
             notes_json=pretty(snapshot.notes) if snapshot.notes else None,
@@ -214,3 +215,15 @@ class SnapshotPages(BrowserPages):
             ),
         )
         return HttpResponseRedirect(url("overview", fork))
+
+
+def _storage(snapshot: ProjectionSnapshot) -> str:
+    """How a stored body is kept, in words."""
+    kept = f"{snapshot.body_bytes:,} bytes stored" if snapshot.body_bytes is not None else ""
+    if snapshot.view_bytes:
+        kept += f" for {snapshot.view_bytes:,} bytes of JSON"
+    if snapshot.body_encoding == ProjectionSnapshot.BodyEncoding.DELTA:
+        return f"a delta, {snapshot.body_depth} after its keyframe; {kept}"
+    if snapshot.body_state == ProjectionSnapshot.BodyState.PENDING:
+        return "being written after the turn's commit; shown from the writing process"
+    return f"whole; {kept}" if kept else "whole"

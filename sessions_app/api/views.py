@@ -414,6 +414,31 @@ class SnapshotsApi(APIView):
         )
 
 
+class SnapshotApi(APIView):
+    """One turn's snapshot with its whole view: the list's item plus `body`,
+    "stored" (as the turn wrote it) or "rebuilt" (from the state at R and the log through U:
+    the body was dropped by retention, or its turn's process died before writing it), and
+    for a rebuilt one `bodyHashMatches` (its request hashes to the value recorded at the
+    turn; null when the turn recorded none)."""
+
+    class Output(shapes.Snapshot):
+        body = serializers.ChoiceField(choices=["stored", "rebuilt"])
+        bodyHashMatches = serializers.BooleanField(
+            required=False,
+            allow_null=True,
+            help_text="Only on a rebuilt body: whether its request hashes to the turn's.",
+        )
+        bodyProblem = serializers.CharField(
+            required=False, help_text="Only on a body that could not be rebuilt: why."
+        )
+
+    @extend_schema(responses={200: Output})
+    def get(self, request: Request, session_id: str, snapshot_id: str) -> Response:
+        session = session_for(request, session_id)
+        snapshot = lists.snapshot_get(session, snapshot_id)
+        return Response(projection.snapshot_to_wire(snapshot, provenance=True))
+
+
 class KvApi(APIView):
     class Output(serializers.Serializer):
         stateRevision = serializers.IntegerField(

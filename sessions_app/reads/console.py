@@ -13,7 +13,8 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from django.db.models import Count, Min, Q, QuerySet
+from django.db.models import Count, Min, Q, QuerySet, Sum
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from agents.models import AgentVersion, Application
@@ -290,3 +291,65 @@ def dashboard(user: Any, now: datetime | None = None) -> Dashboard:
         gateway=gateway_activity(scope, at),
         sessions=latest_sessions(scope),
     )
+
+
+@dataclass(frozen=True)
+class SnapshotStorage:
+    """What one Application's snapshot bodies take (issue 33): bytes stored against the bytes
+    of the views' JSON, and the bodies by state. `unknown` counts bodies stored before their
+    sizes were recorded (their stored bytes are counted, their JSON bytes are not)."""
+
+    application_id: Any
+    application: str
+    snapshots: int
+    stored_bytes: int
+    view_bytes: int
+    deltas: int
+    keyframes: int
+    pending: int
+    rebuilt: int
+    dropped: int
+    unknown: int
+
+    @property
+    def ratio(self) -> float | None:
+        return (
+            self.view_bytes / self.stored_bytes if self.stored_bytes and self.view_bytes else None
+        )
+
+
+def snapshot_storage(scope: Scope) -> list[SnapshotStorage]:
+    """Snapshot body storage per Application the user sees, largest first (one query)."""
+    rows = _scoped(ProjectionSnapshot.objects.all(), scope, "session__application_id")
+    states = ProjectionSnapshot.BodyState
+    found = (
+        rows.values("session__application_id", "session__application__name")
+        .annotate(
+            snapshots=Count("pk"),
+            total_stored=Coalesce(Sum("body_bytes"), 0),
+            total_view=Coalesce(Sum("view_bytes"), 0),
+            deltas=Count("pk", filter=Q(body_encoding=ProjectionSnapshot.BodyEncoding.DELTA)),
+            keyframes=Count("pk", filter=Q(body_encoding=ProjectionSnapshot.BodyEncoding.KEY)),
+            pending=Count("pk", filter=Q(body_state=states.PENDING)),
+            rebuilt=Count("pk", filter=Q(body_state=states.REBUILT)),
+            dropped=Count("pk", filter=Q(body_state=states.DROPPED)),
+            unknown=Count("pk", filter=Q(view_bytes__isnull=True, body__isnull=False)),
+        )
+        .order_by("-total_stored", "session__application__name")
+    )
+    return [
+        SnapshotStorage(
+            application_id=row["session__application_id"],
+            application=row["session__application__name"],
+            snapshots=row["snapshots"],
+            stored_bytes=row["total_stored"],
+            view_bytes=row["total_view"],
+            deltas=row["deltas"],
+            keyframes=row["keyframes"],
+            pending=row["pending"],
+            rebuilt=row["rebuilt"],
+            dropped=row["dropped"],
+            unknown=row["unknown"],
+        )
+        for row in found
+    ]

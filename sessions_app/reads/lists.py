@@ -33,6 +33,7 @@ from sessions_app.models import (
     WindowRecord,
 )
 from sessions_app.reads.raw_log import folds_from_records, kv_values, log_page
+from sessions_app.store.snapshot_bodies import views_of
 
 
 def session_get(*, session_id: Any, application_id: Any = None) -> Session:
@@ -159,7 +160,20 @@ SNAPSHOTS = Keyset(
 def snapshot_page(session: Session, *, cursor: str | None, limit: int) -> Page[ProjectionSnapshot]:
     """The session's stored views, newest first."""
     rows = ProjectionSnapshot.objects.filter(session=session)
-    return keyset_page(rows, SNAPSHOTS, cursor=cursor, limit=limit)
+    page = keyset_page(rows, SNAPSHOTS, cursor=cursor, limit=limit)
+    views_of(page.items)  # every body of the page decoded from one read of their rows
+    return page
+
+
+def snapshot_get(session: Session, snapshot_id: str) -> ProjectionSnapshot:
+    """One snapshot of the session with its view; 404 `not_found` for another's or none."""
+    found = ProjectionSnapshot.objects.filter(
+        session=session, pk=parse_uuid(snapshot_id, "Snapshot")
+    ).first()
+    if found is None:
+        raise NotFound("Snapshot", {"snapshotId": snapshot_id})
+    views_of([found])
+    return found
 
 
 KV = Keyset(

@@ -44,6 +44,7 @@ from contextproto.protocol.state import MAIN_WINDOW, covered_key
 from sessions_app.models import MaintenanceJob, ProjectionSnapshot, Run, Session
 from sessions_app.providers.base import canonical_json, estimate_tokens
 from sessions_app.reads import hot_sql, view_cache
+from sessions_app.store.snapshot_bodies import snapshot_create
 from sessions_app.store.state import session_lock
 
 # The estimator of estimated usage (providers.base): characters / 4 of the canonical JSON.
@@ -217,7 +218,7 @@ def projection_build(
         build_inputs["maintenancePending"] = pending
     if forwarded:
         build_inputs["requestParameters"] = forwarded
-    return ProjectionSnapshot.objects.create(
+    return snapshot_create(
         session=session,
         run_id=run_uuid,
         revision=revision,
@@ -346,8 +347,12 @@ def _view_rows(
     )
 
 
-def snapshot_to_wire(snapshot: ProjectionSnapshot) -> dict[str, Any]:
-    return {
+def snapshot_to_wire(snapshot: ProjectionSnapshot, *, provenance: bool = False) -> dict[str, Any]:
+    """The API's Snapshot shape; `provenance` adds how the body was obtained (SPEC §20):
+    `body` "stored" or "rebuilt", and for a rebuilt one `bodyHashMatches` (and, when it
+    could not be rebuilt, `bodyProblem`)."""
+    view = snapshot.view
+    wire = {
         "snapshotId": str(snapshot.id),
         "revision": snapshot.revision,
         "upperBound": snapshot.upper_bound,
@@ -362,3 +367,10 @@ def snapshot_to_wire(snapshot: ProjectionSnapshot) -> dict[str, Any]:
         "usage": snapshot.usage,
         "createdAt": snapshot.created_at.isoformat(),
     }
+    if provenance:
+        wire["body"] = view.origin
+        if view.rebuilt:
+            wire["bodyHashMatches"] = view.hash_matches
+            if view.problem is not None:
+                wire["bodyProblem"] = view.problem
+    return wire

@@ -56,4 +56,19 @@ host_tool_result_written = Hook("host_tool_result_written")
 # window (the `queue_maintenance` effect of a protocol tool, after its dispatch commits).
 maintenance_request = Hook("maintenance_request")
 
-ALL = (run_advance_enqueue, maintenance_job_enqueue, host_tool_result_written, maintenance_request)
+# (snapshot: ProjectionSnapshot) -> SnapshotView: decode a snapshot's body through the one
+# decoder (store/snapshot_bodies.py; a hook because the model's `view` calls it).
+snapshot_view = Hook("snapshot_view")
+
+# (snapshot: ProjectionSnapshot) -> SnapshotView: rebuild a snapshot's body from the state at
+# R and the log through U (sessions_app/replay.py), for a body dropped or never written.
+snapshot_rebuild = Hook("snapshot_rebuild")
+
+ALL = (
+    run_advance_enqueue,
+    maintenance_job_enqueue,
+    host_tool_result_written,
+    maintenance_request,
+    snapshot_view,
+    snapshot_rebuild,
+)

@@ -37,6 +37,12 @@ def stamp(value: Any) -> str:
 
 
 @register.filter
+def thousands(value: Any) -> str:
+    """An integer with thousands separators ("1,234,567"); anything else unchanged."""
+    return f"{value:,}" if isinstance(value, int) else str(value)
+
+
+@register.filter
 def said(message: RawMessage, limit: int = 400) -> str:
     """The message's content as text, cut to `limit` characters (saying how long it was)."""
     return preview(content_text(message.content), int(limit))

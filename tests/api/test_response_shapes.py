@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import re
+import uuid
 from typing import Any
 
 import jsonschema
@@ -231,6 +232,8 @@ def test_every_operation_answers_in_its_documented_shape(schema, walk, api_sessi
     check(host.get(s.path("windows/"), limit=1), 200)
     check(host.get(s.path("folds/")), 200)
     check(host.get(s.path("snapshots/"), limit=1), 200)
+    check(host.get(s.path(f"snapshots/{view['snapshotId']}/")), 200)
+    check(host.get(s.path(f"snapshots/{uuid.uuid4()}/")), 404)
     check(host.get(s.path("kv/"), limit=2), 200)
     check(host.get(s.path("kv/"), cursor="garbage"), 400)
     check(host.get(s.path("kv/"), revision=1, limit=2), 200)

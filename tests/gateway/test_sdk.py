@@ -354,7 +354,7 @@ def test_upstream_failures_map_to_statuses_and_never_show_the_key(
     stored = json.dumps(
         [
             list(Run.objects.filter(session=session).values()),
-            [s.body for s in ProjectionSnapshot.objects.filter(session=session)],
+            [s.view.body for s in ProjectionSnapshot.objects.filter(session=session)],
             list(GatewayExchange.objects.filter(session=session).values()),
         ],
         default=str,

@@ -8,7 +8,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from agents.models import Tool
+from sessions_app.models import ProjectionSnapshot
 from sessions_app.services import archive
+from sessions_app.store import body_codec, snapshot_bodies
 
 PROVIDERS = ("neutral", "openai-chat", "anthropic-messages")
 # Longer than unified@4's maskMinChars (1000): a masked one becomes a stub.
@@ -144,3 +146,20 @@ def recorded_session(api_session, flavour: Flavour, *, project_while_pending: bo
     s.host_tool_work("calc", "9000 - 4800 = 4200 left")
     turn(s)
     return s
+
+
+def rewrite_bodies(session_id, change) -> None:
+    """Store every body of the session whole (as before issue 33), `change(snapshot, body)`
+    giving the body to store instead (or None: unchanged), so a test can make a recorded body
+    differ from what its turn built without leaving a delta on a changed base."""
+    snapshots = list(ProjectionSnapshot.objects.filter(session_id=session_id))
+    snapshot_bodies.views_of(snapshots)
+    for snap in snapshots:
+        body = change(snap, dict(snap.view.body)) or snap.view.body
+        ProjectionSnapshot.objects.filter(pk=snap.pk).update(
+            body=body_codec.legacy_encode(body_codec.body_text(body).encode()),
+            body_encoding="json",
+            body_base=None,
+            body_depth=0,
+        )
+    snapshot_bodies.forget_cache()

@@ -49,6 +49,7 @@ from sessions_app.reads import raw_log
 from sessions_app.services.runs import runs_driven_here
 from sessions_app.services.runtime import TurnReport
 from sessions_app.services.sessions import session_create
+from sessions_app.store.snapshot_bodies import views_of
 from sessions_app.tasks import maintenance_job_run
 
 DEMO_USERNAME = "admin"
@@ -263,8 +264,9 @@ class Command(BaseCommand):
         snapshots = list(
             ProjectionSnapshot.objects.filter(session=session)
             .order_by("created_at", "pk")
-            .only("id", "created_at", "upper_bound", "window_id", "usage", "body")
+            .only("id", "created_at", "upper_bound", "window_id", "usage")
         )
+        views_of(snapshots)
         return {
             "label": label,
             "session": session,
@@ -583,8 +585,8 @@ def full_history_tokens(session: Session, snapshots: list[ProjectionSnapshot]) -
     for message in history:
         wire = {k: v for k, v in message.to_wire().items() if k in keep}
         sizes.append(sizes[-1] + len(canonical_json(wire)))
-    full = ProjectionSnapshot.objects.filter(pk__in=[s.pk for s in snapshots]).only("id", "body")
-    heavy = {s.pk: s for s in full}
+    views_of(snapshots)
+    heavy = {s.pk: s for s in snapshots}
     tokens = []
     for snapshot in snapshots:
         loaded = heavy[snapshot.pk]
@@ -617,7 +619,7 @@ def showcase_snapshot(session: Session) -> ProjectionSnapshot | None:
     candidates = (
         ProjectionSnapshot.objects.filter(session=session)
         .order_by("-created_at", "-pk")
-        .only("id", "body")
+        .only("id", "body_state", "created_at", "session_id", "request_hash")
     )
     for snapshot in candidates:
         kinds = {s.get("derivedType") for s in snapshot.sources or []}
