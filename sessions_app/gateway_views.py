@@ -22,7 +22,7 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.core.handlers.asgi import ASGIRequest
-from django.db import DatabaseError
+from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
@@ -382,8 +382,8 @@ def _serve(
         if call is not None:
             call.refused(exc)
         return refusal_response(client_format, exc, call)
-    except DatabaseError:
-        logger.exception("gateway: database error")
+    except (OperationalError, InterfaceError):  # the database is down or unreachable
+        logger.exception("gateway: database unavailable")
         return refusal_response(
             client_format,
             ApplicationError(DEPENDENCY_UNAVAILABLE, "The database is unavailable; retry later."),
