@@ -296,8 +296,11 @@ CELERY_BEAT_SCHEDULE = {
 # Snapshot bodies (issue 33, SPEC §20; sessions_app/store/snapshot_bodies.py).
 # How a turn stores its view: "deferred" (default: the turn commits the row, this process
 # writes the body right after, off the turn's path), "inline" (the body in the turn), or
-# "full" (the whole body in the turn, no delta: as before issue 33).
-SNAPSHOT_BODY_WRITE = env_str("SNAPSHOT_BODY_WRITE", "deferred")
+# "full" (the whole body in the turn, no delta: as before issue 33). SQLite has one writer at
+# a time (and its in-memory test database raises "table is locked" instead of waiting), so a
+# second writer thread only contends there: its default is "inline".
+_SQLITE = DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3"
+SNAPSHOT_BODY_WRITE = env_str("SNAPSHOT_BODY_WRITE", "inline" if _SQLITE else "deferred")
 if SNAPSHOT_BODY_WRITE not in ("deferred", "inline", "full"):
     raise ImproperlyConfigured(
         f"SNAPSHOT_BODY_WRITE must be deferred, inline or full, got {SNAPSHOT_BODY_WRITE!r}"

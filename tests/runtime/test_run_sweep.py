@@ -66,5 +66,6 @@ def test_the_sweep_is_scheduled_and_runs_when_a_worker_starts(sent, monkeypatch,
     started: list[str] = []
     monkeypatch.setattr(tasks.run_sweep, "delay", lambda: started.append("run"))
     monkeypatch.setattr(tasks.maintenance_sweep, "delay", lambda: started.append("maintenance"))
+    monkeypatch.setattr(tasks.snapshot_body_sweep, "delay", lambda: started.append("bodies"))
     tasks._sweep_on_start()
-    assert sorted(started) == ["maintenance", "run"]
+    assert sorted(started) == ["bodies", "maintenance", "run"]
