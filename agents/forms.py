@@ -77,16 +77,6 @@ def protocol_choices() -> list[tuple[str, str]]:
     return [(v.key, f"{v.key} ({v.status})") for v in catalog.all_versions()]
 
 
-def parse_protocol_key(key: str | None) -> catalog.ProtocolVersion | None:
-    """Return the catalog entry for "id@version", or None for anything else."""
-    if not key or "@" not in key:
-        return None
-    protocol_id, _, version = key.partition("@")
-    if not version.isdigit():
-        return None
-    return catalog.find_version(protocol_id, int(version))
-
-
 def option_field_name(option: str) -> str:
     return OPTION_PREFIX + option
 
@@ -387,7 +377,7 @@ class AgentVersionForm(forms.ModelForm):
 
     @property
     def chosen_protocol(self) -> catalog.ProtocolVersion:
-        return parse_protocol_key(self.cleaned_data.get("protocol")) or self.option_protocol
+        return catalog.by_key(self.cleaned_data.get("protocol")) or self.option_protocol
 
     @property
     def protocol_changed(self) -> bool:

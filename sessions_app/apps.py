@@ -22,8 +22,8 @@ def install_service_hooks() -> None:
     The one place that knows both ends: the services import only downwards, and the tasks
     and orchestrators are wired in here once the models are loaded.
     """
-    from sessions_app import maintenance, replay, tasks
-    from sessions_app.services import runtime
+    from sessions_app import maintenance, tasks
+    from sessions_app.services import rebuild, runtime
     from sessions_app.store import hooks, snapshot_bodies
 
     hooks.run_advance_enqueue.install(tasks.run_advance_enqueue)
@@ -31,7 +31,7 @@ def install_service_hooks() -> None:
     hooks.host_tool_result_written.install(runtime.run_resume_if_ready)
     hooks.maintenance_request.install(maintenance.maintenance_request)
     hooks.snapshot_view.install(snapshot_bodies.view_of)
-    hooks.snapshot_rebuild.install(replay.snapshot_rebuild)
+    hooks.snapshot_rebuild.install(rebuild.snapshot_rebuild)
 
 
 def install_scrape_collectors() -> None:

@@ -37,15 +37,11 @@ rows are then picked in memory.
 from __future__ import annotations
 
 import json
-from bisect import bisect_right
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime
 from decimal import Decimal
 from typing import Any
-
-from django.conf import settings
 
 from agents.models import AgentVersion
 from agents.selectors import effective_options, protocol_of
@@ -59,7 +55,7 @@ from contextproto.errors import (
     NotFound,
 )
 from contextproto.ids import parse_uuid
-from contextproto.protocol import adapters, catalog
+from contextproto.protocol import catalog
 from contextproto.protocol import projection as engine
 from contextproto.protocol.cache_report import (
     CacheEconomy,
@@ -69,39 +65,20 @@ from contextproto.protocol.cache_report import (
     paced,
 )
 from contextproto.protocol.cache_sim import SIMULATED_PROVIDERS
-from contextproto.protocol.errors import ProtocolError
-from contextproto.protocol.gateway import state as client_state
-from contextproto.protocol.gateway.upstream import with_parameters
-from contextproto.protocol.gateway.wire import Parameters
-from contextproto.protocol.messages import (
-    DERIVED_STATE,
-    KIND_INPUT,
-    KIND_TOOL_RESULT,
-    Fold,
-    RawMessage,
-)
 from contextproto.protocol.options import validate_options
-from contextproto.protocol.prompt_cache import PromptCache, session_cache_key
-from contextproto.protocol.state import (
-    FOLD_PREFIX,
-    KEY_ACTIVE_WINDOW,
-    MAIN_WINDOW,
-    covered_key,
-)
 from contextproto.protocol.stored_views import projection_from_wire, tools_from_request
 from sessions_app.cache_economy import DEFAULT_THINK_SECONDS, session_settings
-from sessions_app.models import KVHistory, MaintenanceJob, ProjectionSnapshot, Session
-from sessions_app.providers.base import canonical_json, estimate_tokens
+from sessions_app.models import ProjectionSnapshot, Session
 from sessions_app.reads import raw_log
 from sessions_app.reads.history import kv_history_through
-from sessions_app.services.projection import (
-    capacity_check,
-    max_tokens_key,
-    tools_for,
-    trigger_tokens,
+from sessions_app.services.rebuild import (
+    History,
+    Log,
+    RebuildContext,
+    build_turn,
+    jobs_of,
 )
-from sessions_app.store.snapshot_bodies import request_hash, views_of
-from sessions_app.store.snapshot_view import REBUILT, SnapshotView
+from sessions_app.store.snapshot_bodies import views_of
 
 AS_RECORDED = "as recorded"
 PRESSURE_ESTIMATED = (
@@ -139,12 +116,7 @@ class ReplayTarget:
 
 
 def _parse_protocol(text: str) -> catalog.ProtocolVersion:
-    protocol_id, _, number = text.strip().partition("@")
-    found = (
-        catalog.find_version(protocol_id, int(number))
-        if number.isascii() and number.isdigit()
-        else None
-    )
+    found = catalog.by_key(text)
     if found is None:
         known = ", ".join(v.key for v in catalog.all_versions())
         raise ApplicationError(
@@ -468,136 +440,6 @@ class ReplayTotals:
         }
 
 
-# --------------------------------------------------------------------------- loading
-
-
-class _History:
-    """The session's KV history through a revision, answering "the state at R" in memory.
-
-    Per key the newest row with revision <= R, unless it records a removal: the same rule
-    as `reads.history.kv_at`, over rows read once.
-    """
-
-    def __init__(self, rows: Iterable[KVHistory]) -> None:
-        self.revisions: dict[str, list[int]] = defaultdict(list)
-        self.rows: dict[str, list[KVHistory]] = defaultdict(list)
-        for row in rows:  # by key, then revision
-            self.revisions[row.key].append(row.revision)
-            self.rows[row.key].append(row)
-        # A fold record is written once (context_fold_create): its window never changes, so
-        # a turn looks only at its window's folds.
-        self.fold_keys: dict[str, list[str]] = defaultdict(list)
-        for key in sorted(k for k in self.rows if k.startswith(FOLD_PREFIX)):
-            first = self.rows[key][0].value
-            if isinstance(first, dict):
-                self.fold_keys[str(first.get("windowId"))].append(key)
-
-    def value(self, key: str, revision: int) -> tuple[bool, Any]:
-        at = bisect_right(self.revisions.get(key, []), revision)
-        if at == 0:
-            return False, None
-        row = self.rows[key][at - 1]
-        return (False, None) if row.deleted else (True, row.value)
-
-    def at(self, revision: int, keys: Iterable[str]) -> dict[str, Any]:
-        state = {}
-        for key in keys:
-            present, value = self.value(key, revision)
-            if present:
-                state[key] = value
-        return state
-
-    def folds(self, revision: int, window_id: str, after_index: int) -> list[Fold]:
-        """The window's folds at R whose first index is above `after_index`."""
-        found = []
-        for key in self.fold_keys.get(window_id, []):
-            present, value = self.value(key, revision)
-            if (
-                present
-                and isinstance(value, dict)
-                and value.get("windowId") == window_id
-                and int(value.get("firstIndex", 0)) > after_index
-            ):
-                found.append(Fold.from_kv(key.removeprefix(FOLD_PREFIX), value))
-        return sorted(found, key=lambda f: f.first_index)
-
-
-class _LogReads:
-    """The raw log read as one turn needs it (hot and cold merged): a single rebuild."""
-
-    def __init__(self, session_id: Any) -> None:
-        self.session_id = session_id
-        self.errors: list[str] = []
-
-    def window(self, window_id: str, after_index: int, through_index: int) -> list[RawMessage]:
-        return raw_log.log_window(self.session_id, window_id, after_index, through_index)
-
-    def run_inputs(self, run_id: str | None, through_index: int) -> list[RawMessage]:
-        if run_id is None:
-            return []
-        return raw_log.log_run_inputs(self.session_id, run_id, through_index)
-
-
-class _Log:
-    """The raw log through the highest bound, by window and by input run, in index order."""
-
-    def __init__(self, messages: Sequence[RawMessage]) -> None:
-        self.windows: dict[str, list[RawMessage]] = defaultdict(list)
-        self.inputs: dict[str, list[RawMessage]] = defaultdict(list)
-        for message in sorted(messages, key=lambda m: m.index):
-            self.windows[message.window_id].append(message)
-            if message.kind == KIND_INPUT and message.input_run:
-                self.inputs[message.input_run].append(message)
-        self.window_index = {w: [m.index for m in ms] for w, ms in self.windows.items()}
-        self.errors = [
-            m.tool_call_id
-            for m in messages
-            if m.kind == KIND_TOOL_RESULT and m.is_error and m.tool_call_id
-        ]
-
-    def window(self, window_id: str, after_index: int, through_index: int) -> list[RawMessage]:
-        indices = self.window_index.get(window_id, [])
-        lo, hi = bisect_right(indices, after_index), bisect_right(indices, through_index)
-        return self.windows[window_id][lo:hi]
-
-    def run_inputs(self, run_id: str | None, through_index: int) -> list[RawMessage]:
-        if run_id is None:
-            return []
-        found = self.inputs.get(run_id, [])
-        return found[: bisect_right([m.index for m in found], through_index)]
-
-
-@dataclass(frozen=True)
-class _Job:
-    window_id: str
-    created_at: datetime
-    finished_at: datetime | None
-
-
-def _pending_by_jobs(jobs: Sequence[_Job], window_id: str, at: datetime) -> bool:
-    return any(
-        j.window_id == window_id
-        and j.created_at <= at
-        and (j.finished_at is None or j.finished_at > at)
-        for j in jobs
-    )
-
-
-def _pending_stated(messages: Sequence[Mapping[str, Any]]) -> bool | None:
-    """`contextPressure.maintenancePending` as a recorded view states it, if it does."""
-    for message in messages:
-        if message.get("kind") != DERIVED_STATE:
-            continue
-        _, _, body = str(message.get("content", "")).partition("\n")
-        try:
-            pressure = json.loads(body).get("contextPressure")
-        except (ValueError, AttributeError):
-            return None
-        value = pressure.get("maintenancePending") if isinstance(pressure, dict) else None
-        return value if isinstance(value, bool) else None
-    return None
-
-
 def _json_text(value: Any) -> str:
     # One serialization for "byte for byte": the stored body is this JSON (CompressedJSONField).
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
@@ -618,27 +460,6 @@ def _usage_of(snapshot: ProjectionSnapshot) -> RecordedUsage | None:
 # --------------------------------------------------------------------------- rebuilding
 
 
-@dataclass
-class _Context:
-    """What every turn of one session's replay shares."""
-
-    session: Session
-    version: AgentVersion
-    target: ReplayTarget
-    history: _History
-    log: _Log | _LogReads
-    jobs: list[_Job] | None
-    prompt_cache: PromptCache
-    assistant_prefill: bool
-    cache_key: str
-    tools: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
-
-    def tools_of(self, protocol: catalog.ProtocolVersion) -> list[dict[str, Any]]:
-        if protocol.key not in self.tools:
-            self.tools[protocol.key] = tools_for(self.version, protocol)
-        return self.tools[protocol.key]
-
-
 @dataclass(frozen=True)
 class _Rebuilt:
     turn: TurnReplay
@@ -656,164 +477,7 @@ def _comparable(replayed: Mapping[str, Any], recorded: Mapping[str, Any], notes:
     return _json_text({k: v for k, v in replayed.items() if k not in missing})
 
 
-def _preview_chars(recorded: Mapping[str, Any], notes: list[str]) -> int:
-    """The preview limit the view was built with; today's setting (noted) if not recorded."""
-    preview = recorded.get("toolResultPreviewChars")
-    if isinstance(preview, int):
-        return preview
-    notes.append(
-        f"toolResultPreviewChars assumed {settings.TOOL_RESULT_PREVIEW_CHARS} (the current "
-        "setting; not recorded on this snapshot)"
-    )
-    return settings.TOOL_RESULT_PREVIEW_CHARS
-
-
-def _pending(
-    ctx: _Context,
-    snapshot: ProjectionSnapshot,
-    window_id: str,
-    recorded: Mapping[str, Any],
-    notes: list[str],
-    *,
-    recorded_view: bool = True,
-) -> bool:
-    """unified@4's maintenancePending at the turn: recorded, else stated by the recorded view,
-    else estimated from the job table (noted)."""
-    stated = recorded.get("maintenancePending")
-    if not isinstance(stated, bool) and recorded_view:
-        stated = _pending_stated(snapshot.messages or [])
-    if isinstance(stated, bool):
-        return stated
-    notes.append(PRESSURE_ESTIMATED)
-    return _pending_by_jobs(ctx.jobs or [], window_id, snapshot.created_at)
-
-
-@dataclass(frozen=True)
-class _Built:
-    projection: engine.Projection
-    request: dict[str, Any]
-    tools: list[dict[str, Any]]
-
-
-def _build(
-    ctx: _Context, snapshot: ProjectionSnapshot, notes: list[str], *, recorded_view: bool = True
-) -> _Built | str:
-    """The turn's view and request rebuilt under the context's target (or as recorded), or
-    why it cannot be. `recorded_view=False`: never read the recorded body (it is what is
-    being rebuilt)."""
-    if snapshot.revision < ctx.session.kv_history_from:
-        return (
-            f"revision_not_recorded: the KV history of this session begins at revision "
-            f"{ctx.session.kv_history_from}, after this turn's revision {snapshot.revision}"
-        )
-    if ctx.target.protocol is not None:
-        protocol, options = ctx.target.protocol, dict(ctx.target.options or {})
-    else:
-        recorded_id, _, number_text = snapshot.protocol.partition("@")
-        found = (
-            catalog.find_version(recorded_id, int(number_text)) if number_text.isdigit() else None
-        )
-        if found is None:
-            return f"protocol_unknown: {snapshot.protocol} is not in this catalog"
-        protocol, options = found, dict(snapshot.options or {})
-    recorded_inputs = snapshot.build_inputs if isinstance(snapshot.build_inputs, dict) else {}
-    preview = _preview_chars(recorded_inputs, notes)
-    window_id = MAIN_WINDOW
-    if protocol.windowed:
-        window_id = (
-            ctx.history.at(snapshot.revision, [KEY_ACTIVE_WINDOW]).get(KEY_ACTIVE_WINDOW)
-            or MAIN_WINDOW
-        )
-    if window_id != snapshot.window_id:
-        notes.append(
-            f"window {window_id} at revision {snapshot.revision}, the turn recorded "
-            f"{snapshot.window_id}"
-        )
-    pending = (
-        _pending(ctx, snapshot, window_id, recorded_inputs, notes, recorded_view=recorded_view)
-        if engine.shows_context_pressure(protocol.protocol_id, protocol.version)
-        else False
-    )
-    keys = list(engine.kv_keys_for_view(protocol.protocol_id, window_id))
-    if covered_key(window_id) not in keys:
-        keys.append(covered_key(window_id))
-    kv = ctx.history.at(snapshot.revision, keys)
-    names = client_state.tool_names(kv)
-    if names:
-        kv = {**kv, **ctx.history.at(snapshot.revision, [client_state.tool_key(n) for n in names])}
-    covered = int(kv.get(covered_key(window_id), 0) or 0)
-    run_hex = snapshot.run_id.hex if snapshot.run_id else None
-    plan = engine.plan_reads(
-        protocol_id=protocol.protocol_id,
-        active_window=window_id,
-        covered_through=covered,
-        run_id=run_hex,
-        upper_bound=snapshot.upper_bound,
-    )
-    folds = (
-        ctx.history.folds(snapshot.revision, plan.folds_window, plan.folds_after_index)
-        if plan.folds_window
-        else []
-    )
-    run_inputs = ctx.log.run_inputs(plan.run_id, plan.through_index)
-    # A gateway client's tools at R follow the protocol's and the version's (SPEC §19).
-    tools = client_state.merged_tools(ctx.tools_of(protocol), client_state.client_tools(kv))
-    try:
-        projection = engine.project(
-            engine.ProjectionInput(
-                protocol_id=protocol.protocol_id,
-                version=protocol.version,
-                options=options,
-                system_prompt=ctx.version.system_prompt,
-                protocol_prompt=protocol.prompt,
-                session_id=str(ctx.session.id),
-                session_inputs=ctx.session.inputs,
-                run_id=run_hex,
-                upper_bound=snapshot.upper_bound,
-                revision=snapshot.revision,
-                kv=kv,
-                window_messages=ctx.log.window(
-                    plan.window_id, plan.after_index, plan.through_index
-                ),
-                run_inputs=run_inputs,
-                folds=folds,
-                tool_result_preview_chars=preview,
-                max_input_tokens=ctx.version.max_input_tokens or None,
-                trigger_tokens=trigger_tokens(ctx.version),
-                maintenance_pending=pending,
-                tool_tokens=estimate_tokens(canonical_json(tools)) if tools else 0,
-            )
-        )
-        adapted = adapters.adapt(
-            projection,
-            snapshot.provider,
-            tools,
-            assistant_prefill=ctx.assistant_prefill,
-            prompt_cache=ctx.prompt_cache,
-            cache_key=ctx.cache_key,
-        )
-    except ProtocolError as exc:
-        return f"{exc.code}: {exc.message}"
-    try:
-        capacity_check(ctx.version, projection, run_inputs, tools)
-    except ApplicationError as exc:
-        # The runtime would have refused this turn; it is still priced, so both sides
-        # cover the same turns, and the row says so.
-        notes.append(f"would be refused: {exc.code} ({exc.message})")
-    request = adapted.body
-    forwarded = recorded_inputs.get("requestParameters")
-    if isinstance(forwarded, dict) and forwarded:
-        # The gateway request's forwarded fields went with the view (recorded at the turn).
-        request = with_parameters(
-            request,
-            snapshot.provider,
-            Parameters.from_json(forwarded),
-            max_tokens_key=max_tokens_key(ctx.version),
-        )
-    return _Built(projection, request, tools)
-
-
-def _rebuild(ctx: _Context, snapshot: ProjectionSnapshot, number: int) -> _Rebuilt:
+def _rebuild(ctx: RebuildContext, snapshot: ProjectionSnapshot, number: int) -> _Rebuilt:
     """Rebuild one recorded turn under the context's target (or as recorded)."""
     sent = _json_text(snapshot.request or {})
     # TurnReplay's fields every outcome shares (Any: one keyword set for several shapes).
@@ -842,10 +506,10 @@ def _rebuild(ctx: _Context, snapshot: ProjectionSnapshot, number: int) -> _Rebui
         )
 
     notes: list[str] = []
-    built = _build(ctx, snapshot, notes)
+    built = build_turn(ctx, snapshot, notes)
     if isinstance(built, str):
         return skipped(built)
-    projection, request, tools = built.projection, built.request, built.tools
+    projection, request, tools = built.view.projection, built.request, built.view.tools
     replayed = _json_text(request)
     identical = _comparable(request, snapshot.request or {}, notes) == sent
     wire = projection.to_wire()
@@ -939,35 +603,21 @@ def session_replay(
     views_of(snapshots)
     top_revision = max((s.revision for s in snapshots), default=0)
     top_bound = max((s.upper_bound for s in snapshots), default=0)
-    history = _History(kv_history_through(session.id, top_revision) if snapshots else [])
-    log = _Log(
+    history = History(kv_history_through(session.id, top_revision) if snapshots else [])
+    log = Log(
         raw_log.log_page(session.id, window_id=None, after_index=0, limit=top_bound)
         if top_bound
         else []
     )
     shown = target.protocol or protocol_of(version)
-    pressure_target = engine.shows_context_pressure(shown.protocol_id, shown.version)
-    jobs = (
-        [
-            _Job(*row)
-            for row in MaintenanceJob.objects.filter(session=session).values_list(
-                "window_id", "created_at", "finished_at"
-            )
-        ]
-        if pressure_target and snapshots
-        else None
-    )
     economy = session_settings(session)
-    ctx = _Context(
+    ctx = RebuildContext(
         session=session,
-        version=version,
-        target=target,
         history=history,
         log=log,
-        jobs=jobs,
-        prompt_cache=PromptCache.from_config(version.prompt_cache),
-        assistant_prefill=economy.assistant_prefill,
-        cache_key=session_cache_key(str(session.id)),
+        jobs=jobs_of(session) if shown.layout.shows_context_pressure and snapshots else None,
+        protocol=target.protocol,
+        options=target.options,
     )
     rebuilt = [_rebuild(ctx, s, n) for n, s in enumerate(snapshots, start=1)]
     done = [(s, r) for s, r in zip(snapshots, rebuilt, strict=True) if r.projection is not None]
@@ -1020,54 +670,6 @@ def session_replay(
     )
 
 
-def snapshot_rebuild(snapshot: ProjectionSnapshot) -> SnapshotView:
-    """Rebuild a snapshot's body from the state at its R and the log through its U, as
-    `projection_build` built it, without reading its stored body (SPEC §20): for a body
-    dropped by retention or never written. Installed as `hooks.snapshot_rebuild`.
-
-    Reads the session, the KV history through R and the turn's rows (hot and cold). Says
-    whether the rebuilt request hashes to the value the turn recorded; a turn that cannot be
-    rebuilt (its revision is older than the KV history, its protocol left the catalog) gives
-    a view with no body and the reason in `problem`.
-    """
-    session = (
-        Session.objects.select_related("agent_version")
-        .prefetch_related("agent_version__tools")
-        .get(pk=snapshot.session_id)
-    )
-    version = session.agent_version
-    recorded = protocol_of(version)
-    jobs = None
-    if engine.shows_context_pressure(recorded.protocol_id, recorded.version):
-        jobs = [
-            _Job(*row)
-            for row in MaintenanceJob.objects.filter(session=session).values_list(
-                "window_id", "created_at", "finished_at"
-            )
-        ]
-    ctx = _Context(
-        session=session,
-        version=version,
-        target=ReplayTarget(),
-        history=_History(kv_history_through(session.id, snapshot.revision)),
-        log=_LogReads(session.id),
-        jobs=jobs,
-        prompt_cache=PromptCache.from_config(version.prompt_cache),
-        assistant_prefill=session_settings(session).assistant_prefill,
-        cache_key=session_cache_key(str(session.id)),
-    )
-    notes: list[str] = []
-    built = _build(ctx, snapshot, notes, recorded_view=False)
-    if isinstance(built, str):
-        return SnapshotView(body={}, origin=REBUILT, problem=built)
-    wire = built.projection.to_wire()
-    body = {"messages": wire["messages"], "sources": wire["sources"], "request": built.request}
-    matches = (
-        request_hash(built.request) == snapshot.request_hash if snapshot.request_hash else None
-    )
-    return SnapshotView(body=body, origin=REBUILT, hash_matches=matches, notes=tuple(notes))
-
-
 def agent_version_sessions(
     *, agent_version_id: Any, last: int
 ) -> tuple[AgentVersion, list[Session]]:
@@ -1101,5 +703,4 @@ __all__ = [
     "agent_version_sessions",
     "replay_target",
     "session_replay",
-    "snapshot_rebuild",
 ]

@@ -101,7 +101,11 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ),
     (
         "protocol: dispatch, projection",
-        ("sessions_app.services.dispatch", "sessions_app.services.projection"),
+        (
+            "sessions_app.services.dispatch",
+            "sessions_app.services.projection",
+            "sessions_app.services.rebuild",
+        ),
     ),
     (
         "orchestrators: the runtime, a host's turns, maintenance, usage (which triggers "

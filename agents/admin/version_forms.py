@@ -15,7 +15,6 @@ from agents.forms import (
     agent_version_form_for,
     model_fieldsets,
     option_field_names,
-    parse_protocol_key,
 )
 from agents.models import Agent, AgentVersion, Tool
 from contextproto.admin_site import ApplicationScopedAdmin, scope_to_member
@@ -34,7 +33,7 @@ class VersionForms(ApplicationScopedAdmin):
     ) -> catalog.ProtocolVersion:
         """The protocol whose option fields the form shows (and, on POST, received)."""
         if request.method == "POST":
-            posted = parse_protocol_key(request.POST.get("options_protocol"))
+            posted = catalog.by_key(request.POST.get("options_protocol"))
             if posted is not None:
                 return posted
         if obj is not None:
@@ -42,10 +41,10 @@ class VersionForms(ApplicationScopedAdmin):
             if saved is not None:
                 return saved
         else:
-            asked = parse_protocol_key(request.GET.get("protocol"))
+            asked = catalog.by_key(request.GET.get("protocol"))
             if asked is not None:
                 return asked
-        found = parse_protocol_key(DEFAULT_PROTOCOL)
+        found = catalog.by_key(DEFAULT_PROTOCOL)
         assert found is not None
         return found
 

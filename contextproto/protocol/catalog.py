@@ -15,6 +15,7 @@ import hashlib
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any, TypedDict
 
 from . import prompts
@@ -101,10 +102,14 @@ __all__ = [
     "WINDOW_OPEN",
     "WINDOW_READ",
     "WINDOW_SEARCH",
+    "HeaderStyle",
+    "Layout",
     "Problem",
     "ProtocolVersion",
     "ProtocolVersionPublic",
+    "StateStyle",
     "all_versions",
+    "by_key",
     "check_value",
     "find_version",
     "fingerprint",
@@ -137,9 +142,44 @@ class _Definition(ProtocolVersionPublic):
     stateMessage: bool
 
 
+class HeaderStyle(StrEnum):
+    """What a view's context header (the message after the system prompt) holds."""
+
+    PREFIX = "prefix"  # prefix@2: the session's inputs and the checkpoint
+    WINDOW_ASCII = "window_ascii"  # unified@1: @1-era field names, ASCII-escaped JSON
+    WINDOW = "window"  # unified@2-3: task memory, the whole window record, its checkpoint
+    STABLE = "stable"  # unified@4: only what a memory write, a switch or a commit changes
+
+
+class StateStyle(StrEnum):
+    """Whether a view ends (or starts) its history with a state message, and which."""
+
+    NONE = "none"
+    FIELDS = "fields"  # unified@2-3: the window's position and the last tool
+    PRESSURE = "pressure"  # unified@4: also working memory, outcomes, masking, contextPressure
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How a version assembles its view (SPEC §4, §16): `project()` reads this, never the
+    version number."""
+
+    header: HeaderStyle
+    state: StateStyle
+    # The state message's place; None: the option `stateMessagePlacement` decides.
+    placement: str | None
+    masking: bool  # older tool results replaced by stubs (options maskKeepRecent, ...)
+
+    @property
+    def shows_context_pressure(self) -> bool:
+        """The unified@4 layout: a stable header, masked tool results and `contextPressure`
+        in the state message (which the capacity check counts as header)."""
+        return self.state is StateStyle.PRESSURE
+
+
 @dataclass(frozen=True)
 class ProtocolVersion:
-    """One catalog entry: options schema, prompt and tool schemas of `id@version`."""
+    """One catalog entry: options schema, prompt, tool schemas and layout of `id@version`."""
 
     protocol_id: str
     version: int
@@ -152,7 +192,7 @@ class ProtocolVersion:
     mutating_tools: frozenset[str]
     expected_window_tools: frozenset[str]
     windowed: bool
-    state_message: bool
+    layout: Layout
 
     # The dict fields make the generated hash fail; the key identifies a version.
     def __hash__(self) -> int:
@@ -161,6 +201,10 @@ class ProtocolVersion:
     @property
     def key(self) -> str:
         return f"{self.protocol_id}@{self.version}"
+
+    @property
+    def state_message(self) -> bool:
+        return self.layout.state is not StateStyle.NONE
 
     def to_public(self) -> ProtocolVersionPublic:
         """Return the camelCase JSON the API and MCP publish (a deep copy)."""
@@ -190,10 +234,8 @@ def _version(
     prompt: str,
     *,
     checkpoint_max: int,
-    state_message: bool,
-    placement: bool,
+    layout: Layout,
     placement_default: str = PLACEMENT_TRAILING_ASSISTANT,
-    masking: bool = False,
 ) -> ProtocolVersion:
     windowed = protocol_id == UNIFIED
     key = f"{protocol_id}@{version}"
@@ -201,9 +243,9 @@ def _version(
         key,
         checkpoint_max=checkpoint_max,
         windowed=windowed,
-        placement=placement,
+        placement=layout.state is not StateStyle.NONE and layout.placement is None,
         placement_default=placement_default,
-        masking=masking,
+        masking=layout.masking,
     )
     return ProtocolVersion(
         protocol_id=protocol_id,
@@ -219,7 +261,7 @@ def _version(
             V2_EXPECTED_WINDOW_TOOLS if windowed and version >= 2 else frozenset()
         ),
         windowed=windowed,
-        state_message=state_message,
+        layout=layout,
     )
 
 
@@ -232,8 +274,7 @@ _VERSIONS: tuple[ProtocolVersion, ...] = (
         "tools exposed to the model.",
         prompts.PREFIX_V2,
         checkpoint_max=12000,
-        state_message=False,
-        placement=False,
+        layout=Layout(HeaderStyle.PREFIX, StateStyle.NONE, placement=None, masking=False),
     ),
     _version(
         UNIFIED,
@@ -242,8 +283,7 @@ _VERSIONS: tuple[ProtocolVersion, ...] = (
         "Windows, folds and per-window prefix compression.",
         prompts.UNIFIED_V1,
         checkpoint_max=12000,
-        state_message=False,
-        placement=False,
+        layout=Layout(HeaderStyle.WINDOW_ASCII, StateStyle.NONE, placement=None, masking=False),
     ),
     _version(
         UNIFIED,
@@ -252,8 +292,12 @@ _VERSIONS: tuple[ProtocolVersion, ...] = (
         "unified@1 plus a context_state message and the expectedWindowId guard.",
         prompts.UNIFIED_V2,
         checkpoint_max=3000,
-        state_message=True,
-        placement=False,
+        layout=Layout(
+            HeaderStyle.WINDOW,
+            StateStyle.FIELDS,
+            placement=PLACEMENT_TRAILING_ASSISTANT,
+            masking=False,
+        ),
     ),
     _version(
         UNIFIED,
@@ -263,8 +307,7 @@ _VERSIONS: tuple[ProtocolVersion, ...] = (
         "message (experiment).",
         prompts.UNIFIED_V3,
         checkpoint_max=3000,
-        state_message=True,
-        placement=True,
+        layout=Layout(HeaderStyle.WINDOW, StateStyle.FIELDS, placement=None, masking=False),
     ),
     _version(
         UNIFIED,
@@ -275,11 +318,9 @@ _VERSIONS: tuple[ProtocolVersion, ...] = (
         "and context_history_read (experiment).",
         prompts.UNIFIED_V4,
         checkpoint_max=3000,
-        state_message=True,
-        placement=True,
+        layout=Layout(HeaderStyle.STABLE, StateStyle.PRESSURE, placement=None, masking=True),
         # Several current Anthropic models refuse an assistant prefill (docs/decisions.md).
         placement_default=PLACEMENT_TRAILING_USER,
-        masking=True,
     ),
 )
 _BY_KEY = {(v.protocol_id, v.version): v for v in _VERSIONS}
@@ -296,6 +337,17 @@ def find_version(protocol_id: str, version: int) -> ProtocolVersion | None:
     if not isinstance(version, int) or isinstance(version, bool):
         return None
     return _BY_KEY.get((protocol_id, version))
+
+
+def by_key(key: object) -> ProtocolVersion | None:
+    """Return the entry a key such as "unified@4" names, or None for anything else (the one
+    parser of version keys)."""
+    if not isinstance(key, str):
+        return None
+    protocol_id, at, number = key.strip().partition("@")
+    if not at or not (number.isascii() and number.isdigit()):
+        return None
+    return _BY_KEY.get((protocol_id, int(number)))
 
 
 def get_version(protocol_id: str, version: int) -> ProtocolVersion:

@@ -1,9 +1,10 @@
 """The model's view for one turn (SPEC §4): a pure function of frozen state and raw rows.
 
-The Django layer asks `plan_reads` which rows to load, loads exactly those (W's
-messages above C, the current run's inputs, W's folds above C, a few KV keys),
-and hands them to `project`. Nothing here scans the whole log, so the cost of a
-turn grows with what the model sees, not with the session's size.
+`view.py` plans a view, has a source load exactly the rows `plan_reads` names (W's
+messages above C, the current run's inputs, W's folds above C, a few KV keys) and hands
+them to `project`, which assembles them by the version's catalog layout. Nothing here
+scans the whole log, so the cost of a turn grows with what the model sees, not with the
+session's size.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from itertools import pairwise
 from typing import Any, TypedDict
 
 from contextproto.protocol import errors
-from contextproto.protocol.catalog import find_version
+from contextproto.protocol.catalog import HeaderStyle, StateStyle, find_version
 from contextproto.protocol.errors import ProtocolError
 from contextproto.protocol.gateway import state as client_state
 from contextproto.protocol.groups import build_groups
@@ -61,7 +62,6 @@ from contextproto.protocol.vocabulary import (
     PREFIX,
     STATE_MESSAGE_PLACEMENTS,
     SYSTEM_PLACEHOLDER,
-    UNIFIED,
 )
 
 GUI_IMAGES_KEPT = 3
@@ -134,12 +134,6 @@ def plan_reads(
         folds_window=None if prefix else window_id,
         folds_after_index=covered_through,
     )
-
-
-def shows_context_pressure(protocol_id: str, version: int) -> bool:
-    """Whether `protocol_id@version`'s view has the unified@4 layout: a stable header, masked
-    tool results and `contextPressure` in its state message (SPEC §16)."""
-    return _base_protocol(protocol_id) == UNIFIED and version >= 4
 
 
 def kv_keys_for_view(protocol_id: str, window_id: str) -> tuple[str, ...]:
@@ -633,21 +627,19 @@ def _state_fields(
 
 
 def _header_content(
-    *,
-    protocol_id: str,
-    version: int,
-    window_id: str,
-    kv: Mapping[str, Any],
-    session_inputs: Any,
+    style: HeaderStyle, *, window_id: str, kv: Mapping[str, Any], session_inputs: Any
 ) -> str:
+    """The context header of a layout's `style`."""
     checkpoint = kv.get(checkpoint_key(window_id))
-    if protocol_id == PREFIX:
+    if style is HeaderStyle.STABLE:
+        return _header_v4(window_id=window_id, kv=kv, session_inputs=session_inputs)
+    if style is HeaderStyle.PREFIX:
         # prefix@2 is not an @1-era rendering: non-ASCII inputs stay readable (and cheap).
         body = {"agent_inputs": session_inputs, "checkpoint": checkpoint}
         return HEADER_LEAD + "\n" + _dumps(body, ensure_ascii=False)
     window = _window_view(window_id, kv.get(window_key(window_id)))
     memory = kv.get(KEY_TASK_MEMORY)
-    if version == 1:
+    if style is HeaderStyle.WINDOW_ASCII:
         body = {
             "agent_inputs": session_inputs,
             "task_memory": memory,
@@ -774,9 +766,9 @@ def project(inp: ProjectionInput) -> Projection:
             f"the engine cannot project protocol {protocol_id}@{inp.version}.",
             {"protocol": f"{protocol_id}@{inp.version}"},
         )
-    prefix = protocol_id == PREFIX
+    layout = entry.layout
     kv = inp.kv
-    window_id = MAIN_WINDOW if prefix else (kv.get(KEY_ACTIVE_WINDOW) or MAIN_WINDOW)
+    window_id = (kv.get(KEY_ACTIVE_WINDOW) or MAIN_WINDOW) if entry.windowed else MAIN_WINDOW
     covered = int(kv.get(covered_key(window_id)) or 0)
     bound = inp.upper_bound
 
@@ -797,9 +789,9 @@ def project(inp: ProjectionInput) -> Projection:
         seen,
     )
     folds = (
-        []
-        if prefix
-        else [f for f in inp.folds if f.window_id == window_id and f.first_index > covered]
+        [f for f in inp.folds if f.window_id == window_id and f.first_index > covered]
+        if entry.windowed
+        else []
     )
 
     items = _history(_units(window_messages, folds), extra_inputs)
@@ -807,7 +799,6 @@ def project(inp: ProjectionInput) -> Projection:
 
     options = dict(inp.options)
     sid = inp.session_id
-    layout_v4 = shows_context_pressure(protocol_id, inp.version)
 
     def option(name: str) -> Any:
         # Normalized options hold every key; the version's default covers a caller that
@@ -822,7 +813,7 @@ def project(inp: ProjectionInput) -> Projection:
             step=int(option(MASK_STEP)),
             min_chars=int(option(MASK_MIN_CHARS)),
         )
-        if layout_v4
+        if layout.masking
         else {}
     )
     system = (
@@ -839,14 +830,8 @@ def project(inp: ProjectionInput) -> Projection:
         ModelMessage(
             role=ROLE_ASSISTANT,
             kind=DERIVED_HEADER,
-            content=_header_v4(window_id=window_id, kv=kv, session_inputs=inp.session_inputs)
-            if layout_v4
-            else _header_content(
-                protocol_id=protocol_id,
-                version=inp.version,
-                window_id=window_id,
-                kv=kv,
-                session_inputs=inp.session_inputs,
+            content=_header_content(
+                layout.header, window_id=window_id, kv=kv, session_inputs=inp.session_inputs
             ),
         ),
         ProjectionSource(derived_type=DERIVED_HEADER, session_id=sid, window_id=window_id),
@@ -860,21 +845,21 @@ def project(inp: ProjectionInput) -> Projection:
     )
 
     ordered = [system, header]
-    if prefix or inp.version == 1:
+    if layout.state is StateStyle.NONE:
         ordered.extend(history)
     else:
-        placement = PLACEMENT_TRAILING_ASSISTANT
-        if inp.version >= 3:
-            placement = option("stateMessagePlacement") or PLACEMENT_TRAILING_ASSISTANT
-            if placement not in STATE_MESSAGE_PLACEMENTS:
-                # Normalized options never get here; refuse rather than guess a position.
-                raise ProtocolError(
-                    errors.OPTION_BAD_ENUM,
-                    f"stateMessagePlacement {placement!r} is not one of "
-                    f"{', '.join(STATE_MESSAGE_PLACEMENTS)}.",
-                    {"option": "stateMessagePlacement", "value": placement},
-                )
-        if layout_v4:
+        placement = (
+            layout.placement or option("stateMessagePlacement") or PLACEMENT_TRAILING_ASSISTANT
+        )
+        if placement not in STATE_MESSAGE_PLACEMENTS:
+            # Normalized options never get here; refuse rather than guess a position.
+            raise ProtocolError(
+                errors.OPTION_BAD_ENUM,
+                f"stateMessagePlacement {placement!r} is not one of "
+                f"{', '.join(STATE_MESSAGE_PLACEMENTS)}.",
+                {"option": "stateMessagePlacement", "value": placement},
+            )
+        if layout.state is StateStyle.PRESSURE:
             # viewTokens: every message of this view but the state message itself, plus the
             # tool schemas, as the admin's token breakdown estimates them (docs/decisions.md).
             view_tokens = inp.tool_tokens + sum(

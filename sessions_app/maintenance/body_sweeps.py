@@ -12,7 +12,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from sessions_app.models import ProjectionSnapshot
-from sessions_app.replay import snapshot_rebuild
+from sessions_app.services.rebuild import snapshot_rebuild
 from sessions_app.store import snapshot_bodies
 
 logger = logging.getLogger(__name__)

@@ -6,8 +6,8 @@ is one consistent snapshot; messages with index <= U are immutable, so they are 
 
 from __future__ import annotations
 
-import json
 import math
+from collections.abc import Mapping, Sequence
 from typing import Any
 from uuid import UUID
 
@@ -25,24 +25,14 @@ from contextproto.errors import (
     ApplicationError,
 )
 from contextproto.ids import canonical_uuid
-from contextproto.protocol import adapters, catalog
+from contextproto.protocol import adapters, catalog, view
 from contextproto.protocol import projection as engine
 from contextproto.protocol.adapters import WireFormat
 from contextproto.protocol.errors import ProtocolError
-from contextproto.protocol.gateway import state as client_state
-from contextproto.protocol.gateway.upstream import with_parameters
 from contextproto.protocol.gateway.wire import Parameters
-from contextproto.protocol.messages import (
-    DERIVED_HEADER,
-    DERIVED_RAW,
-    DERIVED_STATE,
-    DERIVED_SYSTEM,
-    RawMessage,
-)
+from contextproto.protocol.messages import Fold, RawMessage
 from contextproto.protocol.prompt_cache import PromptCache, session_cache_key
-from contextproto.protocol.state import MAIN_WINDOW, covered_key
 from sessions_app.models import MaintenanceJob, ProjectionSnapshot, Run, Session
-from sessions_app.providers.base import canonical_json, estimate_tokens
 from sessions_app.reads import hot_sql, view_cache
 from sessions_app.store.snapshot_bodies import snapshot_create
 from sessions_app.store.state import session_lock
@@ -83,13 +73,66 @@ def _host_tools(version: AgentVersion) -> list[dict[str, Any]]:
     return [dict(t) for t in host]
 
 
-def client_tool_values(session_id: UUID, kv: dict[str, Any]) -> dict[str, Any]:
-    """`kv` (holding `gateway/tools`) with the definitions of the tools it names: one more
-    read, only for a session a gateway client declared tools on."""
-    names = client_state.tool_names(kv)
-    if not names:
-        return kv
-    return {**kv, **hot_sql.kv_values(session_id, [client_state.tool_key(n) for n in names])}
+class LiveSource:
+    """A view's state and rows from the live database (`view.ViewSource`): call `kv` and
+    `folds` under the session lock; `rows` (at or below the frozen bound, immutable) after."""
+
+    def __init__(self, session_id: UUID) -> None:
+        self.session_id = session_id
+
+    def kv(self, keys: Sequence[str]) -> dict[str, Any]:
+        return hot_sql.kv_values(self.session_id, keys)
+
+    def folds(self, window_id: str, after_index: int) -> list[Fold]:
+        return hot_sql.folds_of_window_above(self.session_id, window_id, after_index)
+
+    def rows(self, reads: engine.ReadPlan) -> tuple[list[RawMessage], list[RawMessage]]:
+        """The rows this process read before for the window and the new ones, in one
+        statement while nothing in range is archived, else the readers that merge the cold
+        archive (sessions_app/reads/view_cache.py)."""
+        return view_cache.view_rows(
+            self.session_id, reads.window_id, reads.after_index, reads.through_index, reads.run_id
+        )
+
+
+def view_recipe(
+    session: Session,
+    protocol: catalog.ProtocolVersion,
+    *,
+    options: Mapping[str, Any] | None = None,
+    preview_chars: int | None = None,
+    tools: Sequence[Mapping[str, Any]] | None = None,
+) -> view.ViewRecipe:
+    """What the session's published version fixes about a view of `protocol`: its options
+    (the version's own unless a replay names others), prompt, tools and limits. A replay
+    passes the tools it already listed for `protocol`."""
+    version = session.agent_version
+    return view.ViewRecipe(
+        options=effective_options(version, protocol) if options is None else options,
+        system_prompt=version.system_prompt,
+        session_id=str(session.id),
+        session_inputs=session.inputs,
+        tools=tools_for(version, protocol) if tools is None else tools,
+        tool_result_preview_chars=(
+            settings.TOOL_RESULT_PREVIEW_CHARS if preview_chars is None else preview_chars
+        ),
+        max_input_tokens=version.max_input_tokens or None,
+        trigger_tokens=trigger_tokens(version),
+    )
+
+
+def wire_recipe(session: Session, provider: str) -> view.WireRecipe:
+    """How the session's view travels to `provider`, as its version's model config says."""
+    version = session.agent_version
+    config = version.model_config if isinstance(version.model_config, dict) else {}
+    return view.WireRecipe(
+        provider=provider,
+        prompt_cache=PromptCache.from_config(version.prompt_cache),
+        # A model config may say the model accepts an assistant prefill (docs/decisions.md).
+        assistant_prefill=config.get("assistantPrefill") is True,
+        cache_key=session_cache_key(str(session.id)),
+        max_tokens_key=max_tokens_key(version),
+    )
 
 
 @metrics.timed(metrics.PROJECTION_SECONDS)
@@ -124,95 +167,35 @@ def projection_build(
         )
     with transaction.atomic():
         session = session_lock(session_id)
-        version = session.agent_version
-        protocol = protocol_of(version)
+        protocol = protocol_of(session.agent_version)
         run_uuid = _run_for(session, run_id)
-        run_hex = run_uuid.hex if run_uuid else None
-        upper_bound = session.last_index
-        window_id = session.active_window if protocol.windowed else MAIN_WINDOW
-        pressure = engine.shows_context_pressure(protocol.protocol_id, protocol.version)
-        pending = _maintenance_pending(session, window_id) if pressure else False
+        plan = view.view_plan(
+            protocol,
+            active_window=session.active_window,
+            run_id=run_uuid.hex if run_uuid else None,
+            upper_bound=session.last_index,
+            revision=session.state_revision,
+        )
+        pressure = protocol.layout.shows_context_pressure
+        pending = _maintenance_pending(session, plan.window_id) if pressure else False
         if use_cache and not forwarded:
-            candidates = ProjectionSnapshot.objects.filter(
-                # the same run, or none (run_id=None is IS NULL, spelled so for the stubs)
-                Q(run_id=run_uuid) if run_uuid is not None else Q(run_id__isnull=True),
-                session=session,
-                revision=session.state_revision,
-                upper_bound=upper_bound,
-                provider=provider,
-                protocol=protocol.key,
-            )
-            if pressure:
-                cached = candidates.order_by("-created_at").first()
-                if cached is not None and _pending_shown(cached) != pending:
-                    cached = None  # a job was queued or finished since: build the view anew
-            else:
-                cached = candidates.first()
+            cached = _cached_view(session, run_uuid, protocol, provider, pending=pending)
             if cached is not None:
                 return cached
-        keys = list(engine.kv_keys_for_view(protocol.protocol_id, window_id))
-        if covered_key(window_id) not in keys:
-            keys.append(covered_key(window_id))
-        kv = client_tool_values(session.id, hot_sql.kv_values(session.id, keys))
-        covered = int(kv.get(covered_key(window_id), 0) or 0)
-        plan = engine.plan_reads(
-            protocol_id=protocol.protocol_id,
-            active_window=window_id,
-            covered_through=covered,
-            run_id=run_hex,
-            upper_bound=upper_bound,
-        )
-        folds = (
-            hot_sql.folds_of_window_above(session.id, plan.folds_window, plan.folds_after_index)
-            if plan.folds_window
-            else []
-        )
-        revision = session.state_revision
-    window_messages, run_inputs = _view_rows(session.id, plan)
-    tools = client_state.merged_tools(tools_for(version, protocol), client_state.client_tools(kv))
+        source = LiveSource(session.id)
+        frozen = view.freeze(plan, source)
     try:
-        projection = engine.project(
-            engine.ProjectionInput(
-                protocol_id=protocol.protocol_id,
-                version=protocol.version,
-                options=effective_options(version, protocol),
-                system_prompt=version.system_prompt,
-                protocol_prompt=protocol.prompt,
-                session_id=str(session.id),
-                session_inputs=session.inputs,
-                run_id=run_hex,
-                upper_bound=upper_bound,
-                revision=revision,
-                kv=kv,
-                window_messages=window_messages,
-                run_inputs=run_inputs,
-                folds=folds,
-                tool_result_preview_chars=settings.TOOL_RESULT_PREVIEW_CHARS,
-                max_input_tokens=version.max_input_tokens or None,
-                trigger_tokens=trigger_tokens(version),
-                maintenance_pending=pending,
-                tool_tokens=estimate_tokens(canonical_json(tools)) if tools else 0,
-            )
+        built = view.assemble(
+            frozen, source, view_recipe(session, protocol), maintenance_pending=pending
         )
-        capacity_check(version, projection, run_inputs, tools)
-        adapted = adapters.adapt(
-            projection,
-            provider,
-            tools,
-            assistant_prefill=_assistant_prefill(version),
-            prompt_cache=PromptCache.from_config(version.prompt_cache),
-            cache_key=session_cache_key(str(session.id)),
-        )
+        capacity_check(session.agent_version, built)
+        adapted = view.request_for(built, wire_recipe(session, provider), parameters)
     except ProtocolError as exc:
         raise ApplicationError.from_protocol(exc) from exc
-    request = adapted.body
-    if parameters is not None and forwarded:
-        request = with_parameters(
-            request, provider, parameters, max_tokens_key=max_tokens_key(version)
-        )
+    projection = built.projection
     wire = projection.to_wire()
     # What the view depended on beyond the state at R, the raw log and the published
-    # (immutable) version, so a replay can rebuild it exactly (sessions_app/replay.py).
+    # (immutable) version, so a replay can rebuild it exactly (sessions_app/services/rebuild.py).
     build_inputs: dict[str, Any] = {"toolResultPreviewChars": settings.TOOL_RESULT_PREVIEW_CHARS}
     if pressure:
         build_inputs["maintenancePending"] = pending
@@ -221,16 +204,45 @@ def projection_build(
     return snapshot_create(
         session=session,
         run_id=run_uuid,
-        revision=revision,
-        upper_bound=upper_bound,
+        revision=plan.revision,
+        upper_bound=plan.upper_bound,
         window_id=projection.window_id,
         protocol=protocol.key,
         options=projection.options,
         provider=provider,
-        body={"messages": wire["messages"], "sources": wire["sources"], "request": request},
+        body={"messages": wire["messages"], "sources": wire["sources"], "request": adapted.body},
         notes=list(adapted.notes),
         build_inputs=build_inputs,
     )
+
+
+def _cached_view(
+    session: Session,
+    run_uuid: UUID | None,
+    protocol: catalog.ProtocolVersion,
+    provider: str,
+    *,
+    pending: bool,
+) -> ProjectionSnapshot | None:
+    """The stored view of this turn (same R, U, run, wire format and protocol), if any; for
+    a context-pressure layout only one that states the same `maintenancePending`."""
+    candidates = ProjectionSnapshot.objects.filter(
+        # the same run, or none (run_id=None is IS NULL, spelled so for the stubs)
+        Q(run_id=run_uuid) if run_uuid is not None else Q(run_id__isnull=True),
+        session=session,
+        revision=session.state_revision,
+        upper_bound=session.last_index,
+        provider=provider,
+        protocol=protocol.key,
+    )
+    if not protocol.layout.shows_context_pressure:
+        return candidates.first()
+    cached = candidates.order_by("-created_at").first()
+    if cached is None:
+        return None
+    inputs = cached.build_inputs if isinstance(cached.build_inputs, dict) else {}
+    # A job was queued or finished since (or the view predates the recorded flag): build anew.
+    return cached if inputs.get("maintenancePending") is pending else None
 
 
 def trigger_tokens(version: AgentVersion) -> int | None:
@@ -246,56 +258,18 @@ def _maintenance_pending(session: Session, window_id: str) -> bool:
     ).exists()
 
 
-def _pending_shown(snapshot: ProjectionSnapshot) -> bool | None:
-    """`contextPressure.maintenancePending` as a stored view states it (None if it does not)."""
-    for message in snapshot.messages or []:
-        if message.get("kind") != DERIVED_STATE:
-            continue
-        _, _, body = str(message.get("content", "")).partition("\n")
-        try:
-            pressure = json.loads(body).get("contextPressure")
-        except (ValueError, AttributeError):
-            return None
-        return pressure.get("maintenancePending") if isinstance(pressure, dict) else None
-    return None
-
-
-def capacity_check(
-    version: AgentVersion,
-    projection: engine.Projection,
-    run_inputs: list[RawMessage],
-    tools: list[dict[str, Any]],
-) -> None:
+def capacity_check(version: AgentVersion, built: view.View) -> None:
     """Refuse (422 `context_capacity_exceeded`) a view whose protected part exceeds the limit.
 
     The protected part is what neither folds nor compression can shrink: the system prompt,
-    the context header (inputs, task memory, window record, checkpoint), this run's inputs
-    and the tool schemas. Each is measured as it is projected, with the estimator of
-    estimated usage, so the sizes in the error add up to the total compared. unified@4 moved
-    the window's working memory and outcomes from the header into the state message, so
-    there the state message counts as header.
+    the context header (inputs, task memory, window record, checkpoint; for unified@4 the
+    state message too), this run's inputs and the tool schemas (`View.protected_sizes`).
     """
-    protocol_id, _, number = projection.protocol.partition("@")
-    state_is_header = engine.shows_context_pressure(protocol_id, int(number))
     limit = version.max_input_tokens
     if not limit:
         return
-    protected = {m.id for m in run_inputs}
-    sizes = {"system": 0, "header": 0, "runInputs": 0}
-    for message, source in zip(projection.messages, projection.sources, strict=True):
-        if source.derived_type == DERIVED_SYSTEM:
-            part = "system"
-        elif source.derived_type == DERIVED_HEADER or (
-            state_is_header and source.derived_type == DERIVED_STATE
-        ):
-            part = "header"
-        elif source.derived_type == DERIVED_RAW and protected.intersection(source.message_ids):
-            part = "runInputs"
-        else:
-            continue
-        sizes[part] += estimate_tokens(canonical_json(message.content))
-    sizes["toolSchemas"] = estimate_tokens(canonical_json(tools)) if tools else 0
-    total = sum(sizes.values())
+    sizes = built.protected_sizes()
+    total = sizes["system"] + sizes["header"] + sizes["runInputs"] + sizes["toolSchemas"]
     if total <= limit:
         return
     raise ApplicationError(
@@ -317,12 +291,6 @@ def max_tokens_key(version: AgentVersion) -> str:
     return key if key in ("max_tokens", "max_completion_tokens") else "max_completion_tokens"
 
 
-def _assistant_prefill(version: AgentVersion) -> bool:
-    # A model config may say the model accepts an assistant prefill (docs/decisions.md).
-    config = version.model_config
-    return isinstance(config, dict) and config.get("assistantPrefill") is True
-
-
 def _run_for(session: Session, run_id: str | None) -> UUID | None:
     """The RunId the view is built for: `run_id` if it names a run of the session, else the
     session's current run (no row read: only the id is needed)."""
@@ -334,17 +302,6 @@ def _run_for(session: Session, run_id: str | None) -> UUID | None:
     if run_uuid is None or not Run.objects.filter(session=session, id=run_uuid).exists():
         raise ApplicationError(RUN_NOT_FOUND, "runId is not a RunId of this session.")
     return run_uuid
-
-
-def _view_rows(
-    session_id: UUID, plan: engine.ReadPlan
-) -> tuple[list[RawMessage], list[RawMessage]]:
-    """The window's rows and the run's inputs: the rows this process read before for the
-    window and the new ones, in one statement while nothing in range is archived, else the
-    readers that merge the cold archive (sessions_app/reads/view_cache.py)."""
-    return view_cache.view_rows(
-        session_id, plan.window_id, plan.after_index, plan.through_index, plan.run_id
-    )
 
 
 def snapshot_to_wire(snapshot: ProjectionSnapshot, *, provenance: bool = False) -> dict[str, Any]:

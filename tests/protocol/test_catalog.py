@@ -420,7 +420,11 @@ def test_fingerprint_is_stable_and_equals_fingerprint_of_all_versions() -> None:
         {"tools": {}},
         {"option_schema": {**get_version("unified", 2).option_schema, "title": "x"}},
         {"expected_window_tools": frozenset()},
-        {"state_message": False},
+        {
+            "layout": dataclasses.replace(
+                get_version("unified", 2).layout, state=catalog.StateStyle.NONE
+            )
+        },
     ],
     ids=lambda change: next(iter(change)),
 )
@@ -545,3 +549,47 @@ def test_registering_unified4_left_the_earlier_versions_byte_for_byte() -> None:
     earlier = [v for v in all_versions() if v.key != "unified@4"]
     assert [v.key for v in earlier] == ["prefix@2", "unified@1", "unified@2", "unified@3"]
     assert fingerprint_of(earlier) == FINGERPRINT_BEFORE_V4
+
+
+# --------------------------------------------------------------------------- layouts, keys
+
+
+def test_every_version_names_its_layout() -> None:
+    """`project()` assembles by these, never by comparing version numbers (issue 35)."""
+    H, S = catalog.HeaderStyle, catalog.StateStyle
+    assert {v.key: (v.layout.header, v.layout.state, v.layout.masking) for v in all_versions()} == {
+        "prefix@2": (H.PREFIX, S.NONE, False),
+        "unified@1": (H.WINDOW_ASCII, S.NONE, False),
+        "unified@2": (H.WINDOW, S.FIELDS, False),
+        "unified@3": (H.WINDOW, S.FIELDS, False),
+        "unified@4": (H.STABLE, S.PRESSURE, True),
+    }
+    # A fixed placement where the version has no option for it; unified@3's option decides.
+    placements = {v.key: v.layout.placement for v in all_versions()}
+    assert placements["unified@3"] is None
+    assert "stateMessagePlacement" in get_version("unified", 3).option_schema["properties"]
+    assert [v.key for v in all_versions() if v.layout.shows_context_pressure] == ["unified@4"]
+    assert [v.key for v in all_versions() if v.state_message] == [
+        "unified@2",
+        "unified@3",
+        "unified@4",
+    ]
+
+
+@pytest.mark.parametrize("version", all_versions(), ids=lambda v: v.key)
+def test_a_key_names_its_version(version: catalog.ProtocolVersion) -> None:
+    assert catalog.by_key(version.key) is version
+    assert catalog.by_key(f"  {version.key}\n") is version
+
+
+@pytest.mark.parametrize(
+    "key",
+    ["", "unified", "unified@", "@2", "unified@9", "unified@2.0", "unified@+2", "unified@٢", "x@1"],
+)
+def test_anything_else_names_no_version(key: str) -> None:
+    assert catalog.by_key(key) is None
+
+
+@pytest.mark.parametrize("key", [None, 2, ("unified", 2), b"unified@2"])
+def test_a_key_that_is_not_text_names_no_version(key: object) -> None:
+    assert catalog.by_key(key) is None

@@ -14,8 +14,8 @@ from django.urls import reverse
 
 from contextproto.protocol import adapters, catalog
 from contextproto.protocol import projection as engine
+from contextproto.protocol import view as view_builder
 from sessions_app.models import ProjectionSnapshot
-from sessions_app.services import projection as projection_service
 
 MAPPINGS = [
     pytest.param("unified", 1, {}, id="unified@1"),
@@ -93,8 +93,9 @@ def test_snapshot_reads_back_as_the_view_built_at_the_turn(
         built["adapted"] = real_adapt(*args, **kwargs)
         return built["adapted"]
 
-    monkeypatch.setattr(projection_service.engine, "project", project)
-    monkeypatch.setattr(projection_service.adapters, "adapt", adapt)
+    # The one view builder projects and adapts every live turn.
+    monkeypatch.setattr(view_builder, "project", project)
+    monkeypatch.setattr(view_builder.adapters, "adapt", adapt)
     answered = s.project(provider)
     monkeypatch.undo()
 
