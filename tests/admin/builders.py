@@ -5,7 +5,16 @@ from __future__ import annotations
 
 import uuid
 
+from django.db import connection
 from django.utils import timezone
+
+from sessions_app.models import Message, Session
+from sessions_app.services.dispatch import tool_dispatch
+from sessions_app.services.messages import message_write
+from sessions_app.services.projection import projection_build
+from sessions_app.services.runs import run_start
+from sessions_app.services.sessions import session_create
+from sessions_app.store.state import kv_commit
 
 SYSTEM_PROMPT = "You are a careful agent.\n{{context_protocol}}"
 
@@ -16,12 +25,6 @@ def build_session(version, *, input_text: str = "hello", tool_result: str = "42"
     Returns (session, fold_id, last_snapshot). Everything goes through the services the API
     uses: session_create, run_start, projection_build, message_write, tool_dispatch.
     """
-    from sessions_app.services.dispatch import tool_dispatch
-    from sessions_app.services.messages import message_write
-    from sessions_app.services.projection import projection_build
-    from sessions_app.services.runs import run_start
-    from sessions_app.services.sessions import session_create
-
     session, _key = session_create(agent_version=version, inputs={"user": "operator"})
     run_start(session_id=session.id, content=input_text)
     first = projection_build(session_id=session.id)
@@ -70,8 +73,6 @@ def build_session(version, *, input_text: str = "hello", tool_result: str = "42"
 
 def bulk_messages(session, count: int, windows: tuple[str, ...] = ("main", "w1", "w2")) -> None:
     """Append `count` finished assistant texts round-robin over `windows` (raw inserts)."""
-    from sessions_app.models import Message, Session
-
     start = Session.objects.get(pk=session.pk).next_message_index
     now = timezone.now()
     rows = [
@@ -104,15 +105,11 @@ class HostTurns:
         self.views = []
 
     def project(self):
-        from sessions_app.services.projection import projection_build
-
         view = projection_build(session_id=self.session.id)
         self.views.append(view)
         return view
 
     def _call(self, name: str, arguments: dict):
-        from sessions_app.services.messages import message_write
-
         view = self.project()
         self.calls += 1
         call_id = f"call_{self.calls}"
@@ -130,8 +127,6 @@ class HostTurns:
 
     def host(self, name: str, result: str, arguments: dict | None = None):
         """A host tool call and its result: returns (call, result) messages."""
-        from sessions_app.services.messages import message_write
-
         call_id, call = self._call(name, {"q": name} if arguments is None else arguments)
         answer = message_write(
             session_id=self.session.id,
@@ -144,8 +139,6 @@ class HostTurns:
 
     def context(self, name: str, **arguments) -> dict:
         """A protocol tool call dispatched through the dispatcher: returns its result."""
-        from sessions_app.services.dispatch import tool_dispatch
-
         call_id, _ = self._call(name, {"purpose": "test", **arguments})
         receipt = tool_dispatch(session_id=self.session.id, tool_call_id=call_id)
         assert receipt.result["success"], receipt.result
@@ -159,10 +152,6 @@ def build_context_session(version):
     there lookup A stays raw until a checkpoint covers it, lookups B and C are folded, lookup
     D stays in view. Returns (session, turns, messages by name, fold_id).
     """
-    from sessions_app.services.runs import run_start
-    from sessions_app.services.sessions import session_create
-    from sessions_app.store.state import kv_commit
-
     session, _key = session_create(agent_version=version, inputs={"customer": "ACME"})
     turns = HostTurns(session)
     named = {"input": run_start(session_id=session.id, content="Prepare the ACME quote.")[1]}
@@ -205,10 +194,6 @@ def sql_bulk_messages(session, count: int, windows: tuple[str, ...] = ("w1", "w2
     of seconds, one INSERT … SELECT over a generated series takes about one. Raw inserts of
     finished messages are allowed (the log refuses only updates and deletes).
     """
-    from django.db import connection
-
-    from sessions_app.models import Message, Session
-
     start = Session.objects.get(pk=session.pk).next_message_index
     last = start + count - 1
     table = Message._meta.db_table

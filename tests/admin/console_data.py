@@ -17,6 +17,8 @@ from decimal import Decimal
 
 from django.utils import timezone
 
+from sessions_app.models import MaintenanceJob, ProjectionSnapshot, Run, Session, ToolReceipt
+
 RUN_STATUSES = (
     "completed",
     "completed",
@@ -51,14 +53,6 @@ def _stamp(model, ids_by_time: dict[datetime, list], **also) -> None:
 def bulk_console_data(version, count: int, *, batch: int = 5000, tag: str = "") -> dict:
     """Create `count` sessions of `version`, each with one run and one reported turn; every
     5th with a maintenance job, every 7th with an error receipt. Returns counts by window."""
-    from sessions_app.models import (
-        MaintenanceJob,
-        ProjectionSnapshot,
-        Run,
-        Session,
-        ToolReceipt,
-    )
-
     now = timezone.now()
     tag = tag or uuid.uuid4().hex[:8]
     for offset in range(0, count, batch):

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.browser.playwright_sync import sync_playwright
+
 # Playwright's sync API runs an event loop in this thread; Django's ORM calls from the test
 # body would otherwise be refused as "async unsafe".
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
@@ -44,9 +46,7 @@ def chromium_path() -> str:
 
 @pytest.fixture(scope="session")
 def browser(chromium_path):
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
+    if sync_playwright is None:
         _unavailable("playwright is not installed: pip install playwright==1.65.2")
     with sync_playwright() as playwright:
         launched = playwright.chromium.launch(

@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from django.contrib.auth.models import User
+
+from agents.models import AgentVersion
+from agents.services import agent_create, agent_version_duplicate
+from tests.browser.playwright_sync import expect
 
 pytestmark = pytest.mark.browser
 
@@ -10,9 +15,6 @@ PROMPT = "You plan trips.\n{{context_protocol}}"
 
 
 def _login(page, live_server) -> None:
-    from django.contrib.auth.models import User
-    from playwright.sync_api import expect
-
     User.objects.create_superuser("operator", "op@example.com", "s3cret-pass")
     page.goto(f"{live_server.url}/admin/login/?next=/admin/")
     page.fill("#id_username", "operator")
@@ -25,8 +27,6 @@ def _login(page, live_server) -> None:
 def test_the_version_list_fits_a_1400_pixel_window(
     live_server, page, screenshot, application, make_version
 ):
-    from agents.services import agent_version_duplicate
-
     page.set_viewport_size({"width": 1400, "height": 900})
     for n, name in enumerate(("trip-planner-with-a-rather-long-agent-name", "support", "billing")):
         version = make_version(
@@ -60,11 +60,6 @@ def test_the_version_list_fits_a_1400_pixel_window(
 def test_an_operator_creates_a_draft_through_the_model_form(
     live_server, page, screenshot, application
 ):
-    from playwright.sync_api import expect
-
-    from agents.models import AgentVersion
-    from agents.services import agent_create
-
     agent = agent_create(application=application, name="trip-planner")
     _login(page, live_server)
     page.goto(f"{live_server.url}/admin/agents/agentversion/add/?agent={agent.pk}")

@@ -7,8 +7,13 @@ import re
 import uuid
 
 import pytest
+from django.contrib.auth.models import User
+from django.utils import timezone
 
+from sessions_app.models import Message, ProjectionSnapshot, Run, ToolReceipt
+from sessions_app.services.usage import turn_usage_record
 from tests.admin.builders import build_session
+from tests.browser.playwright_sync import expect
 
 pytestmark = pytest.mark.browser
 
@@ -16,8 +21,6 @@ PRICES = {"input": 3, "cacheRead": 0.3, "cacheWrite": 3.75, "output": 15}
 
 
 def _login(page, base: str) -> None:
-    from playwright.sync_api import expect
-
     page.goto(f"{base}/admin/login/?next=/admin/")
     page.fill("#id_username", "operator")
     page.fill("#id_password", "s3cret-pass")
@@ -29,13 +32,6 @@ def _login(page, base: str) -> None:
 def test_the_dashboard_shows_activity_failures_and_cost_and_links_to_them(
     live_server, page, screenshot, application, make_version
 ):
-    from django.contrib.auth.models import User
-    from django.utils import timezone
-    from playwright.sync_api import expect
-
-    from sessions_app.models import Message, ProjectionSnapshot, Run, ToolReceipt
-    from sessions_app.services.usage import turn_usage_record
-
     User.objects.create_superuser("operator", "op@example.com", "s3cret-pass")
     version = make_version(application, prices=PRICES)
     session, _fold_id, _snapshot = build_session(version)
@@ -90,9 +86,6 @@ def test_the_dashboard_shows_activity_failures_and_cost_and_links_to_them(
 def test_search_from_an_id_prefix_to_a_message_and_the_view_that_showed_it(
     live_server, page, screenshot, application, make_version
 ):
-    from django.contrib.auth.models import User
-    from playwright.sync_api import expect
-
     User.objects.create_superuser("operator", "op@example.com", "s3cret-pass")
     version = make_version(application)
     session, _fold_id, _snapshot = build_session(version, tool_result="sunny in Lisbon")

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from django.contrib.auth.models import User
 
 from tests.admin.builders import build_context_session
+from tests.browser.playwright_sync import expect
 
 pytestmark = pytest.mark.browser
 
@@ -13,9 +15,6 @@ pytestmark = pytest.mark.browser
 def test_the_raw_pane_opens_on_the_views_range_with_its_fold_and_checkpoint(
     live_server, page, screenshot, application, make_version
 ):
-    from django.contrib.auth.models import User
-    from playwright.sync_api import expect
-
     User.objects.create_superuser("operator", "op@example.com", "s3cret-pass")
     session, turns, named, fold_id = build_context_session(make_version(application, version=2))
     snapshot = turns.views[-1]

@@ -5,6 +5,11 @@ from __future__ import annotations
 import json
 
 import pytest
+from django.contrib.auth.models import User
+
+from agents.models import AgentVersion, Tool
+from agents.services import agent_create, application_create
+from tests.browser.playwright_sync import expect
 
 pytestmark = pytest.mark.browser
 
@@ -18,10 +23,6 @@ SCHEMA = {
 
 @pytest.fixture
 def operator_setup(transactional_db):
-    from django.contrib.auth.models import User
-
-    from agents.services import agent_create, application_create
-
     User.objects.create_superuser("operator", "op@example.com", "s3cret-pass")
     application, _key = application_create(name="ACME")
     return agent_create(application=application, name="weather")
@@ -30,10 +31,6 @@ def operator_setup(transactional_db):
 def test_operator_registers_a_host_tool_and_binds_it_to_a_draft(
     live_server, page, screenshot, operator_setup
 ):
-    from playwright.sync_api import expect
-
-    from agents.models import AgentVersion, Tool
-
     agent = operator_setup
     base = live_server.url
     page.goto(f"{base}/admin/login/?next=/admin/")

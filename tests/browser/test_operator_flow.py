@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import pytest
+from django.contrib.auth.models import User
 
+from agents.models import AgentVersion
+from agents.services import agent_create, application_create
+from sessions_app.models import ProjectionSnapshot
 from tests.admin.builders import build_session
+from tests.browser.playwright_sync import expect
 
 pytestmark = pytest.mark.browser
 
@@ -13,10 +18,6 @@ PROMPT = "You are the quoting agent of ACME.\n{{context_protocol}}"
 
 @pytest.fixture
 def operator_setup(transactional_db):
-    from django.contrib.auth.models import User
-
-    from agents.services import agent_create, application_create
-
     User.objects.create_superuser("operator", "op@example.com", "s3cret-pass")
     application, _key = application_create(name="ACME")
     return agent_create(application=application, name="quoter")
@@ -25,11 +26,6 @@ def operator_setup(transactional_db):
 def test_operator_configures_publishes_and_browses_a_session(
     live_server, page, screenshot, operator_setup
 ):
-    from playwright.sync_api import expect
-
-    from agents.models import AgentVersion
-    from sessions_app.models import ProjectionSnapshot
-
     agent = operator_setup
     base = live_server.url
 

@@ -6,8 +6,13 @@ from __future__ import annotations
 import re
 
 import pytest
+from django.contrib.auth.models import User
 
+from sessions_app.services.runs import run_start
+from sessions_app.services.sessions import session_create
+from sessions_app.services.usage import snapshot_usage_report
 from tests.admin.builders import HostTurns
+from tests.browser.playwright_sync import expect
 
 pytestmark = pytest.mark.browser
 
@@ -18,13 +23,6 @@ PRICES = {"input": 3, "cacheRead": 0.3, "cacheWrite": 3.75, "output": 15}
 def test_the_run_timeline_shows_turns_and_a_new_turn_appears_live(
     live_server, page, screenshot, application, make_version
 ):
-    from django.contrib.auth.models import User
-    from playwright.sync_api import expect
-
-    from sessions_app.services.runs import run_start
-    from sessions_app.services.sessions import session_create
-    from sessions_app.services.usage import snapshot_usage_report
-
     User.objects.create_superuser("operator", "op@example.com", "s3cret-pass")
     version = make_version(application, prices=PRICES)
     session, _key = session_create(agent_version=version, inputs={})

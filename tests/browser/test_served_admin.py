@@ -17,8 +17,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from django.contrib.auth.models import User
 
+from sessions_app.models import ProjectionSnapshot
 from tests.admin.builders import build_session
+from tests.browser.playwright_sync import expect
 from tests.servers import current_database_url, free_port, running_server
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -94,11 +97,6 @@ def served(request, collected, transactional_db):
 def test_served_admin_is_styled_and_the_session_pages_render(
     served, page, application, make_version
 ):
-    from django.contrib.auth.models import User
-    from playwright.sync_api import expect
-
-    from sessions_app.models import ProjectionSnapshot
-
     User.objects.create_superuser("operator", "op@example.com", "s3cret-pass")
     session, fold_id, snapshot = build_session(make_version(application, version=2))
     turns = list(ProjectionSnapshot.objects.filter(session=session).order_by("created_at", "pk"))

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import pytest
+from django.contrib.auth.models import User
 
+from sessions_app.models import ProjectionSnapshot
+from sessions_app.services.usage import turn_usage_record
 from tests.admin.builders import build_session
+from tests.browser.playwright_sync import expect
 
 pytestmark = pytest.mark.browser
 
@@ -31,12 +35,6 @@ def _box(locator) -> dict:
 def test_the_overview_chart_draws_stacked_input_kinds_and_the_cost_line(
     live_server, page, screenshot, application, make_version
 ):
-    from django.contrib.auth.models import User
-    from playwright.sync_api import expect
-
-    from sessions_app.models import ProjectionSnapshot
-    from sessions_app.services.usage import turn_usage_record
-
     User.objects.create_superuser("operator", "op@example.com", "s3cret-pass")
     version = make_version(application, prices=PRICES)
     session, _fold_id, _snapshot = build_session(version)

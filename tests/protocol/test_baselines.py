@@ -30,6 +30,7 @@ from contextproto.protocol.baselines import (
 )
 from contextproto.protocol.cache_report import EconomySettings, ViewTurn, cache_economy
 from contextproto.protocol.messages import ModelMessage, RawMessage
+from contextproto.protocol.stored_views import full_history_projections
 
 
 def system() -> ModelMessage:
@@ -289,8 +290,6 @@ def test_trimmable_tools_limit_what_is_trimmed() -> None:
 
 def naive_turns(uses: int, size: int) -> list[ViewTurn]:
     """The naive agent's turn n: system, input, n tool uses, 20 s apart."""
-    from contextproto.protocol.stored_views import full_history_projections
-
     log = []
     index = 0
 

@@ -9,8 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from contextproto.protocol import adapters
+from contextproto.protocol.projection import project
 from sessions_app.providers import ProviderError, ToolCallRequest
 from sessions_app.providers.scripted import ScriptedProvider, validate_script
+from tests.protocol.logbuilder import LogBuilder, make_input
 from tests.providers.engine_requests import adapted, history_projection
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "scripted-model.md"
@@ -249,10 +252,6 @@ def test_the_documented_example_is_a_valid_script_that_plays() -> None:
 
 
 def adapted_in_window(window: str) -> dict:
-    from contextproto.protocol import adapters
-    from contextproto.protocol.projection import project
-    from tests.protocol.logbuilder import LogBuilder, make_input
-
     log = LogBuilder(window=window)
     log.input("Prepare a quote for ACME")
     log.text("Working on it.")
