@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from django.contrib.auth.models import User
 
 from agents.models import AgentVersion
 from agents.services import agent_create, application_create
@@ -18,23 +17,18 @@ PROMPT = "You are the quoting agent of ACME.\n{{context_protocol}}"
 
 @pytest.fixture
 def operator_setup(transactional_db):
-    User.objects.create_superuser("operator", "op@example.com", "s3cret-pass")
     application, _key = application_create(name="ACME")
     return agent_create(application=application, name="quoter")
 
 
 def test_operator_configures_publishes_and_browses_a_session(
-    live_server, page, screenshot, operator_setup
+    live_server, page, log_in, screenshot, operator_setup
 ):
     agent = operator_setup
     base = live_server.url
 
     # Log in.
-    page.goto(f"{base}/admin/login/?next=/admin/")
-    page.fill("#id_username", "operator")
-    page.fill("#id_password", "s3cret-pass")
-    page.click("input[type=submit]")
-    expect(page.locator("#site-name")).to_be_visible()
+    log_in(base)
 
     # Create a unified@3 draft through the generated option form.
     page.goto(f"{base}/admin/agents/agentversion/add/?agent={agent.pk}")

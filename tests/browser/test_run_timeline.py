@@ -6,7 +6,6 @@ from __future__ import annotations
 import re
 
 import pytest
-from django.contrib.auth.models import User
 
 from sessions_app.services.runs import run_start
 from sessions_app.services.sessions import session_create
@@ -21,9 +20,8 @@ PRICES = {"input": 3, "cacheRead": 0.3, "cacheWrite": 3.75, "output": 15}
 
 @pytest.mark.django_db(transaction=True)
 def test_the_run_timeline_shows_turns_and_a_new_turn_appears_live(
-    live_server, page, screenshot, application, make_version
+    live_server, page, log_in, screenshot, application, make_version
 ):
-    User.objects.create_superuser("operator", "op@example.com", "s3cret-pass")
     version = make_version(application, prices=PRICES)
     session, _key = session_create(agent_version=version, inputs={})
     run, _ = run_start(session_id=session.id, content="Find the laptop prices.")
@@ -42,11 +40,7 @@ def test_the_run_timeline_shows_turns_and_a_new_turn_appears_live(
         usage={"inputTokens": 5000, "outputTokens": 100, "cacheWriteInputTokens": 4000},
     )
 
-    page.goto(f"{live_server.url}/admin/login/?next=/admin/")
-    page.fill("#id_username", "operator")
-    page.fill("#id_password", "s3cret-pass")
-    page.click("input[type=submit]")
-    expect(page.locator("#site-name")).to_be_visible()
+    log_in(live_server.url)
 
     # The session overview refreshes while the host works: its Runs table counts the turn.
     page.goto(f"{live_server.url}/admin/sessions_app/session/{session.pk}/browse/")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from django.contrib.auth.models import User
 
 from sessions_app.models import ProjectionSnapshot
 from sessions_app.services.usage import turn_usage_record
@@ -33,20 +32,15 @@ def _box(locator) -> dict:
 
 @pytest.mark.django_db(transaction=True)
 def test_the_overview_chart_draws_stacked_input_kinds_and_the_cost_line(
-    live_server, page, screenshot, application, make_version
+    live_server, page, log_in, screenshot, application, make_version
 ):
-    User.objects.create_superuser("operator", "op@example.com", "s3cret-pass")
     version = make_version(application, prices=PRICES)
     session, _fold_id, _snapshot = build_session(version)
     turns = list(ProjectionSnapshot.objects.filter(session=session).order_by("created_at", "pk"))
     for turn, usage in zip(turns, USAGES, strict=True):
         turn_usage_record(snapshot=turn, usage=usage)
 
-    page.goto(f"{live_server.url}/admin/login/?next=/admin/")
-    page.fill("#id_username", "operator")
-    page.fill("#id_password", "s3cret-pass")
-    page.click("input[type=submit]")
-    expect(page.locator("#site-name")).to_be_visible()
+    log_in(live_server.url)
 
     page.goto(f"{live_server.url}/admin/sessions_app/session/{session.pk}/browse/")
     chart = page.locator("svg.tokens-chart")
