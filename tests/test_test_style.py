@@ -1,4 +1,5 @@
-"""The test suite's own style: imports sit at the top of test modules too.
+"""The test suite's own style: imports sit at the top of test modules too, and the engine's
+tests need no Django.
 
 An import inside a test function hides a module's dependencies and repeats itself test after
 test; pytest-django sets Django up before collection, so models import fine at module level.
@@ -10,6 +11,9 @@ import ast
 from pathlib import Path
 
 TESTS = Path(__file__).resolve().parent
+# What the engine's tests (tests/protocol/, with their log builder) never import, nor
+# tests/builders/: they run without a database, like the engine they test.
+DJANGO_SIDE = ("django", "rest_framework", "celery", "agents", "sessions_app", "redis", "psycopg")
 
 # Imports that stay inside a function, keyed by (test file, imported module), each with its
 # reason. Nothing else in tests/ may import lazily.
@@ -79,3 +83,20 @@ def test_the_check_sees_an_import_inside_a_function(tmp_path: Path):
         "class TestY:\n    def test_z(self):\n        import re\n"
     )
     assert function_level_imports(module) == [(7, "pathlib"), (10, "re")]
+
+
+def test_the_engine_tests_and_their_log_builder_import_no_django():
+    """tests/protocol/logbuilder.py stays apart from tests/builders/ for this reason."""
+    found = []
+    for path in sorted((TESTS / "protocol").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            else:
+                continue
+            for name in names:
+                if name.split(".")[0] in DJANGO_SIDE or name.startswith("tests.builders"):
+                    found.append(f"{path.name} line {node.lineno}: {name}")
+    assert not found, found

@@ -12,7 +12,7 @@ from agents.services import (
     agent_version_publish,
     application_create,
 )
-from tests.admin.builders import SYSTEM_PROMPT
+from tests.builders.sessions import SYSTEM_PROMPT
 
 
 @pytest.fixture

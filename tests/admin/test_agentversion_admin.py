@@ -10,7 +10,7 @@ from django.utils.html import escape
 from agents.models import AgentVersion, Tool
 from agents.services import agent_create, application_create
 from contextproto.protocol import catalog
-from tests.admin.builders import SYSTEM_PROMPT
+from tests.builders.sessions import SYSTEM_PROMPT
 
 ADD_URL = "/admin/agents/agentversion/add/"
 

@@ -26,7 +26,7 @@ from sessions_app.models import (
     ToolReceipt,
 )
 from sessions_app.reads import console as console_reads
-from tests.admin.console_data import bulk_console_data
+from tests.builders.bulk import bulk_console_data
 
 PRICES = {"input": 3, "cacheRead": 0.3, "cacheWrite": 3.75, "output": 15}
 DASHBOARD_MAX_QUERIES = 16  # login session, user, the dashboard's eleven reads, app list

@@ -13,8 +13,8 @@ from django.utils import timezone
 from sessions_app.models import Message, ProjectionSnapshot, Run, Session
 from sessions_app.reads import search as search_reads
 from sessions_app.services.archive import archive_session
-from tests.admin.builders import build_session, bulk_messages
-from tests.admin.console_data import bulk_console_data
+from tests.builders.bulk import bulk_console_data, bulk_messages
+from tests.builders.sessions import build_session
 
 SEARCH = "/admin/sessions_app/session/search/"
 

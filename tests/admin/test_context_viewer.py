@@ -13,7 +13,7 @@ from sessions_app.providers.base import canonical_json, estimate_tokens
 from sessions_app.services.archive import archive_session
 from sessions_app.services.sessions import session_create
 from sessions_app.store.state import kv_commit
-from tests.admin.builders import HostTurns, build_context_session
+from tests.builders.sessions import HostTurns, build_context_session
 
 
 def browse(session, tail: str = "") -> str:

@@ -8,7 +8,7 @@ from contextproto.protocol.state import new_window_record
 from sessions_app import charts
 from sessions_app.models import Message
 from sessions_app.store.state import kv_commit
-from tests.admin.builders import build_session
+from tests.builders.sessions import build_session
 
 PAYLOAD = "<script>alert(1)</script>"
 ESCAPED = "&lt;script&gt;alert(1)&lt;/script&gt;"

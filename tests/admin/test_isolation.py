@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth.models import User
 
-from tests.admin.builders import build_session
+from tests.builders.sessions import build_session
 
 
 @pytest.fixture

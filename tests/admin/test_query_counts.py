@@ -13,7 +13,8 @@ from contextproto.protocol.state import new_window_record
 from sessions_app.models import MaintenanceJob, ProjectionSnapshot
 from sessions_app.services.projection import projection_build
 from sessions_app.store.state import kv_commit
-from tests.admin.builders import build_session, bulk_messages, sql_bulk_messages
+from tests.builders.bulk import bulk_messages, sql_bulk_messages
+from tests.builders.sessions import build_session
 
 PAGES = (
     "",

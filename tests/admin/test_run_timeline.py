@@ -23,7 +23,7 @@ from sessions_app.services.runs import run_start
 from sessions_app.services.runtime import run_advance
 from sessions_app.services.sessions import session_create
 from sessions_app.services.usage import snapshot_usage_report
-from tests.admin.builders import HostTurns
+from tests.builders.sessions import HostTurns
 
 PRICES = {"input": 3, "cacheRead": 0.3, "cacheWrite": 3.75, "output": 15}
 

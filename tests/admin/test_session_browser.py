@@ -10,7 +10,8 @@ from sessions_app.models import MaintenanceJob, Message, ProjectionSnapshot
 from sessions_app.services import archive
 from sessions_app.services.runs import run_start
 from sessions_app.store.state import kv_commit
-from tests.admin.builders import build_session, bulk_messages
+from tests.builders.bulk import bulk_messages
+from tests.builders.sessions import build_session
 
 
 def browse(session, tail: str = "") -> str:

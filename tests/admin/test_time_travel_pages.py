@@ -10,8 +10,8 @@ from agents.models import Application
 from sessions_app.models import ProjectionSnapshot, Session
 from sessions_app.services.projection import projection_build
 from sessions_app.store.state import kv_commit
-from tests.admin.builders import build_session
 from tests.admin.test_session_browser import browse
+from tests.builders.sessions import build_session
 
 
 @pytest.fixture

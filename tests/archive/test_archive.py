@@ -23,8 +23,9 @@ from sessions_app.services.runs import run_start
 from sessions_app.services.sessions import session_create
 from sessions_app.store import codec, cold_store
 from sessions_app.tasks_archive import ARCHIVE_SWEEP_TASK, archive_sweep
-from tests.archive.builders import hot_dump, projections, reader_dump, rich_session
-from tests.sessions_app.bulk import bulk_history
+from tests.builders.bulk import bulk_history
+from tests.builders.dumps import hot_dump, projections, reader_dump
+from tests.builders.sessions import rich_session
 
 
 def texts(session, count: int) -> None:

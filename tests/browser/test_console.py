@@ -11,8 +11,8 @@ from django.utils import timezone
 
 from sessions_app.models import Message, ProjectionSnapshot, Run, ToolReceipt
 from sessions_app.services.usage import turn_usage_record
-from tests.admin.builders import build_session
 from tests.browser.playwright_sync import expect
+from tests.builders.sessions import build_session
 
 pytestmark = pytest.mark.browser
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.admin.builders import build_context_session
 from tests.browser.playwright_sync import expect
+from tests.builders.sessions import build_context_session
 
 pytestmark = pytest.mark.browser
 

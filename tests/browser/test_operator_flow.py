@@ -7,8 +7,8 @@ import pytest
 from agents.models import AgentVersion
 from agents.services import agent_create, application_create
 from sessions_app.models import ProjectionSnapshot
-from tests.admin.builders import build_session
 from tests.browser.playwright_sync import expect
+from tests.builders.sessions import build_session
 
 pytestmark = pytest.mark.browser
 

@@ -10,8 +10,8 @@ import pytest
 from sessions_app.services.runs import run_start
 from sessions_app.services.sessions import session_create
 from sessions_app.services.usage import snapshot_usage_report
-from tests.admin.builders import HostTurns
 from tests.browser.playwright_sync import expect
+from tests.builders.sessions import HostTurns
 
 pytestmark = pytest.mark.browser
 

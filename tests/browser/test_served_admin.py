@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from sessions_app.models import ProjectionSnapshot
-from tests.admin.builders import build_session
 from tests.browser.playwright_sync import expect
+from tests.builders.sessions import build_session
 from tests.servers import current_database_url, free_port, running_server
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -6,8 +6,8 @@ import pytest
 
 from sessions_app.models import ProjectionSnapshot
 from sessions_app.services.usage import turn_usage_record
-from tests.admin.builders import build_session
 from tests.browser.playwright_sync import expect
+from tests.builders.sessions import build_session
 
 pytestmark = pytest.mark.browser
 

@@ -23,7 +23,7 @@ from sessions_app.models import (
 )
 from sessions_app.reads import raw_log
 from sessions_app.services.archive import archive_session, restore_session
-from tests.archive.builders import rich_session
+from tests.builders.sessions import rich_session
 from tests.conftest import KeyClient
 from tests.maintenance.test_external_maintainer import commit, long_session, plan
 

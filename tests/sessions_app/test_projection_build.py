@@ -11,7 +11,7 @@ from sessions_app.models import ProjectionSnapshot
 from sessions_app.services.projection import projection_build
 from sessions_app.services.runs import run_start
 from sessions_app.services.sessions import session_create
-from tests.sessions_app.bulk import bulk_history
+from tests.builders.bulk import bulk_history
 
 
 def build_queries(session) -> tuple[int, ProjectionSnapshot]:
