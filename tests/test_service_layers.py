@@ -118,6 +118,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "sessions_app.maintenance.*",
             "sessions_app.cache_economy",
             "sessions_app.replay",
+            "sessions_app.replay_report",
         ),
     ),
     ("tasks: Celery entry points", ("sessions_app.tasks", "sessions_app.tasks_archive")),
