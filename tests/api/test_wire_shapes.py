@@ -11,9 +11,11 @@ from __future__ import annotations
 import ast
 import uuid
 from pathlib import Path
+from typing import Literal, TypedDict
 
 import pytest
 from django.urls import resolve
+from rest_framework import serializers
 
 from agents import apis_shapes
 from agents.apis_keys import api_key_to_wire
@@ -107,18 +109,31 @@ def test_the_serializer_documents_its_wire_shape_key_for_key(shape, serializer):
     assert serializer_problems(serializer, shape) == []
 
 
+class KindsWire(TypedDict):
+    kind: Literal["a", "c"]
+
+
+class Kinds(serializers.Serializer):
+    kind = serializers.ChoiceField(choices=["a", "b"])
+
+
 def test_the_check_finds_a_key_the_schema_misses_and_a_wrong_split():
     class Short(shapes.ForkPoint):
         revision = None  # DRF: a None attribute removes the declared field
 
     class Loose(shapes.ForkPoint):
-        throughIndex = shapes.serializers.IntegerField(required=False, allow_null=True)
+        throughIndex = serializers.IntegerField(required=False, allow_null=True)
 
     assert serializer_problems(Short, ForkPointWire) == [".: sent but not documented: ['revision']"]
     assert serializer_problems(Loose, ForkPointWire) == [
         ".throughIndex: required=False but the shape's key is always there",
         ".throughIndex: allow_null=True but the shape's value is never null",
     ]
+    assert serializer_problems(Kinds, KindsWire) == [
+        ".kind: choices ['a', 'b'] but sent ['a', 'c']"
+    ]
+    # NotRequired keys may be absent (Python's own __required_keys__ would say otherwise).
+    assert wire_problems({"role": "user", "kind": "input", "content": "hi"}, ModelMessageWire) == []
     assert wire_problems({"sessionId": "s", "throughIndex": "1"}, ForkPointWire) == [
         ".: ForkPointWire keys missing: ['revision']",
         ".throughIndex: '1' is not <class 'int'>",
@@ -127,7 +142,7 @@ def test_the_check_finds_a_key_the_schema_misses_and_a_wrong_split():
 
 def _wire_builders() -> list[tuple[str, str, str]]:
     """(file, builder, return annotation) of every `to_wire` / `*_to_wire` / `*_wire`
-    builder of the product."""
+    builder of the product (not the `*_from_wire` parsers)."""
     found = []
     for package in ("contextproto", "agents", "sessions_app", "labs"):
         for path in sorted((ROOT / package).rglob("*.py")):
@@ -135,7 +150,7 @@ def _wire_builders() -> list[tuple[str, str, str]]:
                 continue
             for node in ast.walk(ast.parse(path.read_text())):
                 if isinstance(node, ast.FunctionDef) and (
-                    node.name.endswith("to_wire") or node.name.endswith("_wire")
+                    node.name.endswith("_wire") and not node.name.endswith("from_wire")
                 ):
                     returns = ast.unparse(node.returns) if node.returns else ""
                     found.append((str(path.relative_to(ROOT)), node.name, returns))

@@ -155,6 +155,19 @@ def _fits(tp: Any, kinds: tuple[Any, ...]) -> bool:
     return isinstance(base, type) and issubclass(base, kinds)
 
 
+def _named_values(values: list[Any]) -> set[Any]:
+    """The values a Literal or an Enum type names; empty for an open type (str)."""
+    named: set[Any] = set()
+    for tp in values:
+        if get_origin(tp) is Literal:
+            named |= set(get_args(tp))
+        elif isinstance(tp, type) and issubclass(tp, enum.Enum):
+            named |= {m.value for m in tp}
+        else:
+            return set()
+    return named
+
+
 def _field_problems(field: Any, tp: Any, path: str) -> list[str]:
     if isinstance(field, AnyJSONField) and _is_free(tp):
         return []
@@ -178,6 +191,9 @@ def _field_problems(field: Any, tp: Any, path: str) -> list[str]:
             return [*problems, f"{path}: a list documented for {tp!r}"]
         (item,) = get_args(values[0])
         return problems + _field_problems(field.child, item, path + "[]")
+    if isinstance(field, serializers.ChoiceField) and (named := _named_values(values)):
+        if set(field.choices) != named:
+            problems.append(f"{path}: choices {sorted(field.choices)} but sent {sorted(named)}")
     for kind, accepted in _KINDS:
         if isinstance(field, kind):
             if not all(_fits(v, accepted) for v in values):
