@@ -33,6 +33,8 @@ from contextproto.protocol.cache_report import CacheEconomyWire
 from contextproto.protocol.catalog import ProtocolVersionPublic
 from contextproto.protocol.messages import ModelMessageWire, RawMessageWire, SourceWire
 from contextproto.protocol.options import OptionErrorWire
+from contextproto.protocol.projection import ProjectionWire
+from contextproto.protocol.stored_views import projection_from_wire
 from contextproto.protocol.tool_results import ToolResult
 from contextproto.usage import UsageWire
 from sessions_app.api import shapes
@@ -54,6 +56,7 @@ from sessions_app.services.dispatch import ReceiptWire
 from sessions_app.services.fork import ForkPointWire, fork_point_of
 from sessions_app.services.projection import SnapshotDetailWire, SnapshotWire, snapshot_to_wire
 from sessions_app.services.turns import HostCallWire, TurnWire
+from sessions_app.store import snapshot_bodies
 from tests.api.wire_check import serializer_problems, wire_problems
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -267,6 +270,23 @@ def test_real_objects_and_answers_fit_their_wire_shapes(api_session, settings):
     for snapshot in ProjectionSnapshot.objects.filter(session_id=s.id):
         check(snapshot_to_wire(snapshot), SnapshotWire)
         check(snapshot_to_wire(snapshot, provenance=True), SnapshotDetailWire)
+        projection = projection_from_wire(
+            snapshot.messages,
+            snapshot.sources,
+            window_id=snapshot.window_id,
+            revision=snapshot.revision,
+            upper_bound=snapshot.upper_bound,
+            run_id=snapshot.run_id.hex if snapshot.run_id else None,
+            protocol=snapshot.protocol,
+            options={},
+        )
+        check(projection.to_wire(), ProjectionWire)
+    # A body dropped by retention is rebuilt on read and says so (`bodyHashMatches`).
+    assert snapshot_bodies.bodies_drop([view["snapshotId"]]) == 1
+    snapshot_bodies.forget_cache()
+    rebuilt = ok(host.get(s.path(f"snapshots/{view['snapshotId']}/")))
+    assert rebuilt["body"] == "rebuilt" and "bodyHashMatches" in rebuilt
+    check(rebuilt, SnapshotDetailWire)
 
     # A fork, its point, and maintenance by an external maintainer.
     fork = ok(app.post(s.path("fork/"), {"snapshotId": last_view["snapshotId"]}), 201)
