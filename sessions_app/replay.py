@@ -71,6 +71,15 @@ from sessions_app.cache_economy import DEFAULT_THINK_SECONDS, session_settings
 from sessions_app.models import ProjectionSnapshot, Session
 from sessions_app.reads import raw_log
 from sessions_app.reads.history import kv_history_through
+from sessions_app.replay_wire import (
+    ProviderTotalsWire,
+    ProviderTurnWire,
+    RecordedUsageWire,
+    ReplayTargetWire,
+    ReplayTotalsWire,
+    SessionReplayWire,
+    TurnReplayWire,
+)
 from sessions_app.services.rebuild import (
     History,
     Log,
@@ -109,7 +118,7 @@ class ReplayTarget:
             return AS_RECORDED
         return self.protocol.key
 
-    def to_wire(self) -> dict[str, Any]:
+    def to_wire(self) -> ReplayTargetWire:
         if self.protocol is None:
             return {"protocol": None, "options": None, "label": AS_RECORDED}
         return {"protocol": self.protocol.key, "options": dict(self.options or {})}
@@ -192,7 +201,7 @@ class RecordedUsage:
     output_tokens: int
     cost: Decimal | None
 
-    def to_wire(self) -> dict[str, Any]:
+    def to_wire(self) -> RecordedUsageWire:
         return {
             "inputTokens": self.input_tokens,
             "cacheReadInputTokens": self.cache_read_tokens,
@@ -262,7 +271,7 @@ class SessionReplay:
     def totals(self) -> ReplayTotals:
         return ReplayTotals.of([self])
 
-    def to_wire(self) -> dict[str, Any]:
+    def to_wire(self) -> SessionReplayWire:
         return {
             "sessionId": self.session_id,
             "agentVersionId": self.agent_version_id,
@@ -282,8 +291,8 @@ class SessionReplay:
         economy = self.recorded if side == "recorded" else self.replayed
         return economy[provider].turns[turn.economy_turn]
 
-    def turn_wire(self, turn: TurnReplay) -> dict[str, Any]:
-        wire: dict[str, Any] = {
+    def turn_wire(self, turn: TurnReplay) -> TurnReplayWire:
+        wire: TurnReplayWire = {
             "turn": turn.turn,
             "snapshotId": turn.snapshot_id,
             "revision": turn.revision,
@@ -302,7 +311,7 @@ class SessionReplay:
             "providers": {},
         }
         for provider in SIMULATED_PROVIDERS:
-            rows = {}
+            rows: dict[str, ProviderTurnWire] = {}
             for side in ("recorded", "replayed"):
                 row = self.provider_turn(turn, provider, side)
                 if row is not None:
@@ -355,7 +364,7 @@ class ProviderTotals:
             economy.equivalent_tokens,
         )
 
-    def to_wire(self) -> dict[str, Any]:
+    def to_wire(self) -> ProviderTotalsWire:
         return {
             "inputTokens": self.input_tokens,
             "cacheReadTokens": self.cache_read_tokens,
@@ -422,7 +431,7 @@ class ReplayTotals:
             notes=dict(notes),
         )
 
-    def to_wire(self) -> dict[str, Any]:
+    def to_wire(self) -> ReplayTotalsWire:
         return {
             "sessions": self.sessions,
             "turns": self.turns,
