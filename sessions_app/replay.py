@@ -46,6 +46,10 @@ from typing import Any
 from agents.models import AgentVersion
 from agents.selectors import effective_options, protocol_of
 from contextproto import tokens
+from contextproto.economics.cache_report import CacheEconomy, ProviderEconomy, cache_economy, paced
+from contextproto.economics.inputs import ViewTurn
+from contextproto.economics.linearise import SIMULATED_PROVIDERS
+from contextproto.economics.stored_views import projection_from_wire, tools_from_request
 from contextproto.errors import (
     INVALID_REQUEST,
     PROTOCOL_UNKNOWN,
@@ -57,16 +61,7 @@ from contextproto.errors import (
 from contextproto.ids import parse_uuid
 from contextproto.protocol import catalog
 from contextproto.protocol import projection as engine
-from contextproto.protocol.cache_report import (
-    CacheEconomy,
-    ProviderEconomy,
-    ViewTurn,
-    cache_economy,
-    paced,
-)
-from contextproto.protocol.cache_sim import SIMULATED_PROVIDERS
 from contextproto.protocol.options import validate_options
-from contextproto.protocol.stored_views import projection_from_wire, tools_from_request
 from sessions_app.cache_economy import DEFAULT_THINK_SECONDS, session_settings
 from sessions_app.models import ProjectionSnapshot, Session
 from sessions_app.reads import raw_log
