@@ -1,4 +1,4 @@
-"""Load a session's recorded turns into the cache economy report (protocol/cache_report.py).
+"""Load a session's recorded turns into the cache economy report (economics/cache_report.py).
 
 Read-only: the stored snapshots (each turn's view as projected: messages, sources and the
 request's tools) and the raw log (error flags of tool results; the full history) are handed

@@ -8,7 +8,7 @@ under a target protocol version and options of the same protocol id (unified@N <
 prefix@2 only to prefix@2). The view is adapted for the snapshot's wire format exactly as
 `projection_build` adapts it, and every turn is also rebuilt for openai-chat and
 anthropic-messages with prompt caching on and priced by the cache economy report's pure API
-(`contextproto/protocol/cache_report.py`), beside the same report over the recorded views and
+(`contextproto/economics/cache_report.py`), beside the same report over the recorded views and
 the provider usage the turn reported. No model is called; nothing is written.
 
 Without a target each turn is rebuilt under its own recorded protocol and options, which

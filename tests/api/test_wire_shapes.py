@@ -29,12 +29,12 @@ from agents.wire import (
     HostToolWire,
     ModelSettingsWire,
 )
-from contextproto.protocol.cache_report import CacheEconomyWire
+from contextproto.economics.cache_report import CacheEconomyWire
+from contextproto.economics.stored_views import projection_from_wire
 from contextproto.protocol.catalog import ProtocolVersionPublic
 from contextproto.protocol.messages import ModelMessageWire, RawMessageWire, SourceWire
 from contextproto.protocol.options import OptionErrorWire
 from contextproto.protocol.projection import ProjectionWire
-from contextproto.protocol.stored_views import projection_from_wire
 from contextproto.protocol.tool_results import ToolResult
 from contextproto.usage import UsageWire
 from sessions_app.api import shapes
