@@ -1,4 +1,4 @@
-"""Load a session's recorded turns into the cache economy report (protocol/cache_report.py).
+"""Load a session's recorded turns into the cache economy report (economics/cache_report.py).
 
 Read-only: the stored snapshots (each turn's view as projected: messages, sources and the
 request's tools) and the raw log (error flags of tool results; the full history) are handed
@@ -22,24 +22,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from contextproto import tokens
-from contextproto.protocol.adapters import PROVIDER_ANTHROPIC_MESSAGES, PROVIDER_OPENAI_CHAT
-from contextproto.protocol.cache_report import (
-    DEFAULT_MODELS,
-    CacheEconomy,
-    EconomySettings,
-    ViewTurn,
-    cache_economy,
-    paced,
-)
-from contextproto.protocol.messages import KIND_TOOL_RESULT, RawMessage
-from contextproto.protocol.projection import Projection
-from contextproto.protocol.prompt_cache import session_cache_key
-from contextproto.protocol.stored_views import (
+from contextproto.economics.cache_report import CacheEconomy, cache_economy, paced
+from contextproto.economics.inputs import DEFAULT_MODELS, EconomySettings, ViewTurn
+from contextproto.economics.stored_views import (
     FULL_HISTORY,
     full_history_projections,
     projection_from_wire,
     tools_from_request,
 )
+from contextproto.protocol.adapters import PROVIDER_ANTHROPIC_MESSAGES, PROVIDER_OPENAI_CHAT
+from contextproto.protocol.messages import KIND_TOOL_RESULT, RawMessage
+from contextproto.protocol.projection import Projection
+from contextproto.protocol.prompt_cache import session_cache_key
 from sessions_app.models import ProjectionSnapshot, Session
 from sessions_app.reads import raw_log
 from sessions_app.store.snapshot_bodies import views_of

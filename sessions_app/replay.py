@@ -8,7 +8,7 @@ under a target protocol version and options of the same protocol id (unified@N <
 prefix@2 only to prefix@2). The view is adapted for the snapshot's wire format exactly as
 `projection_build` adapts it, and every turn is also rebuilt for openai-chat and
 anthropic-messages with prompt caching on and priced by the cache economy report's pure API
-(`contextproto/protocol/cache_report.py`), beside the same report over the recorded views and
+(`contextproto/economics/cache_report.py`), beside the same report over the recorded views and
 the provider usage the turn reported. No model is called; nothing is written. What a replay
 answers (its turns, totals and wire shapes) and how its totals are shown are in
 sessions_app/replay_report.py; each turn's view is built by sessions_app/services/rebuild.py.
@@ -46,6 +46,9 @@ from typing import Any
 from agents.models import AgentVersion
 from agents.selectors import effective_options, protocol_of
 from contextproto import tokens
+from contextproto.economics.cache_report import cache_economy
+from contextproto.economics.inputs import ViewTurn
+from contextproto.economics.stored_views import tools_from_request
 from contextproto.errors import (
     INVALID_REQUEST,
     PROTOCOL_UNKNOWN,
@@ -57,9 +60,7 @@ from contextproto.errors import (
 from contextproto.ids import parse_uuid
 from contextproto.protocol import catalog
 from contextproto.protocol import projection as engine
-from contextproto.protocol.cache_report import ViewTurn, cache_economy
 from contextproto.protocol.options import validate_options
-from contextproto.protocol.stored_views import tools_from_request
 from sessions_app.cache_economy import (
     DEFAULT_THINK_SECONDS,
     recorded_view,

@@ -14,10 +14,19 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
+from contextproto.economics.cache_report import CacheEconomy, ProviderEconomy
+from contextproto.economics.linearise import SIMULATED_PROVIDERS
 from contextproto.protocol import catalog
 from contextproto.protocol.adapters import PROVIDER_ANTHROPIC_MESSAGES, PROVIDER_OPENAI_CHAT
-from contextproto.protocol.cache_report import CacheEconomy, ProviderEconomy
-from contextproto.protocol.cache_sim import SIMULATED_PROVIDERS
+from sessions_app.replay_wire import (
+    ProviderTotalsWire,
+    ProviderTurnWire,
+    RecordedUsageWire,
+    ReplayTargetWire,
+    ReplayTotalsWire,
+    SessionReplayWire,
+    TurnReplayWire,
+)
 
 AS_RECORDED = "as recorded"
 # The simulated providers as the report names them, in the order it shows them.
@@ -40,7 +49,7 @@ class ReplayTarget:
             return AS_RECORDED
         return self.protocol.key
 
-    def to_wire(self) -> dict[str, Any]:
+    def to_wire(self) -> ReplayTargetWire:
         if self.protocol is None:
             return {"protocol": None, "options": None, "label": AS_RECORDED}
         return {"protocol": self.protocol.key, "options": dict(self.options or {})}
@@ -60,7 +69,7 @@ class RecordedUsage:
     output_tokens: int
     cost: Decimal | None
 
-    def to_wire(self) -> dict[str, Any]:
+    def to_wire(self) -> RecordedUsageWire:
         return {
             "inputTokens": self.input_tokens,
             "cacheReadInputTokens": self.cache_read_tokens,
@@ -130,7 +139,7 @@ class SessionReplay:
     def totals(self) -> ReplayTotals:
         return ReplayTotals.of([self])
 
-    def to_wire(self) -> dict[str, Any]:
+    def to_wire(self) -> SessionReplayWire:
         return {
             "sessionId": self.session_id,
             "agentVersionId": self.agent_version_id,
@@ -150,8 +159,8 @@ class SessionReplay:
         economy = self.recorded if side == "recorded" else self.replayed
         return economy[provider].turns[turn.economy_turn]
 
-    def turn_wire(self, turn: TurnReplay) -> dict[str, Any]:
-        wire: dict[str, Any] = {
+    def turn_wire(self, turn: TurnReplay) -> TurnReplayWire:
+        wire: TurnReplayWire = {
             "turn": turn.turn,
             "snapshotId": turn.snapshot_id,
             "revision": turn.revision,
@@ -170,7 +179,7 @@ class SessionReplay:
             "providers": {},
         }
         for provider in SIMULATED_PROVIDERS:
-            rows = {}
+            rows: dict[str, ProviderTurnWire] = {}
             for side in ("recorded", "replayed"):
                 row = self.provider_turn(turn, provider, side)
                 if row is not None:
@@ -223,7 +232,7 @@ class ProviderTotals:
             economy.equivalent_tokens,
         )
 
-    def to_wire(self) -> dict[str, Any]:
+    def to_wire(self) -> ProviderTotalsWire:
         return {
             "inputTokens": self.input_tokens,
             "cacheReadTokens": self.cache_read_tokens,
@@ -290,7 +299,7 @@ class ReplayTotals:
             notes=dict(notes),
         )
 
-    def to_wire(self) -> dict[str, Any]:
+    def to_wire(self) -> ReplayTotalsWire:
         return {
             "sessions": self.sessions,
             "turns": self.turns,

@@ -3,8 +3,6 @@ run one as an external maintainer (plan, read its pages, commit a checkpoint); l
 
 from __future__ import annotations
 
-from typing import Any
-
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.request import Request
@@ -15,10 +13,12 @@ from contextproto.api import AnyJSONField, StrictIntegerField, StrictSerializer,
 from sessions_app import maintenance
 from sessions_app.api import shapes
 from sessions_app.api.views import session_for
+from sessions_app.api.wire import MaintenanceJobWire
+from sessions_app.models import MaintenanceJob
 from sessions_app.reads import lists
 
 
-def job_to_wire(job) -> dict[str, Any]:
+def job_to_wire(job: MaintenanceJob) -> MaintenanceJobWire:
     return {
         "jobId": str(job.id),
         "status": job.status,

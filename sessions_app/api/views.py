@@ -29,6 +29,13 @@ from contextproto.errors import NotFound
 from contextproto.ids import parse_uuid
 from contextproto.protocol import adapters, catalog
 from sessions_app.api import shapes
+from sessions_app.api.wire import (
+    FoldWire,
+    SessionCreatedWire,
+    SessionDetailWire,
+    SessionWire,
+    WindowWire,
+)
 from sessions_app.models import Session
 from sessions_app.reads import history, lists
 from sessions_app.reads import usage as usage_reads
@@ -56,7 +63,7 @@ def session_for(request: Request, session_id: str) -> Session:
     return lists.session_get(session_id=wanted, application_id=credential.application.id)
 
 
-def session_to_wire(session: Session) -> dict[str, Any]:
+def session_to_wire(session: Session) -> SessionWire:
     return {
         "id": str(session.id),
         "agentVersionId": str(session.agent_version_id),
@@ -83,8 +90,7 @@ class SessionCreateApi(APIView):
             application=application, version_id=data["agentVersionId"]
         )
         session, key = sessions.session_create(agent_version=version, inputs=data.get("inputs"))
-        body = session_to_wire(session)
-        body["sessionKey"] = key
+        body: SessionCreatedWire = {**session_to_wire(session), "sessionKey": key}
         return Response(body, status=status.HTTP_201_CREATED)
 
 
@@ -92,8 +98,8 @@ class SessionDetailApi(APIView):
     @extend_schema(responses={200: shapes.SessionDetail})
     def get(self, request: Request, session_id: str) -> Response:
         session = session_for(request, session_id)
-        body = session_to_wire(session)
-        body["usage"] = usage_reads.session_usage(session).to_wire()
+        usage = usage_reads.session_usage(session).to_wire()
+        body: SessionDetailWire = {**session_to_wire(session), "usage": usage}
         return Response(body)
 
 
@@ -265,7 +271,7 @@ def _page_query(request: Request) -> tuple[str | None, int]:
     return request.query_params.get("cursor"), page_limit(request.query_params.get("limit"))
 
 
-def window_to_wire(window: lists.WindowView) -> dict[str, Any]:
+def window_to_wire(window: lists.WindowView) -> WindowWire:
     return {
         "windowId": window.window_id,
         "active": window.active,
@@ -275,7 +281,7 @@ def window_to_wire(window: lists.WindowView) -> dict[str, Any]:
     }
 
 
-def fold_to_wire(view: lists.FoldView) -> dict[str, Any]:
+def fold_to_wire(view: lists.FoldView) -> FoldWire:
     fold = view.fold
     return {
         "foldId": fold.id,
@@ -436,6 +442,5 @@ class SessionForkApi(APIView):
             through_index=data.get("throughIndex"),
             agent_version=version,
         )
-        body = session_to_wire(forked)
-        body["sessionKey"] = key
+        body: SessionCreatedWire = {**session_to_wire(forked), "sessionKey": key}
         return Response(body, status=status.HTTP_201_CREATED)

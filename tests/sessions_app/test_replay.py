@@ -15,8 +15,8 @@ import pytest
 from django.apps import apps
 from django.test.utils import override_settings
 
+from contextproto.economics.linearise import SIMULATED_PROVIDERS
 from contextproto.errors import ApplicationError
-from contextproto.protocol.cache_sim import SIMULATED_PROVIDERS
 from contextproto.protocol.catalog import all_versions
 from sessions_app.models import ArchiveChunk, ProjectionSnapshot, Session
 from sessions_app.replay import (
