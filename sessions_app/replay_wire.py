@@ -1,5 +1,5 @@
-"""The JSON shapes of a replay report (`replay_sessions --json`), as `replay.py`'s `to_wire`
-methods render them. No API serves them, so they have no serializer."""
+"""The JSON shapes of a replay report (`replay_sessions --json`), as `replay_report.py`'s
+`to_wire` methods render them. No API serves them, so they have no serializer."""
 
 from __future__ import annotations
 

@@ -124,6 +124,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "sessions_app.maintenance.*",
             "sessions_app.cache_economy",
             "sessions_app.replay",
+            "sessions_app.replay_report",
             "sessions_app.replay_wire",
         ),
     ),

@@ -38,7 +38,8 @@ from contextproto.protocol.projection import ProjectionWire
 from contextproto.protocol.tool_results import ToolResult
 from contextproto.usage import UsageWire
 from sessions_app.api import shapes
-from sessions_app.api.views import fold_to_wire, job_to_wire, session_to_wire, window_to_wire
+from sessions_app.api.maintenance import job_to_wire
+from sessions_app.api.views import fold_to_wire, session_to_wire, window_to_wire
 from sessions_app.api.wire import (
     FoldWire,
     MaintenanceJobWire,

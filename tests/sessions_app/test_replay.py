@@ -22,10 +22,10 @@ from sessions_app.models import ArchiveChunk, ProjectionSnapshot, Session
 from sessions_app.replay import (
     ONE_CALL_KEYS,
     ONE_CALL_NOT_RECORDED,
-    PRESSURE_ESTIMATED,
     replay_target,
     session_replay,
 )
+from sessions_app.services.rebuild import PRESSURE_ESTIMATED
 from sessions_app.store import body_codec, snapshot_bodies
 from tests.conftest import KeyClient
 from tests.sessions_app.replay_builders import (
