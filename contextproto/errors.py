@@ -18,6 +18,7 @@ from typing import Any, TypedDict
 
 from contextproto.protocol import errors as engine
 from contextproto.protocol.errors import ErrorBody, ProtocolError
+from contextproto.protocol.tool_results import ToolFailure, tool_failure
 
 # Where a code reaches a client: as an HTTP refusal's `error.code`, inside a tool result
 # (`result.error.code` of a 200 receipt, or an MCP tool error), or as a run's / maintenance
@@ -34,15 +35,32 @@ class ErrorCode:
     status: int
     meaning: str
     seen_in: frozenset[str] = _HTTP_ONLY
+    # Whether the caller can succeed by calling differently: a tool result's, an MCP tool
+    # error's `error.correctable` is this flag, on every path.
+    correctable: bool = True
 
 
 ERRORS: dict[str, ErrorCode] = {}
 
 
-def _code(code: str, status: int, meaning: str, *, seen_in: tuple[str, ...] = (HTTP,)) -> str:
+def _code(
+    code: str,
+    status: int,
+    meaning: str,
+    *,
+    seen_in: tuple[str, ...] = (HTTP,),
+    correctable: bool | None = None,
+) -> str:
+    """Register `code`. Unless given, `correctable` is the engine's for its codes
+    (`engine.NOT_CORRECTABLE`), else follows the status: a 4xx other than a refused key
+    (401, 403) or a missing object (404) names something the caller can fix."""
     if code in ERRORS:
         raise ValueError(f"error code {code} is registered twice")
-    ERRORS[code] = ErrorCode(code, status, meaning, frozenset(seen_in))
+    if correctable is None and code in engine.CODES:
+        correctable = engine.correctable(code)
+    elif correctable is None:
+        correctable = 400 <= status < 500 and status not in (401, 403, 404)
+    ERRORS[code] = ErrorCode(code, status, meaning, frozenset(seen_in), correctable)
     return code
 
 
@@ -192,7 +210,11 @@ KV_VALUE_TOO_LARGE = _code(
     "kv_value_too_large", 400, "A KV value above the size limit.", seen_in=(HTTP, TOOL_RESULT)
 )
 KV_KEY_LIMIT_REACHED = _code(
-    "kv_key_limit_reached", 400, "The session has its maximum of keys.", seen_in=(HTTP, TOOL_RESULT)
+    "kv_key_limit_reached",
+    400,
+    "The session has its maximum of keys.",
+    seen_in=(HTTP, TOOL_RESULT),
+    correctable=False,  # the model cannot fix it by writing less
 )
 USAGE_ALREADY_REPORTED = _code(
     "usage_already_reported", 409, "The snapshot's usage was reported with other values."
@@ -479,6 +501,18 @@ def status_of(code: str) -> int:
     """The HTTP status of a registered code (400 for an unregistered one, which a test bans)."""
     entry = ERRORS.get(code)
     return entry.status if entry is not None else 400
+
+
+def correctable(code: str) -> bool:
+    """The registry's `correctable` flag of `code` (False for an unregistered one)."""
+    entry = ERRORS.get(code)
+    return entry is not None and entry.correctable
+
+
+def tool_error(code: str, message: str, details: dict[str, Any] | None = None) -> ToolFailure:
+    """A tool's refusal result with the registry's `correctable` for `code` (any path: a
+    receipt, an MCP tool error, the runtime's or the gateway's answer to the model)."""
+    return tool_failure(code, message, correctable=correctable(code), details=details)
 
 
 class ApplicationError(Exception):

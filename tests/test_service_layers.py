@@ -103,6 +103,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         "protocol: dispatch, projection",
         (
             "sessions_app.services.dispatch",
+            "sessions_app.services.mcp_calls",
             "sessions_app.services.projection",
             "sessions_app.services.rebuild",
         ),
