@@ -32,6 +32,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         (
             "contextproto",
             "contextproto.errors",
+            "contextproto.error_registry",
             "contextproto.ids",
             "contextproto.usage",
             "contextproto.tokens",
