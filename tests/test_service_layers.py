@@ -37,6 +37,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         (
             "contextproto",
             "contextproto.errors",
+            "contextproto.error_registry",
             "contextproto.ids",
             "contextproto.usage",
             "contextproto.tokens",
@@ -109,6 +110,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         "protocol: dispatch, projection",
         (
             "sessions_app.services.dispatch",
+            "sessions_app.services.mcp_calls",
             "sessions_app.services.projection",
             "sessions_app.services.rebuild",
         ),

@@ -159,30 +159,8 @@ class ToolOutcome:
 
 
 class Refusal(ProtocolError):
-    """A tool's own refusal; `correctable` says whether calling differently can fix it."""
-
-    def __init__(
-        self,
-        code: str,
-        message: str,
-        details: dict[str, Any] | None = None,
-        *,
-        correctable: bool = True,
-    ) -> None:
-        super().__init__(code, message, details)
-        self.correctable = correctable
-
-
-# ProtocolErrors from other engine modules the model cannot fix by calling again.
-NOT_CORRECTABLE = frozenset(
-    {
-        errors.FOLD_LIMIT_REACHED,
-        errors.WINDOW_LIMIT_REACHED,
-        errors.WINDOW_STATE_INCONSISTENT,
-        errors.FOLD_MESSAGES_MISSING,
-        errors.MAINTAINER_NOT_BOUND,
-    }
-)
+    """A tool's own refusal; whether calling differently can fix it is its code's
+    (`errors.correctable`), never the raise site's."""
 
 
 @dataclass
@@ -216,12 +194,10 @@ Handler = Callable[[Invocation], ToolOutcome]
 
 def error_outcome(exc: ProtocolError) -> ToolOutcome:
     """Turn a refusal into `{"success": false, "error": {code, message, correctable, ...}}`."""
-    if isinstance(exc, Refusal):
-        correctable = exc.correctable
-    else:
-        correctable = exc.code not in NOT_CORRECTABLE
     return ToolOutcome(
-        result=tool_failure(exc.code, exc.message, correctable=correctable, details=exc.details)
+        result=tool_failure(
+            exc.code, exc.message, correctable=errors.correctable(exc.code), details=exc.details
+        )
     )
 
 
@@ -263,7 +239,6 @@ def record_of(window_id: str, kv: Mapping[str, Any]) -> dict[str, Any]:
         f"The active window '{window_id}' has no record; the session state is inconsistent. "
         "Report this to the operator; other tools still work.",
         {"windowId": window_id},
-        correctable=False,
     )
 
 

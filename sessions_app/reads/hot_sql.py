@@ -86,7 +86,11 @@ UNION ALL
 SELECT 1, "index", NULL, kind, tool_call_id, snapshot_id
 FROM sessions_app_message WHERE session_id = %s AND "index" = %s
 UNION ALL
-SELECT 2, COALESCE(
+SELECT 2, frozen_revision, frozen_upper_bound, NULL, NULL, NULL
+FROM sessions_app_message
+WHERE session_id = %s AND "index" = %s AND frozen_revision IS NOT NULL
+UNION ALL
+SELECT 3, COALESCE(
     (SELECT MAX(last_index) FROM sessions_app_archivechunk WHERE session_id = %s), 0
 ), NULL, NULL, NULL, NULL
 ORDER BY 1
@@ -220,29 +224,32 @@ def window_outline(
 
 @dataclass(frozen=True)
 class DispatchFrame:
-    """The snapshot's frozen (revision, upper bound), None if the snapshot is unknown; the
-    message before the call as (kind, tool_call_id, snapshot_id) and whether it was read
-    (False: archived, read it with `raw_log.log_at`)."""
+    """The call's frozen (revision, upper bound): recorded on the call, else its snapshot's
+    (a call written before the frame columns), None if neither is known; the message before
+    the call as (kind, tool_call_id, snapshot_id) and whether it was read (False: archived,
+    read it with `raw_log.log_at`)."""
 
-    snapshot: tuple[int, int] | None
+    frozen: tuple[int, int] | None
     previous: tuple[str, str | None, str | None] | None
     previous_known: bool
 
 
 def dispatch_frame(session_id: Any, snapshot_id: Any, call_index: int) -> DispatchFrame:
-    """The snapshot and the previous message a dispatch needs, in one statement."""
+    """The call's frame and the previous message a dispatch needs, in one statement."""
     session = _db_uuid(session_id)
+    before = call_index - 1
     with connection.cursor() as cursor:
         cursor.execute(
             _DISPATCH_FRAME_SQL,
-            [session, _db_uuid(snapshot_id), session, call_index - 1, session],
+            [session, _db_uuid(snapshot_id), session, before, session, call_index, session],
         )
         rows = cursor.fetchall()
     snapshot = next(((r[1], r[2]) for r in rows if r[0] == 0), None)
+    recorded = next(((r[1], r[2]) for r in rows if r[0] == 2), None)
     previous = next(((r[3], r[4], _uuid_text(r[5])) for r in rows if r[0] == 1), None)
     boundary = rows[-1][1]
     return DispatchFrame(
-        snapshot=snapshot,
+        frozen=recorded or snapshot,
         previous=previous,
         previous_known=previous is not None or call_index - 1 > boundary or call_index <= 1,
     )

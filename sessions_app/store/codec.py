@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any, TypedDict
+from typing import Any, NotRequired, TypedDict
 from uuid import UUID
 
 from contextproto.protocol.messages import RawMessage
@@ -43,8 +43,13 @@ RAW_COLUMNS: tuple[str, ...] = (
     "created_at",
 )
 # The columns the engine does not read; archived records carry them too (chunks written
-# before migration 0010 lack them: they read as null).
-EXTRA_COLUMNS: tuple[str, ...] = ("written_at_revision", "forked_from_message_id")
+# before migration 0010, or 0019 for a tool_call's frame, lack them: they read as null).
+EXTRA_COLUMNS: tuple[str, ...] = (
+    "written_at_revision",
+    "forked_from_message_id",
+    "frozen_revision",
+    "frozen_upper_bound",
+)
 # Columns left empty by an outline read (the group structure without the bodies).
 BODY_COLUMNS: frozenset[str] = frozenset({"content", "arguments"})
 
@@ -81,6 +86,8 @@ class MessageRecord(TypedDict):
     created_at: str
     written_at_revision: int | None
     forked_from_message_id: str | None
+    frozen_revision: NotRequired[int | None]
+    frozen_upper_bound: NotRequired[int | None]
 
 
 def raw_from_values(values: RawValues) -> RawMessage:
@@ -140,6 +147,8 @@ def record_of_row(row: Message) -> MessageRecord:
         "forked_from_message_id": (
             str(row.forked_from_message_id) if row.forked_from_message_id else None
         ),
+        "frozen_revision": row.frozen_revision,
+        "frozen_upper_bound": row.frozen_upper_bound,
     }
 
 
@@ -184,6 +193,8 @@ def row_from_record(session_id: UUID, record: MessageRecord) -> Message:
         created_at=datetime.fromisoformat(record["created_at"]),
         written_at_revision=record.get("written_at_revision"),
         forked_from_message_id=UUID(forked_from) if forked_from else None,
+        frozen_revision=record.get("frozen_revision"),
+        frozen_upper_bound=record.get("frozen_upper_bound"),
     )
 
 
