@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+from uuid import UUID
+
 from sessions_app.models import Message
 from sessions_app.reads.raw_log import log_window
-from sessions_app.store.codec import RAW_COLUMNS, raw_from_row, raw_from_values
+from sessions_app.store.codec import RAW_COLUMNS, MessageValues, raw_from_row, raw_from_values
 
 
 def test_values_rows_map_to_the_same_raw_messages_as_model_rows(api_session):
@@ -42,3 +45,36 @@ def test_the_outline_is_the_window_without_bodies_hot_and_archived(api_session):
     outline = log_window(s.id, "main", 0, 10**6, outline=True)
     assert outline == [replace(m, content="", arguments=None) for m in full]
     assert log_window(s.id, "main", 0, 10**6) == full
+
+
+def test_raw_from_values_reads_each_column_by_its_name():
+    """The codec's unpacking follows MessageValues (and RAW_COLUMNS is its field list): every
+    column lands in the RawMessage field of the same name."""
+    assert RAW_COLUMNS == MessageValues._fields
+    ids = {name: UUID(int=n + 1) for n, name in enumerate(("id", "run_id", "snapshot_id"))}
+    values = MessageValues(
+        id=ids["id"],
+        index=7,
+        window_id="w",
+        role="assistant",
+        kind="tool_call",
+        content="c",
+        run_id=ids["run_id"],
+        input_run="r",
+        tool_call_id="call",
+        tool_name="tool",
+        arguments={"a": 1},
+        is_error=False,
+        snapshot_id=ids["snapshot_id"],
+        created_at=datetime(2026, 1, 2, tzinfo=UTC),
+    )
+    raw = raw_from_values(values)
+    assert raw == raw_from_values(tuple(values))
+    expected = {
+        **values._asdict(),
+        "id": str(ids["id"]),
+        "run_id": ids["run_id"].hex,
+        "snapshot_id": str(ids["snapshot_id"]),
+        "created_at": "2026-01-02T00:00:00+00:00",
+    }
+    assert {name: getattr(raw, name) for name in RAW_COLUMNS} == expected
