@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any, NotRequired, TypedDict
 
 # A message's content: text, or a list of JSON parts (`{"type": "text", "text": ...}`, ...).
@@ -26,19 +27,51 @@ PART_THINKING = "thinking"
 PART_REDACTED_THINKING = "redacted_thinking"
 THINKING_PART_TYPES = frozenset({PART_THINKING, PART_REDACTED_THINKING})
 
-ROLE_USER = "user"
-ROLE_ASSISTANT = "assistant"
-ROLE_TOOL = "tool"
 
-KIND_INPUT = "input"
-KIND_APPROVAL_FEEDBACK = "approval_feedback"
-KIND_RUNTIME_INSTRUCTION = "runtime_instruction"
-KIND_TEXT = "text"
-KIND_TOOL_CALL = "tool_call"
-KIND_TOOL_RESULT = "tool_result"
+class _Name(StrEnum):
+    """A protocol name: a member is its string (equal, same hash, same JSON, `str()` and
+    format), and its repr is the string's too, so a message quoting one (`{kind!r}`) reads as
+    it did when these were plain strings."""
+
+    def __repr__(self) -> str:
+        return str.__repr__(self)
+
+
+class Role(_Name):
+    """A message's role (SPEC §3.1); `system` only on a view's first message. A member equals
+    its string, so stored rows and JSON read back as plain strings compare equal to it."""
+
+    SYSTEM = "system"
+    USER = "user"
+    ASSISTANT = "assistant"
+    TOOL = "tool"
+
+
+class Kind(_Name):
+    """A raw message's kind (SPEC §3.1)."""
+
+    INPUT = "input"
+    APPROVAL_FEEDBACK = "approval_feedback"
+    RUNTIME_INSTRUCTION = "runtime_instruction"
+    TEXT = "text"
+    TOOL_CALL = "tool_call"
+    TOOL_RESULT = "tool_result"
+
+
+# The names the code has long used for the members.
+ROLE_USER = Role.USER
+ROLE_ASSISTANT = Role.ASSISTANT
+ROLE_TOOL = Role.TOOL
+
+KIND_INPUT = Kind.INPUT
+KIND_APPROVAL_FEEDBACK = Kind.APPROVAL_FEEDBACK
+KIND_RUNTIME_INSTRUCTION = Kind.RUNTIME_INSTRUCTION
+KIND_TEXT = Kind.TEXT
+KIND_TOOL_CALL = Kind.TOOL_CALL
+KIND_TOOL_RESULT = Kind.TOOL_RESULT
 
 # kind -> the only role it may have (SPEC §3.1)
-ROLE_OF_KIND = {
+ROLE_OF_KIND: dict[str, Role] = {
     KIND_INPUT: ROLE_USER,
     KIND_APPROVAL_FEEDBACK: ROLE_USER,
     KIND_RUNTIME_INSTRUCTION: ROLE_USER,
@@ -56,16 +89,29 @@ def is_thinking_part(part: object) -> bool:
     return isinstance(part, dict) and part.get("type") in THINKING_PART_TYPES
 
 
-# Derived types of a ProjectionSource (SPEC §4.1)
-DERIVED_SYSTEM = "system"
-DERIVED_RAW = "raw"
-DERIVED_HEADER = "context_header"
-DERIVED_FOLD = "context_fold"
-DERIVED_STATE = "context_state"
-# unified@4: a tool result shown as a one-line stub (SPEC §16). The model message keeps the
-# raw kind `tool_result` and its toolCallId, so the call stays paired; only the source says
-# it is masked, and names the one original message.
-DERIVED_MASKED = "masked"
+class DerivedType(_Name):
+    """What a view message is derived from: a ProjectionSource's type (SPEC §4.1). `MASKED`
+    (unified@4): a tool result shown as a one-line stub (SPEC §16); the model message keeps
+    the raw kind `tool_result` and its toolCallId, so the call stays paired; only the source
+    says it is masked, and names the one original message."""
+
+    SYSTEM = "system"
+    RAW = "raw"
+    HEADER = "context_header"
+    FOLD = "context_fold"
+    STATE = "context_state"
+    MASKED = "masked"
+
+
+DERIVED_SYSTEM = DerivedType.SYSTEM
+DERIVED_RAW = DerivedType.RAW
+DERIVED_HEADER = DerivedType.HEADER
+DERIVED_FOLD = DerivedType.FOLD
+DERIVED_STATE = DerivedType.STATE
+DERIVED_MASKED = DerivedType.MASKED
+# A view message's kind: a raw kind, or the derived type of a system, header, fold or state
+# message.
+ViewKind = Kind | DerivedType
 
 
 def content_text(content: object, *, text_only: bool = False) -> str:
@@ -168,13 +214,14 @@ class SourceWire(TypedDict):
 
 @dataclass(frozen=True, slots=True)
 class RawMessage:
-    """One immutable message of a session's log (SPEC §3.1)."""
+    """One immutable message of a session's log (SPEC §3.1). `role` and `kind` hold the
+    plain strings a row was stored with, equal to the members named here."""
 
     id: str
     index: int
     window_id: str
-    role: str
-    kind: str
+    role: Role
+    kind: Kind
     content: Content
     run_id: str | None = None
     input_run: str | None = None
@@ -244,8 +291,8 @@ class Fold:
 class ModelMessage:
     """One message of the model's view, before provider adaptation."""
 
-    role: str  # system | user | assistant | tool
-    kind: str  # system | context_header | context_fold | context_state | a raw kind
+    role: Role
+    kind: ViewKind
     content: Content
     tool_call_id: str | None = None
     tool_name: str | None = None
@@ -266,7 +313,7 @@ class ModelMessage:
 class ProjectionSource:
     """Which raw messages (if any) one model message stands for (SPEC §4.1)."""
 
-    derived_type: str
+    derived_type: DerivedType
     session_id: str
     window_id: str | None = None
     fold_id: str | None = None

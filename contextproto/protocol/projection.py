@@ -40,6 +40,7 @@ from contextproto.protocol.messages import (
     ModelMessageWire,
     ProjectionSource,
     RawMessage,
+    Role,
     SourceWire,
 )
 from contextproto.protocol.state import (
@@ -818,7 +819,7 @@ def project(inp: ProjectionInput) -> Projection:
     )
     system = (
         ModelMessage(
-            role="system",
+            role=Role.SYSTEM,
             kind=DERIVED_SYSTEM,
             content=system_text(
                 inp.system_prompt, inp.protocol_prompt, client_state.client_system(kv)

@@ -44,6 +44,7 @@ from contextproto.protocol.messages import (
     PART_THINKING,
     ROLE_OF_KIND,
     Arguments,
+    Role,
     is_thinking_part,
 )
 from sessions_app.models import Message, ProjectionSnapshot, Run, Session, WindowRecord
@@ -128,7 +129,7 @@ def message_append(
 
 # The engine's kind -> role table without `input` (written through inputs/), in the order
 # the refusal lists them.
-HOST_WRITABLE_KINDS = {
+HOST_WRITABLE_KINDS: dict[str, Role] = {
     kind: ROLE_OF_KIND[kind]
     for kind in (
         KIND_TEXT,

@@ -20,10 +20,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any, NamedTuple, TypedDict
+from typing import Any, NamedTuple, TypedDict, cast
 from uuid import UUID
 
-from contextproto.protocol.messages import RawMessage
+from contextproto.protocol.messages import Kind, RawMessage, Role
 from sessions_app.models import Message
 
 
@@ -162,8 +162,9 @@ def raw_from_record(record: MessageRecord) -> RawMessage:
         id=record["id"],
         index=record["index"],
         window_id=record["window_id"],
-        role=record["role"],
-        kind=record["kind"],
+        # The stored strings, as on the hot path (each equals its member).
+        role=cast(Role, record["role"]),
+        kind=cast(Kind, record["kind"]),
         content=record["content"],
         run_id=UUID(record["run_id"]).hex if record["run_id"] else None,
         input_run=record["input_run"],

@@ -36,6 +36,7 @@ from contextproto.protocol.messages import (
     ROLE_USER,
     Content,
     RawMessage,
+    Role,
 )
 
 # Between the texts of two answers of one reply (SPEC §19: "joined by a blank line").
@@ -127,7 +128,7 @@ class Item:
     of its first message (an item read off the log).
     """
 
-    role: str
+    role: Role
     content: Content = ""
     calls: tuple[Call, ...] = ()
     call_id: str | None = None
