@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, TypedDict
 
 from contextproto.protocol import errors
+from contextproto.protocol.content_parts import is_image_part, is_text_part
 from contextproto.protocol.errors import ProtocolError
 from contextproto.protocol.groups import GROUP_ORPHAN_RESULT, Group, build_groups
 from contextproto.protocol.messages import (
@@ -152,9 +153,9 @@ def estimate_tokens(message: RawMessage) -> int:
         chars += len(content)
     elif isinstance(content, list):
         for part in content:
-            if isinstance(part, dict) and part.get("type") == "image":
+            if is_image_part(part):
                 images += 1
-            elif isinstance(part, dict) and part.get("type") == "text":
+            elif is_text_part(part):
                 text = part.get("text")
                 chars += len(text) if isinstance(text, str) else len(_canonical_json(text))
             else:

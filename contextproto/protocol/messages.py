@@ -6,11 +6,12 @@ are snake_case here; `to_wire()` renders the camelCase shapes of SPEC §9.1.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, NotRequired, TypedDict
+
+from contextproto.protocol import content_parts
 
 # A message's content: text, or a list of JSON parts (`{"type": "text", "text": ...}`, ...).
 Content = str | list[dict[str, Any]]
@@ -18,14 +19,16 @@ Content = str | list[dict[str, Any]]
 # JSON text of an object (SPEC §9.2: a model's malformed JSON is recorded, not refused).
 Arguments = dict[str, Any] | str
 
-# Part types (SPEC §3.1). Thinking parts are Anthropic's reasoning blocks, stored on the
-# model's answers exactly as it gave them: `{"type": "thinking", "thinking", "signature"}`
-# and `{"type": "redacted_thinking", "data"}`.
-PART_TEXT = "text"
-PART_IMAGE = "image"
-PART_THINKING = "thinking"
-PART_REDACTED_THINKING = "redacted_thinking"
-THINKING_PART_TYPES = frozenset({PART_THINKING, PART_REDACTED_THINKING})
+
+# The part types and the content's text live in content_parts; these names of them were long
+# imported from here.
+PART_TEXT = content_parts.PART_TEXT
+PART_IMAGE = content_parts.PART_IMAGE
+PART_THINKING = content_parts.PART_THINKING
+PART_REDACTED_THINKING = content_parts.PART_REDACTED_THINKING
+THINKING_PART_TYPES = content_parts.THINKING_PART_TYPES
+content_text = content_parts.content_text
+is_thinking_part = content_parts.is_thinking_part
 
 
 class _Name(StrEnum):
@@ -84,11 +87,6 @@ NEVER_FOLDABLE_KINDS = frozenset({KIND_INPUT, KIND_APPROVAL_FEEDBACK, KIND_RUNTI
 ANSWER_KINDS = frozenset({KIND_TEXT, KIND_TOOL_CALL})
 
 
-def is_thinking_part(part: object) -> bool:
-    """Whether `part` is a thinking or redacted_thinking part (SPEC §3.1)."""
-    return isinstance(part, dict) and part.get("type") in THINKING_PART_TYPES
-
-
 class DerivedType(_Name):
     """What a view message is derived from: a ProjectionSource's type (SPEC §4.1). `MASKED`
     (unified@4): a tool result shown as a one-line stub (SPEC §16); the model message keeps
@@ -112,51 +110,6 @@ DERIVED_MASKED = DerivedType.MASKED
 # A view message's kind: a raw kind, or the derived type of a system, header, fold or state
 # message.
 ViewKind = Kind | DerivedType
-
-
-def content_text(content: object, *, text_only: bool = False) -> str:
-    """Flatten a message content (a string or a list of parts) into text, parts on new lines.
-
-    A text part gives its text, an image part `[image <mediaType>]`, a thinking part
-    `[thinking] <its text>` and a redacted_thinking part `[redacted thinking]` (signatures
-    and encrypted data mean nothing to a reader), any other part (or a content that is
-    neither a string nor a list) its JSON with sorted keys. With `text_only`, only text
-    parts count: other parts are left out, other contents give "". The maintainer's page
-    text is built with the default (its prompts are pinned by tests).
-    """
-    if isinstance(content, str):
-        return content
-    if not isinstance(content, list):
-        return (
-            ""
-            if text_only
-            else json.dumps(content, sort_keys=True, ensure_ascii=False, default=str)
-        )
-    pieces: list[str] = []
-    for part in content:
-        kind = part.get("type") if isinstance(part, dict) else None
-        if kind == PART_TEXT:
-            text = part.get("text")
-            if isinstance(text, str):
-                pieces.append(text)
-            else:
-                pieces.append("" if text_only else _compact_json(text))
-        elif text_only:
-            continue
-        elif kind == PART_IMAGE:
-            media = part.get("mediaType")
-            pieces.append(f"[image {media}]" if media else "[image]")
-        elif kind == PART_THINKING and isinstance(part.get("thinking"), str):
-            pieces.append(f"[thinking] {part['thinking']}")
-        elif kind == PART_REDACTED_THINKING:
-            pieces.append("[redacted thinking]")
-        else:
-            pieces.append(json.dumps(part, sort_keys=True, ensure_ascii=False, default=str))
-    return "\n".join(pieces)
-
-
-def _compact_json(value: object) -> str:
-    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
 
 
 class RawMessageWire(TypedDict):

@@ -19,6 +19,7 @@ from typing import Any, TypedDict
 
 from contextproto.protocol import errors
 from contextproto.protocol.catalog import HeaderStyle, StateStyle, find_version
+from contextproto.protocol.content_parts import has_image, is_image_part, part_text
 from contextproto.protocol.errors import ProtocolError
 from contextproto.protocol.gateway import state as client_state
 from contextproto.protocol.groups import build_groups
@@ -417,15 +418,9 @@ def _fold_text(fold: Fold) -> str:
     )
 
 
-def _has_image(content: object) -> bool:
-    return isinstance(content, list) and any(
-        isinstance(p, dict) and p.get("type") == "image" for p in content
-    )
-
-
 def _omit_images(content: list[dict[str, Any]], index: int) -> list[dict[str, Any]]:
     marker = {"type": "text", "text": f"[image omitted from view: message #{index}]"}
-    return [dict(marker) if p.get("type") == "image" else p for p in content]
+    return [dict(marker) if is_image_part(p) else p for p in content]
 
 
 def _preview_marker(index: int, total: int, head: int, tail: int) -> str:
@@ -473,8 +468,8 @@ def _preview(content: Any, limit: int, index: int) -> Any:
         return _preview_text(content, limit, index)
     if isinstance(content, list):
         return [
-            {**p, "text": _preview_text(p["text"], limit, index)}
-            if isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text"), str)
+            {**p, "text": _preview_text(text, limit, index)}
+            if (text := part_text(p)) is not None
             else p
             for p in content
         ]
@@ -516,7 +511,7 @@ def _render_history(
         with_images = [
             pos
             for pos, item in enumerate(items)
-            if isinstance(item, RawMessage) and item.id not in masked and _has_image(item.content)
+            if isinstance(item, RawMessage) and item.id not in masked and has_image(item.content)
         ]
         keep_images = set(with_images[-GUI_IMAGES_KEPT:])
     else:
@@ -558,7 +553,7 @@ def _render_history(
             )
             continue
         content = _copy_content(item.content)
-        if pos not in keep_images and _has_image(content):
+        if pos not in keep_images and has_image(content):
             content = _omit_images(content, item.index)
         if item.kind == KIND_TOOL_RESULT:
             content = _preview(content, preview_chars, item.index)
