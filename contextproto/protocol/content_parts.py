@@ -96,5 +96,6 @@ def content_text(content: object, *, text_only: bool = False) -> str:
 
 
 def compact_json(value: object) -> str:
-    """`value` as JSON with sorted keys and no spaces: how a non-text `text` reads."""
+    """`value` as JSON with sorted keys and no spaces: how a non-string `text` reads, and the
+    spelling the maintenance planner measures a call's arguments and hashes its pages in."""
     return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))

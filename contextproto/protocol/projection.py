@@ -10,7 +10,6 @@ session's size.
 from __future__ import annotations
 
 import json
-import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -53,6 +52,7 @@ from contextproto.protocol.state import (
     covered_key,
     window_key,
 )
+from contextproto.protocol.tokens import json_tokens
 from contextproto.protocol.vocabulary import (
     CLIENT_SYSTEM_PLACEHOLDER,
     MASK_KEEP_RECENT,
@@ -692,12 +692,6 @@ def system_text(system_prompt: str, protocol_prompt: str, client_system: str) ->
     return _PLACEHOLDERS.sub(lambda match: values[match.group(0)], system_prompt)
 
 
-def estimated_tokens(value: object) -> int:
-    """Characters / 4 (rounded up) of `value`'s canonical JSON: the estimator of the
-    service's capacity check and the admin's token breakdown."""
-    return math.ceil(len(json.dumps(value, sort_keys=True, ensure_ascii=False)) / 4)
-
-
 def _state_v4(
     *,
     window_id: str,
@@ -859,7 +853,7 @@ def project(inp: ProjectionInput) -> Projection:
             # viewTokens: every message of this view but the state message itself, plus the
             # tool schemas, as the admin's token breakdown estimates them (docs/decisions.md).
             view_tokens = inp.tool_tokens + sum(
-                estimated_tokens(m.to_wire()) for m, _ in [system, header, *history]
+                json_tokens(m.to_wire()) for m, _ in [system, header, *history]
             )
             text = _state_v4(
                 window_id=window_id,
