@@ -132,9 +132,9 @@ class Message(models.Model):
         INPUT = "input"
         APPROVAL_FEEDBACK = "approval_feedback"
         RUNTIME_INSTRUCTION = "runtime_instruction"
-        TEXT = KIND_TEXT.value
-        TOOL_CALL = KIND_TOOL_CALL.value
-        TOOL_RESULT = KIND_TOOL_RESULT.value
+        TEXT = KIND_TEXT
+        TOOL_CALL = KIND_TOOL_CALL
+        TOOL_RESULT = KIND_TOOL_RESULT
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     session = models.ForeignKey(Session, on_delete=models.DO_NOTHING, related_name="messages")

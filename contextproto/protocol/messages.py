@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from enum import StrEnum
-from typing import Any, NotRequired, TypedDict
+from typing import Any, Final, Literal, NotRequired, TypedDict
 
 from contextproto.protocol import content_parts
 
@@ -31,47 +30,29 @@ content_text = content_parts.content_text
 is_thinking_part = content_parts.is_thinking_part
 
 
-class _Name(StrEnum):
-    """A protocol name: a member is its string (equal, same hash, same JSON, `str()` and
-    format), and its repr is the string's too, so a message quoting one (`{kind!r}`) reads as
-    it did when these were plain strings."""
+# Roles, kinds and derived types are Literal types over plain strings: a misspelt one fails
+# mypy, and at run time they are the very strings the rows, the JSON and the comparisons of
+# the hot path use (StrEnum members cost those comparisons ~4% of a turn's engine time;
+# docs/decisions.md).
 
-    def __repr__(self) -> str:
-        return str.__repr__(self)
+# A message's role (SPEC §3.1); `system` only on a view's first message.
+Role = Literal["system", "user", "assistant", "tool"]
+# A raw message's kind (SPEC §3.1).
+Kind = Literal[
+    "input", "approval_feedback", "runtime_instruction", "text", "tool_call", "tool_result"
+]
 
+ROLE_SYSTEM: Final = "system"
+ROLE_USER: Final = "user"
+ROLE_ASSISTANT: Final = "assistant"
+ROLE_TOOL: Final = "tool"
 
-class Role(_Name):
-    """A message's role (SPEC §3.1); `system` only on a view's first message. A member equals
-    its string, so stored rows and JSON read back as plain strings compare equal to it."""
-
-    SYSTEM = "system"
-    USER = "user"
-    ASSISTANT = "assistant"
-    TOOL = "tool"
-
-
-class Kind(_Name):
-    """A raw message's kind (SPEC §3.1)."""
-
-    INPUT = "input"
-    APPROVAL_FEEDBACK = "approval_feedback"
-    RUNTIME_INSTRUCTION = "runtime_instruction"
-    TEXT = "text"
-    TOOL_CALL = "tool_call"
-    TOOL_RESULT = "tool_result"
-
-
-# The names the code has long used for the members.
-ROLE_USER = Role.USER
-ROLE_ASSISTANT = Role.ASSISTANT
-ROLE_TOOL = Role.TOOL
-
-KIND_INPUT = Kind.INPUT
-KIND_APPROVAL_FEEDBACK = Kind.APPROVAL_FEEDBACK
-KIND_RUNTIME_INSTRUCTION = Kind.RUNTIME_INSTRUCTION
-KIND_TEXT = Kind.TEXT
-KIND_TOOL_CALL = Kind.TOOL_CALL
-KIND_TOOL_RESULT = Kind.TOOL_RESULT
+KIND_INPUT: Final = "input"
+KIND_APPROVAL_FEEDBACK: Final = "approval_feedback"
+KIND_RUNTIME_INSTRUCTION: Final = "runtime_instruction"
+KIND_TEXT: Final = "text"
+KIND_TOOL_CALL: Final = "tool_call"
+KIND_TOOL_RESULT: Final = "tool_result"
 
 # kind -> the only role it may have (SPEC §3.1)
 ROLE_OF_KIND: dict[str, Role] = {
@@ -87,29 +68,19 @@ NEVER_FOLDABLE_KINDS = frozenset({KIND_INPUT, KIND_APPROVAL_FEEDBACK, KIND_RUNTI
 ANSWER_KINDS = frozenset({KIND_TEXT, KIND_TOOL_CALL})
 
 
-class DerivedType(_Name):
-    """What a view message is derived from: a ProjectionSource's type (SPEC §4.1). `MASKED`
-    (unified@4): a tool result shown as a one-line stub (SPEC §16); the model message keeps
-    the raw kind `tool_result` and its toolCallId, so the call stays paired; only the source
-    says it is masked, and names the one original message."""
-
-    SYSTEM = "system"
-    RAW = "raw"
-    HEADER = "context_header"
-    FOLD = "context_fold"
-    STATE = "context_state"
-    MASKED = "masked"
-
-
-DERIVED_SYSTEM = DerivedType.SYSTEM
-DERIVED_RAW = DerivedType.RAW
-DERIVED_HEADER = DerivedType.HEADER
-DERIVED_FOLD = DerivedType.FOLD
-DERIVED_STATE = DerivedType.STATE
-DERIVED_MASKED = DerivedType.MASKED
-# A view message's kind: a raw kind, or the derived type of a system, header, fold or state
-# message.
-ViewKind = Kind | DerivedType
+# What a view message is derived from: a ProjectionSource's type (SPEC §4.1).
+DerivedType = Literal["system", "raw", "context_header", "context_fold", "context_state", "masked"]
+DERIVED_SYSTEM: Final = "system"
+DERIVED_RAW: Final = "raw"
+DERIVED_HEADER: Final = "context_header"
+DERIVED_FOLD: Final = "context_fold"
+DERIVED_STATE: Final = "context_state"
+# unified@4: a tool result shown as a one-line stub (SPEC §16). The model message keeps the
+# raw kind `tool_result` and its toolCallId, so the call stays paired; only the source says
+# it is masked, and names the one original message.
+DERIVED_MASKED: Final = "masked"
+# A view message's kind: a raw kind, or that of a system, header, fold or state message.
+ViewKind = Kind | Literal["system", "context_header", "context_fold", "context_state"]
 
 
 class RawMessageWire(TypedDict):
@@ -167,8 +138,7 @@ class SourceWire(TypedDict):
 
 @dataclass(frozen=True, slots=True)
 class RawMessage:
-    """One immutable message of a session's log (SPEC §3.1). `role` and `kind` hold the
-    plain strings a row was stored with, equal to the members named here."""
+    """One immutable message of a session's log (SPEC §3.1)."""
 
     id: str
     index: int

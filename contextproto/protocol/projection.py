@@ -34,6 +34,7 @@ from contextproto.protocol.messages import (
     KIND_TOOL_CALL,
     KIND_TOOL_RESULT,
     ROLE_ASSISTANT,
+    ROLE_SYSTEM,
     ROLE_USER,
     Fold,
     ModelMessage,
@@ -808,7 +809,7 @@ def project(inp: ProjectionInput) -> Projection:
     )
     system = (
         ModelMessage(
-            role=Role.SYSTEM,
+            role=ROLE_SYSTEM,
             kind=DERIVED_SYSTEM,
             content=system_text(
                 inp.system_prompt, inp.protocol_prompt, client_state.client_system(kv)
@@ -873,7 +874,7 @@ def project(inp: ProjectionInput) -> Projection:
             text = _state_content(
                 window_id=window_id, kv=kv, revision=inp.revision, covered=covered, items=items
             )
-        role = ROLE_USER if placement == PLACEMENT_TRAILING_USER else ROLE_ASSISTANT
+        role: Role = ROLE_USER if placement == PLACEMENT_TRAILING_USER else ROLE_ASSISTANT
         state = (
             ModelMessage(role=role, kind=DERIVED_STATE, content=text),
             ProjectionSource(derived_type=DERIVED_STATE, session_id=sid, window_id=window_id),

@@ -10,7 +10,7 @@ from django.template.response import TemplateResponse
 
 from contextproto.pagination import split_page
 from contextproto.protocol.foldtext import render_fold_text
-from contextproto.protocol.messages import Kind
+from contextproto.protocol.messages import KIND_TOOL_RESULT
 from sessions_app.admin_views import context as ctx
 from sessions_app.admin_views.browser import BrowserPages, Route
 from sessions_app.admin_views.common import (
@@ -93,7 +93,7 @@ class LogPages(BrowserPages):
             raise Http404("No such message in this session.")
         message = found[0]
         receipt = None
-        if message.kind == Kind.TOOL_RESULT:
+        if message.kind == KIND_TOOL_RESULT:
             receipt = (
                 ToolReceipt.objects.filter(session=session, tool_call_id=message.tool_call_id)
                 .only("tool_call_id", "state_revision", "success")
