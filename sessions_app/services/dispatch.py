@@ -12,7 +12,7 @@ import json
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 from uuid import UUID
 
 from django.db import InterfaceError, OperationalError, transaction
@@ -35,7 +35,12 @@ from contextproto.errors import (
     NotFound,
 )
 from contextproto.protocol import catalog, tools
-from contextproto.protocol.messages import KIND_TOOL_CALL, KIND_TOOL_RESULT, RawMessage
+from contextproto.protocol.messages import (
+    KIND_TOOL_CALL,
+    KIND_TOOL_RESULT,
+    RawMessage,
+    RawMessageWire,
+)
 from contextproto.protocol.state import KEY_ACTIVE_WINDOW, covered_key, window_key
 from contextproto.protocol.tool_results import ToolResult, tool_failure
 from sessions_app.models import ProjectionSnapshot, Session, ToolReceipt
@@ -57,16 +62,26 @@ UNCORRECTABLE_WRITE_REFUSALS = frozenset({KV_KEY_LIMIT_REACHED})
 logger = logging.getLogger(__name__)
 
 
+class ReceiptWire(TypedDict):
+    """The answer of a dispatch or an abandonment (SPEC §9.1), the same when replayed."""
+
+    toolCallId: str
+    replayed: bool
+    stateRevision: int
+    result: ToolResult
+    resultMessage: RawMessageWire
+
+
 @dataclass(frozen=True)
 class Receipt:
     tool_call_id: str
     replayed: bool
     state_revision: int
-    result: ToolResult | dict[str, Any]
+    result: ToolResult
     result_message: RawMessage
     effects: tuple[tuple[str, dict], ...] = ()
 
-    def to_wire(self) -> dict[str, Any]:
+    def to_wire(self) -> ReceiptWire:
         return {
             "toolCallId": self.tool_call_id,
             "replayed": self.replayed,

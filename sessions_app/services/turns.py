@@ -46,7 +46,7 @@ from contextproto.usage import report_problems, tokens_of
 from sessions_app.models import HostTurn, Message, ProjectionSnapshot, Run, Session
 from sessions_app.reads import raw_log
 from sessions_app.services.answers import AnswerCall, answer_record
-from sessions_app.services.dispatch import Receipt, tool_dispatch
+from sessions_app.services.dispatch import Receipt, ReceiptWire, tool_dispatch
 from sessions_app.services.usage import snapshot_tokens, turn_usage_record
 from sessions_app.store.state import session_lock
 
@@ -61,7 +61,7 @@ class TurnWire(TypedDict):
     """The answer of `POST sessions/{id}/turns/` (SPEC §9.2)."""
 
     messages: list[RawMessageWire]
-    receipt: dict[str, Any] | None
+    receipt: ReceiptWire | None
     hostCall: HostCallWire | None
     runStatus: str | None
     replayed: bool

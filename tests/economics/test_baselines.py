@@ -13,22 +13,21 @@ from collections.abc import Sequence
 
 import pytest
 
-from contextproto.protocol.baselines import (
+from contextproto.economics.baselines import (
     CLEARED_PLACEHOLDER,
-    SUMMARY_REQUEST,
     ClearToolUses,
     Compaction,
-    Strategy,
     ToolOutputTrimmer,
     clear_tool_uses,
     compaction_turns,
-    strategy_turns,
     summary_message,
     tool_uses,
     trim_tool_outputs,
     trimmed_output,
 )
-from contextproto.protocol.cache_report import EconomySettings, ViewTurn, cache_economy
+from contextproto.economics.cache_report import cache_economy
+from contextproto.economics.inputs import EconomySettings, ViewTurn
+from contextproto.economics.strategies import SUMMARY_REQUEST, Strategy, strategy_turns
 from contextproto.protocol.messages import ModelMessage, RawMessage
 
 
@@ -289,7 +288,7 @@ def test_trimmable_tools_limit_what_is_trimmed() -> None:
 
 def naive_turns(uses: int, size: int) -> list[ViewTurn]:
     """The naive agent's turn n: system, input, n tool uses, 20 s apart."""
-    from contextproto.protocol.stored_views import full_history_projections
+    from contextproto.economics.stored_views import full_history_projections
 
     log = []
     index = 0
