@@ -156,7 +156,7 @@ def tool_calls_json(calls: tuple[ToolCallRequest, ...]) -> str:
 def estimated_usage(request: Any, text: str | None, calls: tuple[ToolCallRequest, ...]) -> dict:
     """Usage when nobody reported one: estimated from the request and the answer."""
     return {
-        "inputTokens": estimate_tokens(canonical_json(request)),
+        "inputTokens": tokens.json_tokens(request),
         "outputTokens": estimate_tokens((text or "") + tool_calls_json(calls)),
         "estimated": True,
     }
