@@ -25,6 +25,13 @@ from contextproto.economics.linearise import (
     Linearised,
 )
 from contextproto.protocol.adapters import PROVIDER_ANTHROPIC_MESSAGES
+from contextproto.protocol.content_parts import (
+    PART_IMAGE,
+    PART_REDACTED_THINKING,
+    PART_TEXT,
+    PART_THINKING,
+    part_type,
+)
 from contextproto.protocol.messages import (
     DERIVED_FOLD,
     DERIVED_HEADER,
@@ -34,8 +41,6 @@ from contextproto.protocol.messages import (
     DERIVED_SYSTEM,
     KIND_INPUT,
     KIND_TOOL_CALL,
-    PART_REDACTED_THINKING,
-    PART_THINKING,
     ProjectionSource,
 )
 from contextproto.protocol.projection import Projection
@@ -89,13 +94,14 @@ def _tagged_content(content: Any, tag: str) -> Any:
     if isinstance(content, list):
         out: list[Any] = []
         for part in content:
-            if isinstance(part, dict) and part.get("type") == "image":
-                out.append({"type": "text", "text": tag})
-            elif isinstance(part, dict) and part.get("type") == "text":
-                out.append({"type": "text", "text": tag if part.get("text") else ""})
-            elif isinstance(part, dict) and part.get("type") == PART_THINKING:
+            kind = part_type(part)
+            if kind == PART_IMAGE:
+                out.append({"type": PART_TEXT, "text": tag})
+            elif kind == PART_TEXT:
+                out.append({"type": PART_TEXT, "text": tag if part.get("text") else ""})
+            elif kind == PART_THINKING:
                 out.append({"type": PART_THINKING, "thinking": tag, "signature": ""})
-            elif isinstance(part, dict) and part.get("type") == PART_REDACTED_THINKING:
+            elif kind == PART_REDACTED_THINKING:
                 out.append({"type": PART_REDACTED_THINKING, "data": tag})
             else:
                 out.append(part)  # rendered by no adapter; kept so nothing else moves

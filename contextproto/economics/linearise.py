@@ -28,7 +28,7 @@ from hashlib import blake2b as _blake2b
 from typing import Any, Literal, NamedTuple, TypeGuard
 
 from contextproto.protocol.adapters import PROVIDER_ANTHROPIC_MESSAGES, PROVIDER_OPENAI_CHAT
-from contextproto.protocol.messages import is_thinking_part
+from contextproto.protocol.content_parts import is_thinking_part
 
 SIMULATED_PROVIDERS = (PROVIDER_OPENAI_CHAT, PROVIDER_ANTHROPIC_MESSAGES)
 

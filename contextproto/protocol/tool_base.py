@@ -15,8 +15,9 @@ from typing import Any, Protocol
 
 from contextproto.protocol import errors
 from contextproto.protocol.catalog import ProtocolVersion
+from contextproto.protocol.content_parts import is_text_part, is_thinking_part
 from contextproto.protocol.errors import ProtocolError
-from contextproto.protocol.messages import Content, Fold, RawMessage, is_thinking_part
+from contextproto.protocol.messages import Content, Fold, RawMessage
 from contextproto.protocol.state import (
     KEY_ACTIVE_WINDOW,
     MAIN_WINDOW,
@@ -254,7 +255,7 @@ def text_of(content: Content | object) -> str:
         for part in content:
             if is_thinking_part(part):
                 continue
-            if isinstance(part, dict) and part.get("type") == "text":
+            if is_text_part(part):
                 parts.append(str(part.get("text", "")))
             elif isinstance(part, dict):
                 parts.append(f"[{part.get('type', 'part')}]")

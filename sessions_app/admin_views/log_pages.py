@@ -10,6 +10,7 @@ from django.template.response import TemplateResponse
 
 from contextproto.pagination import split_page
 from contextproto.protocol.foldtext import render_fold_text
+from contextproto.protocol.messages import KIND_TOOL_RESULT
 from sessions_app.admin_views import context as ctx
 from sessions_app.admin_views.browser import BrowserPages, Route
 from sessions_app.admin_views.common import (
@@ -23,7 +24,7 @@ from sessions_app.admin_views.common import (
 )
 from sessions_app.admin_views.presenters import fold_rows, message_rows
 from sessions_app.admin_views.reads import fold_entries, latest_view, message_page
-from sessions_app.models import FoldRecord, Message, Run, ToolReceipt, WindowRecord
+from sessions_app.models import FoldRecord, Run, ToolReceipt, WindowRecord
 from sessions_app.reads import raw_log
 
 
@@ -94,7 +95,7 @@ class LogPages(BrowserPages):
             raise Http404("No such message in this session.")
         message = found[0]
         receipt = None
-        if message.kind == Message.Kind.TOOL_RESULT:
+        if message.kind == KIND_TOOL_RESULT:
             receipt = (
                 ToolReceipt.objects.filter(session=session, tool_call_id=message.tool_call_id)
                 .only("tool_call_id", "state_revision", "success")

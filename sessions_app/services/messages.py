@@ -30,6 +30,14 @@ from contextproto.errors import (
 from contextproto.ids import canonical_uuid
 from contextproto.parsers import MAX_JSON_DEPTH, check_storable
 from contextproto.protocol.catalog import PROTOCOL_TOOL_NAMES
+from contextproto.protocol.content_parts import (
+    PART_REDACTED_THINKING,
+    PART_THINKING,
+    is_image_part,
+    is_thinking_part,
+    part_text,
+    part_type,
+)
 from contextproto.protocol.host_wire import arguments_from_text, tool_call_id_problem
 from contextproto.protocol.messages import (
     ANSWER_KINDS,
@@ -38,13 +46,9 @@ from contextproto.protocol.messages import (
     KIND_TEXT,
     KIND_TOOL_CALL,
     KIND_TOOL_RESULT,
-    PART_IMAGE,
-    PART_REDACTED_THINKING,
-    PART_TEXT,
-    PART_THINKING,
     ROLE_OF_KIND,
     Arguments,
-    is_thinking_part,
+    Role,
 )
 from sessions_app.models import Message, ProjectionSnapshot, Run, Session, WindowRecord
 from sessions_app.reads.raw_log import call_and_answer
@@ -132,7 +136,7 @@ def message_append(
 
 # The engine's kind -> role table without `input` (written through inputs/), in the order
 # the refusal lists them.
-HOST_WRITABLE_KINDS = {
+HOST_WRITABLE_KINDS: dict[str, Role] = {
     kind: ROLE_OF_KIND[kind]
     for kind in (
         KIND_TEXT,
@@ -311,8 +315,8 @@ _ANSWER_PARTS = (
 
 
 def _base_part(part: dict[str, Any]) -> bool:
-    return (part.get("type") == PART_TEXT and isinstance(part.get("text"), str)) or (
-        part.get("type") == PART_IMAGE
+    return part_text(part) is not None or (
+        is_image_part(part)
         and isinstance(part.get("mediaType"), str)
         and (isinstance(part.get("data"), str) or isinstance(part.get("url"), str))
     )
@@ -321,9 +325,10 @@ def _base_part(part: dict[str, Any]) -> bool:
 def _thinking_part(part: dict[str, Any]) -> bool:
     # Strings as Anthropic gives them (an omitted thinking text is ""); the signature is
     # checked by the provider when the block goes back.
-    if part.get("type") == PART_THINKING:
+    kind = part_type(part)
+    if kind == PART_THINKING:
         return isinstance(part.get("thinking"), str) and isinstance(part.get("signature"), str)
-    return part.get("type") == PART_REDACTED_THINKING and isinstance(part.get("data"), str)
+    return kind == PART_REDACTED_THINKING and isinstance(part.get("data"), str)
 
 
 def content_check(content: Any, *, kind: str | None = None) -> None:

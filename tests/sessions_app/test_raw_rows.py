@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+from uuid import UUID
+
 from django.db import transaction
 
 from sessions_app.models import Message
@@ -11,6 +14,7 @@ from sessions_app.services.messages import message_append_locked
 from sessions_app.store.codec import (
     EXTRA_COLUMNS,
     RAW_COLUMNS,
+    MessageValues,
     raw_from_row,
     raw_from_values,
     record_of_row,
@@ -99,3 +103,36 @@ def test_dispatch_reads_the_frame_recorded_on_the_call_before_its_snapshot(api_s
     # A call written before the columns existed has none: its snapshot's frame.
     legacy = hot_sql.dispatch_frame(s.id, view["snapshotId"], call.index + 1)
     assert legacy.frozen == (view["revision"], view["upperBound"])
+
+
+def test_raw_from_values_reads_each_column_by_its_name():
+    """The codec's unpacking follows MessageValues (and RAW_COLUMNS is its field list): every
+    column lands in the RawMessage field of the same name."""
+    assert RAW_COLUMNS == MessageValues._fields
+    ids = {name: UUID(int=n + 1) for n, name in enumerate(("id", "run_id", "snapshot_id"))}
+    values = MessageValues(
+        id=ids["id"],
+        index=7,
+        window_id="w",
+        role="assistant",
+        kind="tool_call",
+        content="c",
+        run_id=ids["run_id"],
+        input_run="r",
+        tool_call_id="call",
+        tool_name="tool",
+        arguments={"a": 1},
+        is_error=False,
+        snapshot_id=ids["snapshot_id"],
+        created_at=datetime(2026, 1, 2, tzinfo=UTC),
+    )
+    raw = raw_from_values(values)
+    assert raw == raw_from_values(tuple(values))
+    expected = {
+        **values._asdict(),
+        "id": str(ids["id"]),
+        "run_id": ids["run_id"].hex,
+        "snapshot_id": str(ids["snapshot_id"]),
+        "created_at": "2026-01-02T00:00:00+00:00",
+    }
+    assert {name: getattr(raw, name) for name in RAW_COLUMNS} == expected
