@@ -25,15 +25,16 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
-# mypy: the config in pyproject.toml (strict on the engine, gradual elsewhere), then plain
-# `mypy --strict` on the engine, so the strict promise holds whatever the overrides say.
+# mypy: the config in pyproject.toml (strict on the engine and cache economics, gradual
+# elsewhere), then plain `mypy --strict` on both, so the strict promise holds whatever the
+# overrides say.
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(PY) manage.py makemigrations --check --dry-run
 	$(VENV)/bin/mypy
 	$(VENV)/bin/mypy --strict --no-warn-unused-configs --cache-dir var/mypy_cache_strict \
-	  contextproto/protocol
+	  contextproto/protocol contextproto/economics
 
 # The suite on TEST_WORKERS processes (pytest-xdist; each has its own test database and Redis
 # database, see tests/worker_redis.py). TEST_WORKERS=0 runs it in this process.

@@ -6,8 +6,6 @@ A session key reaches none of this (404), and neither does another Application's
 
 from __future__ import annotations
 
-from typing import Any
-
 from drf_spectacular.utils import extend_schema
 from rest_framework import status
 from rest_framework.request import Request
@@ -17,11 +15,12 @@ from rest_framework.views import APIView
 from agents import apis_shapes as shapes
 from agents import selectors, services
 from agents.models import ApiKey
+from agents.wire import ApiKeyWire
 from contextproto.api import StrictSerializer, application_of, page_limit
 from contextproto.api_schema import PAGE
 
 
-def api_key_to_wire(key: ApiKey) -> dict[str, Any]:
+def api_key_to_wire(key: ApiKey) -> ApiKeyWire:
     """Never the key itself: only its hash is stored, and the prefix recognises it."""
     return {
         "id": key.pk,

@@ -1,8 +1,9 @@
 """Response shapes of the agent, catalog and API-key endpoints (SPEC §9.1), for the OpenAPI schema.
 
 They describe what the wire functions render (`agent_version_to_wire`, `to_public`,
-`api_key_to_wire`); tests/api/test_response_shapes.py and schemathesis check responses
-against them.
+`api_key_to_wire`, `tool_to_wire`), whose TypedDicts (`agents/wire.py`, the catalog's in the
+engine) tests/api/test_wire_shapes.py holds them to; tests/api/test_response_shapes.py and
+schemathesis check responses against them.
 """
 
 from __future__ import annotations

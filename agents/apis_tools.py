@@ -6,8 +6,6 @@ Application's key. Versions bind tools by id (`tools` of an AgentVersion).
 
 from __future__ import annotations
 
-from typing import Any
-
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
@@ -18,6 +16,7 @@ from rest_framework.views import APIView
 from agents import apis_shapes as shapes
 from agents import selectors, services_tools
 from agents.models import Tool
+from agents.wire import HostToolWire
 from contextproto.api import AnyJSONField, StrictSerializer, application_of, page_limit
 from contextproto.api_schema import PAGE
 
@@ -35,7 +34,7 @@ SCHEMA_HELP = (
 )
 
 
-def tool_to_wire(tool: Tool) -> dict[str, Any]:
+def tool_to_wire(tool: Tool) -> HostToolWire:
     return {
         "id": str(tool.id),
         "name": tool.name,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from agents.models import Agent, AgentVersion, ApiKey, Application, Tool
+from agents.wire import AgentVersionWire
 from contextproto.errors import (
     AGENT_VERSION_ARCHIVED,
     GATEWAY_MODEL_NOT_FOUND,
@@ -211,7 +212,7 @@ def tool_frozen_versions(tool: Tool) -> list[AgentVersion]:
     )
 
 
-def agent_version_to_wire(version: AgentVersion) -> dict[str, Any]:
+def agent_version_to_wire(version: AgentVersion) -> AgentVersionWire:
     return {
         "id": str(version.id),
         "agentId": str(version.agent_id),

@@ -7,7 +7,7 @@ from typing import Any
 
 from benchlib import median, ms
 
-from contextproto.protocol.cache_sim import anthropic_min_cacheable_tokens
+from contextproto.economics.cache_sim import anthropic_min_cacheable_tokens
 
 
 def _met(ok: bool) -> str:
@@ -450,7 +450,7 @@ def token_section(t: dict[str, Any]) -> list[str]:
         "session's `prompt_cache_key`) from the stored view (messages, sources and the "
         "tools its request carried); the full history goes through the same adapters, so "
         "its last raw block carries the sliding breakpoint. The requests are replayed "
-        "through the cache simulator (`contextproto/protocol/cache_sim.py`; OpenAI: "
+        "through the cache simulator (`contextproto/economics/cache_sim.py`; OpenAI: "
         "prefixes from 1024 tokens in 128-token steps, kept 300 s; Anthropic: entries at "
         f"breakpoints, 20-block lookback, minimum {minimum:,} tokens for {model}, TTL 5 "
         f"min refreshed by reads) one turn every {cache['think_seconds']:g} s (the scripted "
@@ -604,7 +604,7 @@ BASELINE_NOTES = (
     "The providers' strategies are simulated on the full history (the agent that does not "
     "fold, without context tools), each request edited as the provider's documented rule "
     "says, then rebuilt through the same adapters, cache simulator and prices "
-    "(`contextproto/protocol/baselines.py`; the rule versions, defaults and the readings "
+    "(`contextproto/economics/baselines.py`; the rule versions, defaults and the readings "
     "taken where the documentation is silent are in docs/decisions.md). Anthropic's context "
     "editing is stateless: the client sends the full history and every request over the "
     "trigger is edited again, so once it is active the newest result past the kept ones is "

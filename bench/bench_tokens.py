@@ -804,11 +804,11 @@ def measure(setting: Setting) -> dict[str, Any]:
 def _replay(sessions: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     """Every view's cache economy, the full history's, and each provider baseline's."""
     from contextproto import tokens as token_count
+    from contextproto.economics.cache_report import cache_economy
+    from contextproto.economics.cache_sim import CacheSimulator
+    from contextproto.economics.strategies import strategy_turns
     from contextproto.protocol.adapters import PROVIDER_ANTHROPIC_MESSAGES as ANTHROPIC
     from contextproto.protocol.adapters import adapt
-    from contextproto.protocol.baselines import strategy_turns
-    from contextproto.protocol.cache_report import cache_economy
-    from contextproto.protocol.cache_sim import CacheSimulator
     from sessions_app.cache_economy import session_cache_economy, session_turns
 
     economies = {}

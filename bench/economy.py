@@ -1,7 +1,7 @@
 """Section 3's cost with prompt caching: tables, the goals of issues 24 and 25, and why a goal
 is missed.
 
-Input: one `CacheEconomy` per view (contextproto/protocol/cache_report.py), the full history
+Input: one `CacheEconomy` per view (contextproto/economics/cache_report.py), the full history
 among them under FULL_HISTORY. Everything here is computed from those figures.
 """
 
@@ -13,9 +13,9 @@ from typing import Any
 
 from benchlib import table
 
-from contextproto.protocol.adapters import PROVIDER_ANTHROPIC_MESSAGES, PROVIDER_OPENAI_CHAT
-from contextproto.protocol.baselines import ClearToolUses, Compaction, Strategy, ToolOutputTrimmer
-from contextproto.protocol.cache_report import (
+from contextproto.economics.baselines import ClearToolUses, Compaction, ToolOutputTrimmer
+from contextproto.economics.cache_report import CacheEconomy, ProviderEconomy
+from contextproto.economics.causes import (
     CAUSE_APPEND,
     CAUSE_CHECKPOINT,
     CAUSE_FOLD,
@@ -24,9 +24,9 @@ from contextproto.protocol.cache_report import (
     CAUSE_STATE,
     CAUSE_WINDOW_SWITCH,
     CAUSES,
-    CacheEconomy,
-    ProviderEconomy,
 )
+from contextproto.economics.strategies import Strategy
+from contextproto.protocol.adapters import PROVIDER_ANTHROPIC_MESSAGES, PROVIDER_OPENAI_CHAT
 
 FULL_HISTORY = "full history"
 ANTHROPIC = PROVIDER_ANTHROPIC_MESSAGES
@@ -352,7 +352,7 @@ def economy_section(
 
 # --------------------------------------------------------------------------- issue 34
 
-# The providers' own strategies, simulated on the full history (contextproto/protocol/
+# The providers' own strategies, simulated on the full history (contextproto/economics/
 # baselines.py; the rule versions and defaults are recorded in docs/decisions.md).
 CLEAR_AT_LEAST_TUNED = 50_000
 STRATEGIES = (

@@ -13,38 +13,20 @@ import it without cycles.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, TypedDict
 
+# The registry's machinery lives in error_registry; this module registers the codes and
+# re-exports the lookups.
+from contextproto.error_registry import ERRORS as ERRORS
+from contextproto.error_registry import HTTP, RUN, TOOL_RESULT, status_of
+from contextproto.error_registry import ErrorCode as ErrorCode
+from contextproto.error_registry import codes_seen_in as codes_seen_in
+from contextproto.error_registry import correctable as correctable
+from contextproto.error_registry import error_catalog as error_catalog
+from contextproto.error_registry import register as _code
+from contextproto.error_registry import tool_error as tool_error
 from contextproto.protocol import errors as engine
 from contextproto.protocol.errors import ErrorBody, ProtocolError
-
-# Where a code reaches a client: as an HTTP refusal's `error.code`, inside a tool result
-# (`result.error.code` of a 200 receipt, or an MCP tool error), or as a run's / maintenance
-# job's failure. The OpenAPI description lists the three apart (SPEC §9.2).
-HTTP = "http"
-TOOL_RESULT = "tool_result"
-RUN = "run"
-_HTTP_ONLY = frozenset({HTTP})
-
-
-@dataclass(frozen=True)
-class ErrorCode:
-    code: str
-    status: int
-    meaning: str
-    seen_in: frozenset[str] = _HTTP_ONLY
-
-
-ERRORS: dict[str, ErrorCode] = {}
-
-
-def _code(code: str, status: int, meaning: str, *, seen_in: tuple[str, ...] = (HTTP,)) -> str:
-    if code in ERRORS:
-        raise ValueError(f"error code {code} is registered twice")
-    ERRORS[code] = ErrorCode(code, status, meaning, frozenset(seen_in))
-    return code
-
 
 # ---------------------------------------------------------------- the API's edge
 NOT_FOUND = _code("not_found", 404, "No such object for this key, or no such endpoint.")
@@ -192,7 +174,11 @@ KV_VALUE_TOO_LARGE = _code(
     "kv_value_too_large", 400, "A KV value above the size limit.", seen_in=(HTTP, TOOL_RESULT)
 )
 KV_KEY_LIMIT_REACHED = _code(
-    "kv_key_limit_reached", 400, "The session has its maximum of keys.", seen_in=(HTTP, TOOL_RESULT)
+    "kv_key_limit_reached",
+    400,
+    "The session has its maximum of keys.",
+    seen_in=(HTTP, TOOL_RESULT),
+    correctable=False,  # the model cannot fix it by writing less
 )
 USAGE_ALREADY_REPORTED = _code(
     "usage_already_reported", 409, "The snapshot's usage was reported with other values."
@@ -460,25 +446,6 @@ for _engine_code in engine.CODES:
             _code(_engine_code, 400, "A refusal of the engine (contextproto.protocol.errors).")
 PROVIDER_UNKNOWN = engine.PROVIDER_UNKNOWN
 PROTOCOL_UNKNOWN = engine.PROTOCOL_UNKNOWN
-
-
-def codes_seen_in(where: str) -> list[ErrorCode]:
-    """The registered codes a client meets `where` (HTTP, TOOL_RESULT, RUN), by code."""
-    return sorted((e for e in ERRORS.values() if where in e.seen_in), key=lambda e: e.code)
-
-
-def error_catalog() -> list[dict[str, Any]]:
-    """Every registered code as `{code, status, meaning}`, by status then code (for the schema)."""
-    return [
-        {"code": e.code, "status": e.status, "meaning": e.meaning}
-        for e in sorted(ERRORS.values(), key=lambda e: (e.status, e.code))
-    ]
-
-
-def status_of(code: str) -> int:
-    """The HTTP status of a registered code (400 for an unregistered one, which a test bans)."""
-    entry = ERRORS.get(code)
-    return entry.status if entry is not None else 400
 
 
 class ApplicationError(Exception):

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import functools
 import logging
-import math
 from typing import Any
+
+from contextproto.protocol.tokens import text_tokens
 
 try:
     import tiktoken
@@ -50,7 +51,7 @@ def count_tokens(text: str) -> int:
     """
     encoding = _encoding()
     if encoding is None:
-        return math.ceil(len(text) / 4)
+        return text_tokens(text)
     return len(encoding.encode_ordinary(text))
 
 

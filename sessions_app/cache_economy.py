@@ -1,4 +1,4 @@
-"""Load a session's recorded turns into the cache economy report (protocol/cache_report.py).
+"""Load a session's recorded turns into the cache economy report (economics/cache_report.py).
 
 Read-only: the stored snapshots (each turn's view as projected: messages, sources and the
 request's tools) and the raw log (error flags of tool results; the full history) are handed
@@ -17,27 +17,23 @@ report).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from contextproto import tokens
-from contextproto.protocol.adapters import PROVIDER_ANTHROPIC_MESSAGES, PROVIDER_OPENAI_CHAT
-from contextproto.protocol.cache_report import (
-    DEFAULT_MODELS,
-    CacheEconomy,
-    EconomySettings,
-    ViewTurn,
-    cache_economy,
-    paced,
-)
-from contextproto.protocol.messages import KIND_TOOL_RESULT, RawMessage
-from contextproto.protocol.prompt_cache import session_cache_key
-from contextproto.protocol.stored_views import (
+from contextproto.economics.cache_report import CacheEconomy, cache_economy, paced
+from contextproto.economics.inputs import DEFAULT_MODELS, EconomySettings, ViewTurn
+from contextproto.economics.stored_views import (
     FULL_HISTORY,
     full_history_projections,
     projection_from_wire,
     tools_from_request,
 )
+from contextproto.protocol.adapters import PROVIDER_ANTHROPIC_MESSAGES, PROVIDER_OPENAI_CHAT
+from contextproto.protocol.messages import KIND_TOOL_RESULT, RawMessage
+from contextproto.protocol.projection import Projection
+from contextproto.protocol.prompt_cache import session_cache_key
 from sessions_app.models import ProjectionSnapshot, Session
 from sessions_app.reads import raw_log
 from sessions_app.store.snapshot_bodies import views_of
@@ -83,13 +79,31 @@ def session_settings(session: Session) -> EconomySettings:
     )
 
 
-def _send_times(snapshots: list[ProjectionSnapshot], think_seconds: float | None) -> list[float]:
+def send_times(snapshots: Sequence[ProjectionSnapshot], think_seconds: float | None) -> list[float]:
+    """When each turn is sent, in seconds from the first: every `think_seconds`, or (None)
+    as the snapshots were recorded."""
     if think_seconds is not None:
         return paced(len(snapshots), think_seconds)
     if not snapshots:
         return []
     start = snapshots[0].created_at
     return [(s.created_at - start).total_seconds() for s in snapshots]
+
+
+def recorded_view(snapshot: ProjectionSnapshot, errors: Sequence[str]) -> Projection:
+    """The view `snapshot` recorded, as the report reads it (`errors`: the ids of the tool
+    calls whose results are errors)."""
+    return projection_from_wire(
+        snapshot.messages or [],
+        snapshot.sources or [],
+        window_id=snapshot.window_id,
+        revision=snapshot.revision,
+        upper_bound=snapshot.upper_bound,
+        run_id=snapshot.run_id.hex if snapshot.run_id else None,
+        protocol=snapshot.protocol,
+        options=snapshot.options or {},
+        error_tool_call_ids=errors,
+    )
 
 
 def session_turns(
@@ -117,23 +131,13 @@ def session_turns(
     ]
     sid = str(session.id)
     views: list[ViewTurn] = []
-    times = _send_times(snapshots, think_seconds)
+    times = send_times(snapshots, think_seconds)
     for snapshot, sent_at in zip(snapshots, times, strict=True):
         label = str(snapshot.pk)
         tools = tools_from_request(snapshot.provider, snapshot.request or {})
-        messages, sources = snapshot.messages or [], snapshot.sources or []
-        projection = projection_from_wire(
-            messages,
-            sources,
-            window_id=snapshot.window_id,
-            revision=snapshot.revision,
-            upper_bound=snapshot.upper_bound,
-            run_id=snapshot.run_id.hex if snapshot.run_id else None,
-            protocol=snapshot.protocol,
-            options=snapshot.options or {},
-            error_tool_call_ids=errors,
+        views.append(
+            ViewTurn(recorded_view(snapshot, errors), tools=tools, sent_at=sent_at, label=label)
         )
-        views.append(ViewTurn(projection, tools=tools, sent_at=sent_at, label=label))
     naive: list[ViewTurn] = []
     if full_history:
         # The naive agent's turn: the view's system prompt and tools, every raw message.

@@ -3,10 +3,11 @@
 Built on the official `mcp` SDK's low-level `Server`, because what a client may see depends
 on its key: an application key sees the catalog (resources, prompts); a session key also
 sees that session's protocol tools, with exactly the schemas of `GET sessions/{id}/tools/`,
-and `tools/call` goes through the one dispatcher (`tool_call_record_and_dispatch` →
-`tool_dispatch`). Served over streamable HTTP at /mcp/ in stateless JSON mode, so any
-process of a multi-worker server can answer any request. `McpKeyGate` checks the key before
-the SDK sees a request: no key or a wrong one is a 401 with a Bearer challenge.
+and `tools/call` goes through the one dispatcher (`tool_call_record_and_dispatch` writes
+the call and dispatches it under one session lock, services/mcp_calls.py). Served over
+streamable HTTP at /mcp/ in stateless JSON mode, so any process of a multi-worker server
+can answer any request. `McpKeyGate` checks the key before the SDK sees a request: no key
+or a wrong one is a 401 with a Bearer challenge.
 
 A tool call carries two optional `_meta` fields: `toolCallId` (a retry with the same id
 replays the receipt; without one, each call gets a fresh id) and `stateRevision`, the
@@ -48,14 +49,14 @@ from contextproto.errors import (
     TOOL_CALL_ID_INVALID,
     ApplicationError,
     error_body,
+    tool_error,
 )
 from contextproto.parsers import check_storable
 from contextproto.protocol import catalog
 from contextproto.protocol.host_wire import tool_call_id_problem
-from contextproto.protocol.tool_results import tool_failure
 from sessions_app.auth import credential_for_key
 from sessions_app.reads.lists import session_get
-from sessions_app.services.dispatch import tool_call_record_and_dispatch
+from sessions_app.services.mcp_calls import tool_call_record_and_dispatch
 
 SCHEME = "contextproto://"
 CATALOG_URI = f"{SCHEME}catalog"
@@ -199,13 +200,9 @@ def _checked_call(params: types.CallToolRequestParams) -> tuple[str, int | None]
 
 
 def _refusal(exc: ApplicationError, call_id: str | None) -> dict[str, Any]:
-    """A refusal before any receipt existed, in the receipts' error shape."""
-    # The caller can fix what a 4xx refuses (arguments, ids, the revision); not a 404 of its
-    # own session or a refused credential.
-    correctable = 400 <= exc.status < 500 and exc.status not in (401, 403, 404)
-    result: dict[str, Any] = {
-        **tool_failure(exc.code, exc.message, correctable=correctable, details=exc.details)
-    }
+    """A refusal before any receipt existed, in the receipts' error shape (`correctable`
+    is the registry's for the code, as in a receipt)."""
+    result: dict[str, Any] = {**tool_error(exc.code, exc.message, exc.details)}
     if call_id is not None:
         result["toolCallId"] = call_id
     if "currentRevision" in exc.details:
@@ -227,7 +224,7 @@ def _failure(exc: Exception, call_id: str | None, name: str) -> dict[str, Any]:
         f"{why} Call again later with the same _meta.toolCallId: a call that was recorded "
         "replays its result, one that was not runs then."
     )
-    result: dict[str, Any] = {**tool_failure(code, message, correctable=False)}
+    result: dict[str, Any] = {**tool_error(code, message)}
     if call_id is not None:
         result["toolCallId"] = call_id
     return result

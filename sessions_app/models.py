@@ -159,6 +159,11 @@ class Message(models.Model):
     written_at_revision = models.BigIntegerField(null=True, blank=True)
     # A fork's copy of a message names the MessageId it was copied from.
     forked_from_message_id = models.UUIDField(null=True, blank=True)
+    # A tool_call's frame: the state revision R and upper bound U of the view it was made
+    # from, frozen when the call is written; dispatch reads them here. Null on other kinds
+    # and on calls written before the columns existed (dispatch reads their snapshot).
+    frozen_revision = models.BigIntegerField(null=True, blank=True)
+    frozen_upper_bound = models.BigIntegerField(null=True, blank=True)
 
     objects = MessageQuerySet.as_manager()
 
@@ -184,6 +189,12 @@ class Message(models.Model):
                 fields=["session", "input_run", "index"],
                 condition=Q(kind="input"),
                 name="message_run_inputs",
+            ),
+            # "the newest framed calls": an MCP call at an older revision looks for its frame
+            models.Index(
+                fields=["session", "-index"],
+                condition=Q(frozen_revision__isnull=False),
+                name="message_framed_calls",
             ),
         ]
 

@@ -8,8 +8,10 @@ under a target protocol version and options of the same protocol id (unified@N <
 prefix@2 only to prefix@2). The view is adapted for the snapshot's wire format exactly as
 `projection_build` adapts it, and every turn is also rebuilt for openai-chat and
 anthropic-messages with prompt caching on and priced by the cache economy report's pure API
-(`contextproto/protocol/cache_report.py`), beside the same report over the recorded views and
-the provider usage the turn reported. No model is called; nothing is written.
+(`contextproto/economics/cache_report.py`), beside the same report over the recorded views and
+the provider usage the turn reported. No model is called; nothing is written. What a replay
+answers (its turns, totals and wire shapes) and how its totals are shown are in
+sessions_app/replay_report.py; each turn's view is built by sessions_app/services/rebuild.py.
 
 Without a target each turn is rebuilt under its own recorded protocol and options, which
 must reproduce the recorded request byte for byte (tests/sessions_app/test_replay.py).
@@ -37,15 +39,16 @@ rows are then picked in memory.
 from __future__ import annotations
 
 import json
-from collections import defaultdict
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from decimal import Decimal
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from typing import Any
 
 from agents.models import AgentVersion
 from agents.selectors import effective_options, protocol_of
 from contextproto import tokens
+from contextproto.economics.cache_report import cache_economy
+from contextproto.economics.inputs import ViewTurn
+from contextproto.economics.stored_views import tools_from_request
 from contextproto.errors import (
     INVALID_REQUEST,
     PROTOCOL_UNKNOWN,
@@ -57,20 +60,22 @@ from contextproto.errors import (
 from contextproto.ids import parse_uuid
 from contextproto.protocol import catalog
 from contextproto.protocol import projection as engine
-from contextproto.protocol.cache_report import (
-    CacheEconomy,
-    ProviderEconomy,
-    ViewTurn,
-    cache_economy,
-    paced,
-)
-from contextproto.protocol.cache_sim import SIMULATED_PROVIDERS
 from contextproto.protocol.options import validate_options
-from contextproto.protocol.stored_views import projection_from_wire, tools_from_request
-from sessions_app.cache_economy import DEFAULT_THINK_SECONDS, session_settings
+from sessions_app.cache_economy import (
+    DEFAULT_THINK_SECONDS,
+    recorded_view,
+    send_times,
+    session_settings,
+)
 from sessions_app.models import ProjectionSnapshot, Session
 from sessions_app.reads import raw_log
 from sessions_app.reads.history import kv_history_through
+from sessions_app.replay_report import (
+    RecordedUsage,
+    ReplayTarget,
+    SessionReplay,
+    TurnReplay,
+)
 from sessions_app.services.rebuild import (
     History,
     Log,
@@ -80,10 +85,6 @@ from sessions_app.services.rebuild import (
 )
 from sessions_app.store.snapshot_bodies import views_of
 
-AS_RECORDED = "as recorded"
-PRESSURE_ESTIMATED = (
-    "maintenancePending estimated from the maintenance jobs' times (this view never stated it)"
-)
 # Request keys the adapters add since SPEC §4.5 asked for one tool call per answer. A request
 # recorded before then lacks them: it is compared without them, and the turn says so.
 ONE_CALL_KEYS = ("parallel_tool_calls", "tool_choice")
@@ -94,25 +95,6 @@ ONE_CALL_NOT_RECORDED = (
 
 
 # --------------------------------------------------------------------------- the target
-
-
-@dataclass(frozen=True)
-class ReplayTarget:
-    """The protocol version and normalized options to rebuild with; None: as recorded."""
-
-    protocol: catalog.ProtocolVersion | None = None
-    options: Mapping[str, Any] | None = None
-
-    @property
-    def label(self) -> str:
-        if self.protocol is None:
-            return AS_RECORDED
-        return self.protocol.key
-
-    def to_wire(self) -> dict[str, Any]:
-        if self.protocol is None:
-            return {"protocol": None, "options": None, "label": AS_RECORDED}
-        return {"protocol": self.protocol.key, "options": dict(self.options or {})}
 
 
 def _parse_protocol(text: str) -> catalog.ProtocolVersion:
@@ -176,268 +158,6 @@ def replay_target(
             {"errors": errors},
         )
     return ReplayTarget(protocol=target, options=checked.normalized)
-
-
-# --------------------------------------------------------------------------- results
-
-
-@dataclass(frozen=True)
-class RecordedUsage:
-    """What the provider reported for the turn (SPEC §15), with the cost at the version's
-    prices (None without prices)."""
-
-    input_tokens: int
-    cache_read_tokens: int
-    cache_write_tokens: int
-    output_tokens: int
-    cost: Decimal | None
-
-    def to_wire(self) -> dict[str, Any]:
-        return {
-            "inputTokens": self.input_tokens,
-            "cacheReadInputTokens": self.cache_read_tokens,
-            "cacheWriteInputTokens": self.cache_write_tokens,
-            "outputTokens": self.output_tokens,
-            "cost": None if self.cost is None else float(self.cost),
-        }
-
-
-@dataclass(frozen=True)
-class TurnReplay:
-    """One recorded turn and its rebuild.
-
-    `sent_tokens` / `replayed_tokens`: tokens of the recorded request as sent and of the
-    rebuilt one, in the snapshot's wire format. `request_identical`: the two serialize to
-    the same JSON; `view_identical`: so do the views (messages and sources). `economy_turn`:
-    its position in the economies (None when skipped).
-    """
-
-    turn: int
-    snapshot_id: str
-    revision: int
-    upper_bound: int
-    window_id: str
-    provider: str
-    recorded_protocol: str
-    replayed_protocol: str | None
-    sent_tokens: int
-    replayed_tokens: int | None
-    request_identical: bool | None
-    view_identical: bool | None
-    usage: RecordedUsage | None
-    notes: tuple[str, ...] = ()
-    skipped: str | None = None
-    economy_turn: int | None = None
-    # The rebuilt request in the snapshot's wire format (not in the report's wire shape).
-    request: Mapping[str, Any] | None = field(default=None, repr=False, compare=False)
-
-
-@dataclass(frozen=True)
-class SessionReplay:
-    """A session's turns, rebuilt under `target`, with both sides' cache economies.
-
-    The economies cover the replayed turns only (skipped ones are left out of both), so the
-    recorded and replayed totals compare the same turns.
-    """
-
-    session_id: str
-    agent_version_id: str
-    recorded_protocol: str
-    target: ReplayTarget
-    think_seconds: float | None
-    tokenizer: str
-    turns: tuple[TurnReplay, ...]
-    recorded: CacheEconomy
-    replayed: CacheEconomy
-    turns_total: int = 0  # recorded turns of the session (more than `turns` when capped)
-
-    @property
-    def replayed_turns(self) -> list[TurnReplay]:
-        return [t for t in self.turns if t.skipped is None]
-
-    @property
-    def identical(self) -> int:
-        return sum(1 for t in self.turns if t.request_identical)
-
-    def totals(self) -> ReplayTotals:
-        return ReplayTotals.of([self])
-
-    def to_wire(self) -> dict[str, Any]:
-        return {
-            "sessionId": self.session_id,
-            "agentVersionId": self.agent_version_id,
-            "recordedProtocol": self.recorded_protocol,
-            "target": self.target.to_wire(),
-            "thinkSeconds": self.think_seconds,
-            "tokenizer": self.tokenizer,
-            "turnsRecorded": self.turns_total,
-            "turns": [self.turn_wire(t) for t in self.turns],
-            "totals": self.totals().to_wire(),
-        }
-
-    def provider_turn(self, turn: TurnReplay, provider: str, side: str) -> Any:
-        """The cache economy's row of `turn` under `provider` (side: recorded / replayed)."""
-        if turn.economy_turn is None:
-            return None
-        economy = self.recorded if side == "recorded" else self.replayed
-        return economy[provider].turns[turn.economy_turn]
-
-    def turn_wire(self, turn: TurnReplay) -> dict[str, Any]:
-        wire: dict[str, Any] = {
-            "turn": turn.turn,
-            "snapshotId": turn.snapshot_id,
-            "revision": turn.revision,
-            "upperBound": turn.upper_bound,
-            "windowId": turn.window_id,
-            "provider": turn.provider,
-            "recordedProtocol": turn.recorded_protocol,
-            "replayedProtocol": turn.replayed_protocol,
-            "sentTokens": turn.sent_tokens,
-            "replayedTokens": turn.replayed_tokens,
-            "requestIdentical": turn.request_identical,
-            "viewIdentical": turn.view_identical,
-            "usage": turn.usage.to_wire() if turn.usage else None,
-            "notes": list(turn.notes),
-            "skipped": turn.skipped,
-            "providers": {},
-        }
-        for provider in SIMULATED_PROVIDERS:
-            rows = {}
-            for side in ("recorded", "replayed"):
-                row = self.provider_turn(turn, provider, side)
-                if row is not None:
-                    rows[side] = {
-                        "inputTokens": row.cache.input_tokens,
-                        "cacheReadTokens": row.cache.cache_read_tokens,
-                        "cacheWriteTokens": row.cache.cache_write_tokens,
-                        "hitRatio": _ratio(row.cache.cache_read_tokens, row.cache.input_tokens),
-                        "cost": row.cost,
-                        "equivalentTokens": row.cost * 1_000_000,
-                        "cause": row.cause,
-                    }
-            wire["providers"][provider] = rows
-        return wire
-
-
-def _ratio(part: int, whole: int) -> float:
-    return part / whole if whole else 0.0
-
-
-@dataclass(frozen=True)
-class ProviderTotals:
-    """One side's sums under one provider's rules (cost: the report's relative prices, so
-    `equivalent_tokens` is the cost in input tokens at the full price)."""
-
-    input_tokens: int = 0
-    cache_read_tokens: int = 0
-    cache_write_tokens: int = 0
-    equivalent_tokens: float = 0.0
-
-    @property
-    def hit_ratio(self) -> float:
-        return _ratio(self.cache_read_tokens, self.input_tokens)
-
-    def __add__(self, other: ProviderTotals) -> ProviderTotals:
-        return ProviderTotals(
-            self.input_tokens + other.input_tokens,
-            self.cache_read_tokens + other.cache_read_tokens,
-            self.cache_write_tokens + other.cache_write_tokens,
-            self.equivalent_tokens + other.equivalent_tokens,
-        )
-
-    @classmethod
-    def of(cls, economy: ProviderEconomy) -> ProviderTotals:
-        summed = economy.totals
-        return cls(
-            summed.input_tokens,
-            summed.cache_read_tokens,
-            summed.cache_write_tokens,
-            economy.equivalent_tokens,
-        )
-
-    def to_wire(self) -> dict[str, Any]:
-        return {
-            "inputTokens": self.input_tokens,
-            "cacheReadTokens": self.cache_read_tokens,
-            "cacheWriteTokens": self.cache_write_tokens,
-            "hitRatio": self.hit_ratio,
-            "equivalentTokens": self.equivalent_tokens,
-        }
-
-
-@dataclass(frozen=True)
-class ReplayTotals:
-    """Totals over one or more session replays: recorded vs replayed."""
-
-    sessions: int
-    turns: int
-    skipped: int
-    identical: int
-    sent_tokens: int
-    replayed_tokens: int
-    recorded: Mapping[str, ProviderTotals]
-    replayed: Mapping[str, ProviderTotals]
-    usage_turns: int
-    usage: RecordedUsage | None
-    notes: Mapping[str, int] = field(default_factory=dict)
-
-    @classmethod
-    def of(cls, replays: Sequence[SessionReplay]) -> ReplayTotals:
-        done = [t for r in replays for t in r.replayed_turns]
-        recorded: dict[str, ProviderTotals] = {p: ProviderTotals() for p in SIMULATED_PROVIDERS}
-        replayed: dict[str, ProviderTotals] = {p: ProviderTotals() for p in SIMULATED_PROVIDERS}
-        for r in replays:
-            for p in SIMULATED_PROVIDERS:
-                if r.recorded.turns:
-                    recorded[p] = recorded[p] + ProviderTotals.of(r.recorded[p])
-                    replayed[p] = replayed[p] + ProviderTotals.of(r.replayed[p])
-        reported = [t.usage for t in done if t.usage is not None]
-        costs = [u.cost for u in reported if u.cost is not None]
-        usage = (
-            RecordedUsage(
-                input_tokens=sum(u.input_tokens for u in reported),
-                cache_read_tokens=sum(u.cache_read_tokens for u in reported),
-                cache_write_tokens=sum(u.cache_write_tokens for u in reported),
-                output_tokens=sum(u.output_tokens for u in reported),
-                cost=sum(costs, Decimal(0)) if costs else None,
-            )
-            if reported
-            else None
-        )
-        notes: dict[str, int] = defaultdict(int)
-        for t in done:
-            for note in t.notes:
-                notes[note] += 1
-        return cls(
-            sessions=len(replays),
-            turns=len(done),
-            skipped=sum(len(r.turns) for r in replays) - len(done),
-            identical=sum(r.identical for r in replays),
-            sent_tokens=sum(t.sent_tokens for t in done),
-            replayed_tokens=sum(t.replayed_tokens or 0 for t in done),
-            recorded=recorded,
-            replayed=replayed,
-            usage_turns=len(reported),
-            usage=usage,
-            notes=dict(notes),
-        )
-
-    def to_wire(self) -> dict[str, Any]:
-        return {
-            "sessions": self.sessions,
-            "turns": self.turns,
-            "skipped": self.skipped,
-            "identicalRequests": self.identical,
-            "sentTokens": self.sent_tokens,
-            "replayedTokens": self.replayed_tokens,
-            "providers": {
-                p: {"recorded": self.recorded[p].to_wire(), "replayed": self.replayed[p].to_wire()}
-                for p in SIMULATED_PROVIDERS
-            },
-            "usageTurns": self.usage_turns,
-            "usage": self.usage.to_wire() if self.usage else None,
-            "notes": dict(self.notes),
-        }
 
 
 def _json_text(value: Any) -> str:
@@ -531,30 +251,6 @@ def _rebuild(ctx: RebuildContext, snapshot: ProjectionSnapshot, number: int) -> 
     )
 
 
-def _recorded_view(snapshot: ProjectionSnapshot, errors: Sequence[str]) -> engine.Projection:
-    """The recorded view as the cache economy report reads it (sessions_app/cache_economy)."""
-    return projection_from_wire(
-        snapshot.messages or [],
-        snapshot.sources or [],
-        window_id=snapshot.window_id,
-        revision=snapshot.revision,
-        upper_bound=snapshot.upper_bound,
-        run_id=snapshot.run_id.hex if snapshot.run_id else None,
-        protocol=snapshot.protocol,
-        options=snapshot.options or {},
-        error_tool_call_ids=errors,
-    )
-
-
-def _send_times(snapshots: Sequence[ProjectionSnapshot], think: float | None) -> list[float]:
-    if think is not None:
-        return paced(len(snapshots), think)
-    if not snapshots:
-        return []
-    start = snapshots[0].created_at
-    return [(s.created_at - start).total_seconds() for s in snapshots]
-
-
 def session_replay(
     *,
     session_id: Any,
@@ -621,13 +317,13 @@ def session_replay(
     )
     rebuilt = [_rebuild(ctx, s, n) for n, s in enumerate(snapshots, start=1)]
     done = [(s, r) for s, r in zip(snapshots, rebuilt, strict=True) if r.projection is not None]
-    times = _send_times([s for s, _ in done], think_seconds)
+    times = send_times([s for s, _ in done], think_seconds)
     recorded_turns, replayed_turns = [], []
     for (snapshot, r), sent_at in zip(done, times, strict=True):
         label = str(snapshot.pk)
         recorded_turns.append(
             ViewTurn(
-                _recorded_view(snapshot, log.errors),
+                recorded_view(snapshot, log.errors),
                 tools=tools_from_request(snapshot.provider, snapshot.request or {}),
                 sent_at=sent_at,
                 label=label,
@@ -695,11 +391,6 @@ def agent_version_sessions(
 
 
 __all__ = [
-    "AS_RECORDED",
-    "ReplayTarget",
-    "ReplayTotals",
-    "SessionReplay",
-    "TurnReplay",
     "agent_version_sessions",
     "replay_target",
     "session_replay",

@@ -1,6 +1,8 @@
 from django.urls import path
 
 from sessions_app.api import keys as apis_keys
+from sessions_app.api import maintenance as apis_maintenance
+from sessions_app.api import tool_calls as apis_tool_calls
 from sessions_app.api import turns as apis_turns
 from sessions_app.api import usage as apis_usage
 from sessions_app.api import views as apis
@@ -30,22 +32,22 @@ urlpatterns = [
     # The body forms come first: `tool-calls/dispatch/` is not the path form of an id.
     path(
         S + "tool-calls/dispatch/",
-        apis.ToolDispatchByBodyApi.as_view(),
+        apis_tool_calls.ToolDispatchByBodyApi.as_view(),
         name="session-dispatch-by-body",
     ),
     path(
         S + "tool-calls/abandon/",
-        apis.ToolAbandonByBodyApi.as_view(),
+        apis_tool_calls.ToolAbandonByBodyApi.as_view(),
         name="session-abandon-by-body",
     ),
     path(
         S + "tool-calls/<path:tool_call_id>/dispatch/",
-        apis.ToolDispatchApi.as_view(),
+        apis_tool_calls.ToolDispatchApi.as_view(),
         name="session-dispatch",
     ),
     path(
         S + "tool-calls/<path:tool_call_id>/abandon/",
-        apis.ToolAbandonApi.as_view(),
+        apis_tool_calls.ToolAbandonApi.as_view(),
         name="session-abandon",
     ),
     path(S + "windows/", apis.WindowsApi.as_view(), name="session-windows"),
@@ -63,25 +65,29 @@ urlpatterns = [
     ),
     path(S + "kv/", apis.KvApi.as_view(), name="session-kv"),
     path(S + "fork/", apis.SessionForkApi.as_view(), name="session-fork"),
-    path(S + "maintenance/", apis.MaintenanceJobsApi.as_view(), name="session-maintenance-jobs"),
+    path(
+        S + "maintenance/",
+        apis_maintenance.MaintenanceJobsApi.as_view(),
+        name="session-maintenance-jobs",
+    ),
     path(
         S + "windows/<str:window_id>/maintenance/",
-        apis.MaintenanceRequestApi.as_view(),
+        apis_maintenance.MaintenanceRequestApi.as_view(),
         name="maintenance-request",
     ),
     path(
         S + "windows/<str:window_id>/maintenance/plan/",
-        apis.MaintenancePlanApi.as_view(),
+        apis_maintenance.MaintenancePlanApi.as_view(),
         name="maintenance-plan",
     ),
     path(
         S + "windows/<str:window_id>/maintenance/<str:job_id>/pages/<int:page>/",
-        apis.MaintenancePageApi.as_view(),
+        apis_maintenance.MaintenancePageApi.as_view(),
         name="maintenance-page",
     ),
     path(
         S + "windows/<str:window_id>/maintenance/<str:job_id>/commit/",
-        apis.MaintenanceCommitApi.as_view(),
+        apis_maintenance.MaintenanceCommitApi.as_view(),
         name="maintenance-commit",
     ),
 ]

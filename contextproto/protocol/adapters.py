@@ -49,19 +49,23 @@ from enum import StrEnum
 from typing import Any
 
 from contextproto.protocol import errors
+from contextproto.protocol.content_parts import (
+    has_image,
+    is_image_part,
+    is_text_part,
+    is_thinking_part,
+    part_text,
+)
 from contextproto.protocol.errors import ProtocolError
 from contextproto.protocol.messages import (
     ANSWER_KINDS,
     KIND_TOOL_CALL,
     KIND_TOOL_RESULT,
-    PART_IMAGE,
-    PART_TEXT,
     ROLE_ASSISTANT,
     ROLE_TOOL,
     ROLE_USER,
     Arguments,
     ModelMessage,
-    is_thinking_part,
 )
 from contextproto.protocol.projection import Projection
 from contextproto.protocol.prompt_cache import PROMPT_CACHE_OFF, TTL_5M, PromptCache
@@ -141,11 +145,7 @@ def _text_of(content: object) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        return "\n".join(
-            p["text"]
-            for p in content
-            if isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text"), str)
-        )
+        return "\n".join(text for p in content if (text := part_text(p)) is not None)
     return "" if content is None else str(content)
 
 
@@ -153,12 +153,6 @@ def _image_url(part: dict[str, Any]) -> str:
     if part.get("url"):
         return str(part["url"])
     return f"data:{part.get('mediaType', 'application/octet-stream')};base64,{part.get('data', '')}"
-
-
-def _has_image(content: object) -> bool:
-    return isinstance(content, list) and any(
-        isinstance(p, dict) and p.get("type") == "image" for p in content
-    )
 
 
 # --------------------------------------------------------------------------- openai-chat
@@ -172,9 +166,9 @@ def _openai_content(content: Any) -> Any:
     for part in content:
         if not isinstance(part, dict):
             continue
-        if part.get("type") == PART_IMAGE:
+        if is_image_part(part):
             parts.append({"type": "image_url", "image_url": {"url": _image_url(part)}})
-        elif part.get("type") == PART_TEXT:
+        elif is_text_part(part):
             parts.append({"type": "text", "text": part.get("text", "")})
     # An answer that only thought: an empty list is refused, an empty string is a message.
     return parts if parts else ""
@@ -247,7 +241,7 @@ def _adapt_openai(
             # The text the model wrote beside its call (text parts only; thinking is left
             # out, and Chat Completions takes no images from the assistant).
             text = _text_of(message.content)
-            if _has_image(message.content):
+            if has_image(message.content):
                 notes.append(
                     f"openai-chat: image parts beside tool call {message.tool_call_id} were "
                     "left out (assistant messages carry no images)"
@@ -272,7 +266,7 @@ def _adapt_openai(
             else:
                 out.append({"role": ROLE_ASSISTANT, "content": text or None, "tool_calls": [call]})
         elif message.kind == KIND_TOOL_RESULT:
-            if _has_image(message.content):
+            if has_image(message.content):
                 notes.append(
                     f"openai-chat: image parts of the result of {message.tool_call_id} were "
                     "sent as text only (tool messages carry no images)"
@@ -325,7 +319,7 @@ def _anthropic_blocks(content: Any, *, answer: bool = False) -> list[dict[str, A
     for part in content:
         if not isinstance(part, dict):
             continue
-        if part.get("type") == PART_IMAGE:
+        if is_image_part(part):
             if part.get("url"):
                 source = {"type": "url", "url": part["url"]}
             else:
@@ -335,7 +329,7 @@ def _anthropic_blocks(content: Any, *, answer: bool = False) -> list[dict[str, A
                     "data": part.get("data"),
                 }
             blocks.append({"type": "image", "source": source})
-        elif part.get("type") == PART_TEXT and part.get("text"):
+        elif is_text_part(part) and part.get("text"):
             # Anthropic refuses empty text blocks.
             blocks.append({"type": "text", "text": part["text"]})
     return blocks

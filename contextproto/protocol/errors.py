@@ -99,6 +99,26 @@ CHECKPOINT_EMPTY = "checkpoint_empty"
 CHECKPOINT_INVALID = "checkpoint_invalid"
 CHECKPOINT_TOO_LONG = "checkpoint_too_long"
 
+# The engine's refusals a model cannot fix by calling differently: its tool results say
+# `correctable: false` for these and only these. The service registry (contextproto.errors)
+# takes each engine code's flag from here.
+NOT_CORRECTABLE = frozenset(
+    {
+        FOLD_LIMIT_REACHED,
+        WINDOW_LIMIT_REACHED,
+        WINDOW_STATE_INCONSISTENT,
+        FOLD_MESSAGES_MISSING,
+        MAINTAINER_NOT_BOUND,
+        HISTORY_MESSAGE_MISSING,
+    }
+)
+
+
+def correctable(code: str) -> bool:
+    """Whether an engine refusal with `code` can succeed when the call is made differently."""
+    return code not in NOT_CORRECTABLE
+
+
 # Every code above, for the service registry (contextproto.errors) and the docs.
 CODES: tuple[str, ...] = tuple(
     value

@@ -36,12 +36,12 @@ Boundary rules for the new coveredThrough B (C < B):
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypedDict
 
 from contextproto.protocol import errors
+from contextproto.protocol.content_parts import compact_json
 from contextproto.protocol.errors import ProtocolError
 from contextproto.protocol.groups import GROUP_ORPHAN_RESULT, Group, build_groups
 from contextproto.protocol.messages import (
@@ -51,9 +51,7 @@ from contextproto.protocol.messages import (
     RawMessage,
     content_text,
 )
-
-IMAGE_TOKEN_ESTIMATE = 256
-CHARS_PER_TOKEN = 4
+from contextproto.protocol.tokens import message_tokens
 
 BlockedKind = Literal["unanswered_call", "orphan_result"]
 BLOCKED_UNANSWERED_CALL: BlockedKind = "unanswered_call"
@@ -131,40 +129,6 @@ class MaintenancePlan:
         }
 
 
-# ---------------------------------------------------------------------------- tokens
-
-
-def _canonical_json(value: object) -> str:
-    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-
-
-def estimate_tokens(message: RawMessage) -> int:
-    """Return an estimated token count of one message (an estimate, not a tokenizer count).
-
-    ceil(characters / 4) over the text content (plus the tool name and the canonical JSON
-    of the arguments for a tool call; non-text, non-image parts count by their JSON), and
-    256 per image part. Deterministic, so the same log always plans the same boundary.
-    """
-    chars = 0
-    images = 0
-    content = message.content
-    if isinstance(content, str):
-        chars += len(content)
-    elif isinstance(content, list):
-        for part in content:
-            if isinstance(part, dict) and part.get("type") == "image":
-                images += 1
-            elif isinstance(part, dict) and part.get("type") == "text":
-                text = part.get("text")
-                chars += len(text) if isinstance(text, str) else len(_canonical_json(text))
-            else:
-                chars += len(json.dumps(part, sort_keys=True, ensure_ascii=False, default=str))
-    if message.kind == KIND_TOOL_CALL:
-        chars += len(message.tool_name or "")
-        chars += len(_canonical_json(message.arguments if message.arguments is not None else {}))
-    return -(-chars // CHARS_PER_TOKEN) + images * IMAGE_TOKEN_ESTIMATE
-
-
 # ---------------------------------------------------------------------------- boundary
 
 
@@ -240,10 +204,10 @@ def _analyse(
     candidates: list[int] = []
     cut_folds: dict[int, str] = {}
     tokens_above: dict[int, int] = {}
-    total = sum(estimate_tokens(m) for m in messages)
+    total = sum(message_tokens(m) for m in messages)
     below = 0
     for group in groups:
-        below += sum(estimate_tokens(m) for m in group.messages)
+        below += sum(message_tokens(m) for m in group.messages)
         if group.open:
             break
         end = group.last_index
@@ -484,7 +448,7 @@ def source_hash(previous_checkpoint: str, messages: Sequence[RawMessage]) -> str
         "checkpoint": previous_checkpoint,
         "messages": [m.to_wire() for m in messages],
     }
-    encoded = _canonical_json(payload).encode("utf-8", "surrogatepass")
+    encoded = compact_json(payload).encode("utf-8", "surrogatepass")
     return hashlib.sha256(encoded).hexdigest()
 
 
@@ -556,7 +520,7 @@ def render_page_text(messages: Sequence[RawMessage]) -> str:
     for m in messages:
         head = f"#{m.index} {m.role}/{m.kind}"
         if m.kind == KIND_TOOL_CALL:
-            args = _canonical_json(m.arguments if m.arguments is not None else {})
+            args = compact_json(m.arguments if m.arguments is not None else {})
             head += f" {m.tool_name or '?'} [{m.tool_call_id}] {args}"
         elif m.kind == KIND_TOOL_RESULT:
             name = m.tool_name or (call_names.get(m.tool_call_id) if m.tool_call_id else None)

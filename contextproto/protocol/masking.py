@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
+from contextproto.protocol.content_parts import is_image_part, part_text
 from contextproto.protocol.messages import KIND_TOOL_CALL, KIND_TOOL_RESULT, RawMessage
 
 
@@ -29,13 +30,10 @@ def result_size(content: object) -> tuple[int, int]:
         return len(_json(content)), 0
     chars = images = 0
     for part in content:
-        if (
-            isinstance(part, dict)
-            and part.get("type") == "text"
-            and isinstance(part.get("text"), str)
-        ):
-            chars += len(part["text"])
-        elif isinstance(part, dict) and part.get("type") == "image":
+        text = part_text(part)
+        if text is not None:
+            chars += len(text)
+        elif is_image_part(part):
             images += 1
             chars += len(str(part.get("data") or part.get("url") or ""))
         else:

@@ -6,10 +6,11 @@ are snake_case here; `to_wire()` renders the camelCase shapes of SPEC §9.1.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, NotRequired, TypedDict
+from typing import Any, Final, Literal, NotRequired, TypedDict
+
+from contextproto.protocol import content_parts
 
 # A message's content: text, or a list of JSON parts (`{"type": "text", "text": ...}`, ...).
 Content = str | list[dict[str, Any]]
@@ -17,28 +18,44 @@ Content = str | list[dict[str, Any]]
 # JSON text of an object (SPEC §9.2: a model's malformed JSON is recorded, not refused).
 Arguments = dict[str, Any] | str
 
-# Part types (SPEC §3.1). Thinking parts are Anthropic's reasoning blocks, stored on the
-# model's answers exactly as it gave them: `{"type": "thinking", "thinking", "signature"}`
-# and `{"type": "redacted_thinking", "data"}`.
-PART_TEXT = "text"
-PART_IMAGE = "image"
-PART_THINKING = "thinking"
-PART_REDACTED_THINKING = "redacted_thinking"
-THINKING_PART_TYPES = frozenset({PART_THINKING, PART_REDACTED_THINKING})
 
-ROLE_USER = "user"
-ROLE_ASSISTANT = "assistant"
-ROLE_TOOL = "tool"
+# The part types and the content's text live in content_parts; these names of them were long
+# imported from here.
+PART_TEXT = content_parts.PART_TEXT
+PART_IMAGE = content_parts.PART_IMAGE
+PART_THINKING = content_parts.PART_THINKING
+PART_REDACTED_THINKING = content_parts.PART_REDACTED_THINKING
+THINKING_PART_TYPES = content_parts.THINKING_PART_TYPES
+content_text = content_parts.content_text
+is_thinking_part = content_parts.is_thinking_part
 
-KIND_INPUT = "input"
-KIND_APPROVAL_FEEDBACK = "approval_feedback"
-KIND_RUNTIME_INSTRUCTION = "runtime_instruction"
-KIND_TEXT = "text"
-KIND_TOOL_CALL = "tool_call"
-KIND_TOOL_RESULT = "tool_result"
+
+# Roles, kinds and derived types are Literal types over plain strings: a misspelt one fails
+# mypy, and at run time they are the very strings the rows, the JSON and the comparisons of
+# the hot path use (StrEnum members cost those comparisons ~4% of a turn's engine time;
+# docs/decisions.md).
+
+# A message's role (SPEC §3.1); `system` only on a view's first message.
+Role = Literal["system", "user", "assistant", "tool"]
+# A raw message's kind (SPEC §3.1).
+Kind = Literal[
+    "input", "approval_feedback", "runtime_instruction", "text", "tool_call", "tool_result"
+]
+
+ROLE_SYSTEM: Final = "system"
+ROLE_USER: Final = "user"
+ROLE_ASSISTANT: Final = "assistant"
+ROLE_TOOL: Final = "tool"
+
+KIND_INPUT: Final = "input"
+KIND_APPROVAL_FEEDBACK: Final = "approval_feedback"
+KIND_RUNTIME_INSTRUCTION: Final = "runtime_instruction"
+KIND_TEXT: Final = "text"
+KIND_TOOL_CALL: Final = "tool_call"
+KIND_TOOL_RESULT: Final = "tool_result"
 
 # kind -> the only role it may have (SPEC §3.1)
-ROLE_OF_KIND = {
+ROLE_OF_KIND: dict[str, Role] = {
     KIND_INPUT: ROLE_USER,
     KIND_APPROVAL_FEEDBACK: ROLE_USER,
     KIND_RUNTIME_INSTRUCTION: ROLE_USER,
@@ -51,66 +68,19 @@ NEVER_FOLDABLE_KINDS = frozenset({KIND_INPUT, KIND_APPROVAL_FEEDBACK, KIND_RUNTI
 ANSWER_KINDS = frozenset({KIND_TEXT, KIND_TOOL_CALL})
 
 
-def is_thinking_part(part: object) -> bool:
-    """Whether `part` is a thinking or redacted_thinking part (SPEC §3.1)."""
-    return isinstance(part, dict) and part.get("type") in THINKING_PART_TYPES
-
-
-# Derived types of a ProjectionSource (SPEC §4.1)
-DERIVED_SYSTEM = "system"
-DERIVED_RAW = "raw"
-DERIVED_HEADER = "context_header"
-DERIVED_FOLD = "context_fold"
-DERIVED_STATE = "context_state"
+# What a view message is derived from: a ProjectionSource's type (SPEC §4.1).
+DerivedType = Literal["system", "raw", "context_header", "context_fold", "context_state", "masked"]
+DERIVED_SYSTEM: Final = "system"
+DERIVED_RAW: Final = "raw"
+DERIVED_HEADER: Final = "context_header"
+DERIVED_FOLD: Final = "context_fold"
+DERIVED_STATE: Final = "context_state"
 # unified@4: a tool result shown as a one-line stub (SPEC §16). The model message keeps the
 # raw kind `tool_result` and its toolCallId, so the call stays paired; only the source says
 # it is masked, and names the one original message.
-DERIVED_MASKED = "masked"
-
-
-def content_text(content: object, *, text_only: bool = False) -> str:
-    """Flatten a message content (a string or a list of parts) into text, parts on new lines.
-
-    A text part gives its text, an image part `[image <mediaType>]`, a thinking part
-    `[thinking] <its text>` and a redacted_thinking part `[redacted thinking]` (signatures
-    and encrypted data mean nothing to a reader), any other part (or a content that is
-    neither a string nor a list) its JSON with sorted keys. With `text_only`, only text
-    parts count: other parts are left out, other contents give "". The maintainer's page
-    text is built with the default (its prompts are pinned by tests).
-    """
-    if isinstance(content, str):
-        return content
-    if not isinstance(content, list):
-        return (
-            ""
-            if text_only
-            else json.dumps(content, sort_keys=True, ensure_ascii=False, default=str)
-        )
-    pieces: list[str] = []
-    for part in content:
-        kind = part.get("type") if isinstance(part, dict) else None
-        if kind == PART_TEXT:
-            text = part.get("text")
-            if isinstance(text, str):
-                pieces.append(text)
-            else:
-                pieces.append("" if text_only else _compact_json(text))
-        elif text_only:
-            continue
-        elif kind == PART_IMAGE:
-            media = part.get("mediaType")
-            pieces.append(f"[image {media}]" if media else "[image]")
-        elif kind == PART_THINKING and isinstance(part.get("thinking"), str):
-            pieces.append(f"[thinking] {part['thinking']}")
-        elif kind == PART_REDACTED_THINKING:
-            pieces.append("[redacted thinking]")
-        else:
-            pieces.append(json.dumps(part, sort_keys=True, ensure_ascii=False, default=str))
-    return "\n".join(pieces)
-
-
-def _compact_json(value: object) -> str:
-    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+DERIVED_MASKED: Final = "masked"
+# A view message's kind: a raw kind, or that of a system, header, fold or state message.
+ViewKind = Kind | Literal["system", "context_header", "context_fold", "context_state"]
 
 
 class RawMessageWire(TypedDict):
@@ -173,8 +143,8 @@ class RawMessage:
     id: str
     index: int
     window_id: str
-    role: str
-    kind: str
+    role: Role
+    kind: Kind
     content: Content
     run_id: str | None = None
     input_run: str | None = None
@@ -244,8 +214,8 @@ class Fold:
 class ModelMessage:
     """One message of the model's view, before provider adaptation."""
 
-    role: str  # system | user | assistant | tool
-    kind: str  # system | context_header | context_fold | context_state | a raw kind
+    role: Role
+    kind: ViewKind
     content: Content
     tool_call_id: str | None = None
     tool_name: str | None = None
@@ -266,7 +236,7 @@ class ModelMessage:
 class ProjectionSource:
     """Which raw messages (if any) one model message stands for (SPEC §4.1)."""
 
-    derived_type: str
+    derived_type: DerivedType
     session_id: str
     window_id: str | None = None
     fold_id: str | None = None

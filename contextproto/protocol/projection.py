@@ -10,7 +10,6 @@ session's size.
 from __future__ import annotations
 
 import json
-import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -19,6 +18,7 @@ from typing import Any, TypedDict
 
 from contextproto.protocol import errors
 from contextproto.protocol.catalog import HeaderStyle, StateStyle, find_version
+from contextproto.protocol.content_parts import has_image, is_image_part, part_text
 from contextproto.protocol.errors import ProtocolError
 from contextproto.protocol.gateway import state as client_state
 from contextproto.protocol.groups import build_groups
@@ -34,12 +34,14 @@ from contextproto.protocol.messages import (
     KIND_TOOL_CALL,
     KIND_TOOL_RESULT,
     ROLE_ASSISTANT,
+    ROLE_SYSTEM,
     ROLE_USER,
     Fold,
     ModelMessage,
     ModelMessageWire,
     ProjectionSource,
     RawMessage,
+    Role,
     SourceWire,
 )
 from contextproto.protocol.state import (
@@ -51,6 +53,7 @@ from contextproto.protocol.state import (
     covered_key,
     window_key,
 )
+from contextproto.protocol.tokens import json_tokens
 from contextproto.protocol.vocabulary import (
     CLIENT_SYSTEM_PLACEHOLDER,
     MASK_KEEP_RECENT,
@@ -416,15 +419,9 @@ def _fold_text(fold: Fold) -> str:
     )
 
 
-def _has_image(content: object) -> bool:
-    return isinstance(content, list) and any(
-        isinstance(p, dict) and p.get("type") == "image" for p in content
-    )
-
-
 def _omit_images(content: list[dict[str, Any]], index: int) -> list[dict[str, Any]]:
     marker = {"type": "text", "text": f"[image omitted from view: message #{index}]"}
-    return [dict(marker) if p.get("type") == "image" else p for p in content]
+    return [dict(marker) if is_image_part(p) else p for p in content]
 
 
 def _preview_marker(index: int, total: int, head: int, tail: int) -> str:
@@ -472,8 +469,8 @@ def _preview(content: Any, limit: int, index: int) -> Any:
         return _preview_text(content, limit, index)
     if isinstance(content, list):
         return [
-            {**p, "text": _preview_text(p["text"], limit, index)}
-            if isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text"), str)
+            {**p, "text": _preview_text(text, limit, index)}
+            if (text := part_text(p)) is not None
             else p
             for p in content
         ]
@@ -515,7 +512,7 @@ def _render_history(
         with_images = [
             pos
             for pos, item in enumerate(items)
-            if isinstance(item, RawMessage) and item.id not in masked and _has_image(item.content)
+            if isinstance(item, RawMessage) and item.id not in masked and has_image(item.content)
         ]
         keep_images = set(with_images[-GUI_IMAGES_KEPT:])
     else:
@@ -557,7 +554,7 @@ def _render_history(
             )
             continue
         content = _copy_content(item.content)
-        if pos not in keep_images and _has_image(content):
+        if pos not in keep_images and has_image(content):
             content = _omit_images(content, item.index)
         if item.kind == KIND_TOOL_RESULT:
             content = _preview(content, preview_chars, item.index)
@@ -696,12 +693,6 @@ def system_text(system_prompt: str, protocol_prompt: str, client_system: str) ->
     return _PLACEHOLDERS.sub(lambda match: values[match.group(0)], system_prompt)
 
 
-def estimated_tokens(value: object) -> int:
-    """Characters / 4 (rounded up) of `value`'s canonical JSON: the estimator of the
-    service's capacity check and the admin's token breakdown."""
-    return math.ceil(len(json.dumps(value, sort_keys=True, ensure_ascii=False)) / 4)
-
-
 def _state_v4(
     *,
     window_id: str,
@@ -818,7 +809,7 @@ def project(inp: ProjectionInput) -> Projection:
     )
     system = (
         ModelMessage(
-            role="system",
+            role=ROLE_SYSTEM,
             kind=DERIVED_SYSTEM,
             content=system_text(
                 inp.system_prompt, inp.protocol_prompt, client_state.client_system(kv)
@@ -863,7 +854,7 @@ def project(inp: ProjectionInput) -> Projection:
             # viewTokens: every message of this view but the state message itself, plus the
             # tool schemas, as the admin's token breakdown estimates them (docs/decisions.md).
             view_tokens = inp.tool_tokens + sum(
-                estimated_tokens(m.to_wire()) for m, _ in [system, header, *history]
+                json_tokens(m.to_wire()) for m, _ in [system, header, *history]
             )
             text = _state_v4(
                 window_id=window_id,
@@ -883,7 +874,7 @@ def project(inp: ProjectionInput) -> Projection:
             text = _state_content(
                 window_id=window_id, kv=kv, revision=inp.revision, covered=covered, items=items
             )
-        role = ROLE_USER if placement == PLACEMENT_TRAILING_USER else ROLE_ASSISTANT
+        role: Role = ROLE_USER if placement == PLACEMENT_TRAILING_USER else ROLE_ASSISTANT
         state = (
             ModelMessage(role=role, kind=DERIVED_STATE, content=text),
             ProjectionSource(derived_type=DERIVED_STATE, session_id=sid, window_id=window_id),

@@ -15,8 +15,9 @@ from typing import Any, Protocol
 
 from contextproto.protocol import errors
 from contextproto.protocol.catalog import ProtocolVersion
+from contextproto.protocol.content_parts import is_text_part, is_thinking_part
 from contextproto.protocol.errors import ProtocolError
-from contextproto.protocol.messages import Content, Fold, RawMessage, is_thinking_part
+from contextproto.protocol.messages import Content, Fold, RawMessage
 from contextproto.protocol.state import (
     KEY_ACTIVE_WINDOW,
     MAIN_WINDOW,
@@ -159,30 +160,8 @@ class ToolOutcome:
 
 
 class Refusal(ProtocolError):
-    """A tool's own refusal; `correctable` says whether calling differently can fix it."""
-
-    def __init__(
-        self,
-        code: str,
-        message: str,
-        details: dict[str, Any] | None = None,
-        *,
-        correctable: bool = True,
-    ) -> None:
-        super().__init__(code, message, details)
-        self.correctable = correctable
-
-
-# ProtocolErrors from other engine modules the model cannot fix by calling again.
-NOT_CORRECTABLE = frozenset(
-    {
-        errors.FOLD_LIMIT_REACHED,
-        errors.WINDOW_LIMIT_REACHED,
-        errors.WINDOW_STATE_INCONSISTENT,
-        errors.FOLD_MESSAGES_MISSING,
-        errors.MAINTAINER_NOT_BOUND,
-    }
-)
+    """A tool's own refusal; whether calling differently can fix it is its code's
+    (`errors.correctable`), never the raise site's."""
 
 
 @dataclass
@@ -216,12 +195,10 @@ Handler = Callable[[Invocation], ToolOutcome]
 
 def error_outcome(exc: ProtocolError) -> ToolOutcome:
     """Turn a refusal into `{"success": false, "error": {code, message, correctable, ...}}`."""
-    if isinstance(exc, Refusal):
-        correctable = exc.correctable
-    else:
-        correctable = exc.code not in NOT_CORRECTABLE
     return ToolOutcome(
-        result=tool_failure(exc.code, exc.message, correctable=correctable, details=exc.details)
+        result=tool_failure(
+            exc.code, exc.message, correctable=errors.correctable(exc.code), details=exc.details
+        )
     )
 
 
@@ -263,7 +240,6 @@ def record_of(window_id: str, kv: Mapping[str, Any]) -> dict[str, Any]:
         f"The active window '{window_id}' has no record; the session state is inconsistent. "
         "Report this to the operator; other tools still work.",
         {"windowId": window_id},
-        correctable=False,
     )
 
 
@@ -279,7 +255,7 @@ def text_of(content: Content | object) -> str:
         for part in content:
             if is_thinking_part(part):
                 continue
-            if isinstance(part, dict) and part.get("type") == "text":
+            if is_text_part(part):
                 parts.append(str(part.get("text", "")))
             elif isinstance(part, dict):
                 parts.append(f"[{part.get('type', 'part')}]")

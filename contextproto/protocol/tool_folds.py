@@ -239,7 +239,6 @@ def fold_read(inv: Invocation) -> ToolOutcome:
             f"Fold '{fold_id}' names messages this session cannot load; its raw text cannot "
             "be served. Work from the fold's summary; the operator has to look at the log.",
             {"foldId": fold_id, "missing": [i for i in fold.message_ids if i not in found]},
-            correctable=False,
         )
     piece = _page(inv, render_fold_text(messages))
     return success(
@@ -298,7 +297,6 @@ def history_read(inv: Invocation) -> ToolOutcome:
             f"Message #{index} cannot be loaded from this session's log; go on without it. "
             "The operator has to look at the log.",
             {"index": index},
-            correctable=False,
         )
     piece = _page(inv, render_message_text(message))
     return success(

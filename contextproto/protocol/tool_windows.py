@@ -128,7 +128,6 @@ def window_open(inv: Invocation) -> ToolOutcome:
                 "no new window can be opened. Resume an existing window (resume: true) or go "
                 "on in the current one.",
                 {"windowCount": count, "maxWindows": limit},
-                correctable=False,
             )
         record: Mapping[str, Any] = new_window_record(
             goal=goal, input=handoff, opened_from=current, created_at_index=inv.call.call_index

@@ -137,7 +137,6 @@ def maintainer_run(inv: Invocation) -> ToolOutcome:
             "started from here; the host compresses history by itself when it grows. Go on "
             "with your task (fold finished stretches with context_fold_create if needed).",
             {},
-            correctable=False,
         )
     window_id = inv.active_window()
     return success(

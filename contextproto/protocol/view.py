@@ -38,13 +38,13 @@ from contextproto.protocol.projection import (
     Projection,
     ProjectionInput,
     ReadPlan,
-    estimated_tokens,
     kv_keys_for_view,
     plan_reads,
     project,
 )
 from contextproto.protocol.prompt_cache import PromptCache
 from contextproto.protocol.state import MAIN_WINDOW, covered_key
+from contextproto.protocol.tokens import json_tokens
 
 
 class ViewSource(Protocol):
@@ -172,11 +172,11 @@ class View:
         for message, source in zip(self.projection.messages, self.projection.sources, strict=True):
             derived = source.derived_type
             if derived == DERIVED_SYSTEM:
-                sizes["system"] += estimated_tokens(message.content)
+                sizes["system"] += json_tokens(message.content)
             elif derived == DERIVED_HEADER or (state_is_header and derived == DERIVED_STATE):
-                sizes["header"] += estimated_tokens(message.content)
+                sizes["header"] += json_tokens(message.content)
             elif derived == DERIVED_RAW and protected.intersection(source.message_ids):
-                sizes["runInputs"] += estimated_tokens(message.content)
+                sizes["runInputs"] += json_tokens(message.content)
         sizes["toolSchemas"] = self.tool_tokens
         return sizes
 
@@ -198,7 +198,7 @@ def assemble(
     window_messages, run_inputs = source.rows(frozen.reads)
     # A gateway client's tools follow the protocol's and the version's (SPEC §19).
     tools = client_state.merged_tools(recipe.tools, client_state.client_tools(frozen.kv))
-    tool_tokens = estimated_tokens(tools) if tools else 0
+    tool_tokens = json_tokens(tools) if tools else 0
     projection = project(
         ProjectionInput(
             protocol_id=plan.protocol.protocol_id,

@@ -20,7 +20,7 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 
 from labs.experiments.report import REPORT_JSON
-from labs.experiments.runner import reports_root
+from labs.experiments.setup import reports_root
 from sessions_app.admin_views import url
 
 if TYPE_CHECKING:

@@ -23,6 +23,7 @@ from contextproto.protocol.adapters import WireFormat
 from contextproto.protocol.options import validate_options
 from contextproto.protocol.vocabulary import SYSTEM_PLACEHOLDER
 from contextproto.usage import prices_problems
+from labs.experiments.spec import Plan, plan_from
 from sessions_app.providers.base import ProviderError
 from sessions_app.providers.scripted import validate_script
 
@@ -45,9 +46,11 @@ class PlanInvalid(Exception):
 
 @dataclass(frozen=True)
 class LoadedPlan:
-    """A validated plan and what identifies it in a report."""
+    """A validated plan (the JSON document and its typed reading) and what identifies it in
+    a report."""
 
     data: dict[str, Any]
+    plan: Plan
     path: str
     sha256: str
 
@@ -81,7 +84,9 @@ def load_plan(path: str | Path, *, provider: str) -> LoadedPlan:
     errors = plan_errors(data, provider=provider)
     if errors:
         raise PlanInvalid(errors)
-    return LoadedPlan(data=data, path=str(file), sha256=hashlib.sha256(raw).hexdigest())
+    return LoadedPlan(
+        data=data, plan=plan_from(data), path=str(file), sha256=hashlib.sha256(raw).hexdigest()
+    )
 
 
 def plan_errors(plan: Any, *, provider: str) -> list[str]:

@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from contextproto.protocol.messages import RawMessage
+from contextproto.protocol.tokens import json_tokens
 from sessions_app.admin_views.common import arguments_block, content_text, preview
 from sessions_app.models import ProjectionSnapshot
-from sessions_app.providers.base import canonical_json, estimate_tokens
 
 ESTIMATE_LABEL = "estimate: characters / 4 of the JSON"
 SOURCE_LINKS = 20
@@ -44,7 +44,7 @@ def derived_badge(derived_type: str) -> str:
 
 def message_tokens(message: Any) -> int:
     """Estimated tokens of one view message (its JSON as the neutral wire format holds it)."""
-    return estimate_tokens(canonical_json(message))
+    return json_tokens(message)
 
 
 # ------------------------------------------------------------------ token breakdown
@@ -114,7 +114,7 @@ def token_breakdown(
         counts[key] += 1
     tools = request.get("tools") if isinstance(request, dict) else None
     if tools:
-        totals["tools"] = estimate_tokens(canonical_json(tools))
+        totals["tools"] = json_tokens(tools)
         counts["tools"] = len(tools) if isinstance(tools, list) else 1
     total = sum(totals.values())
     segments = tuple(
@@ -134,7 +134,7 @@ def token_breakdown(
     return TokenBreakdown(
         segments=segments,
         total=total,
-        request_tokens=estimate_tokens(canonical_json(request)),
+        request_tokens=json_tokens(request),
         reported=reported if isinstance(reported, int) else None,
         reported_estimated=bool(isinstance(usage, dict) and usage.get("estimated")),
         per_message=per_message,

@@ -10,6 +10,7 @@ from django.template.response import TemplateResponse
 
 from contextproto.pagination import split_page
 from contextproto.protocol.foldtext import render_fold_text
+from contextproto.protocol.messages import KIND_TOOL_RESULT
 from sessions_app.admin_views import context as ctx
 from sessions_app.admin_views.browser import BrowserPages, Route
 from sessions_app.admin_views.common import (
@@ -21,8 +22,9 @@ from sessions_app.admin_views.common import (
     query,
     url,
 )
-from sessions_app.admin_views.reads import fold_rows, latest_view, message_page, message_row
-from sessions_app.models import FoldRecord, Message, Run, ToolReceipt, WindowRecord
+from sessions_app.admin_views.presenters import fold_rows, message_rows
+from sessions_app.admin_views.reads import fold_entries, latest_view, message_page
+from sessions_app.models import FoldRecord, Run, ToolReceipt, WindowRecord
 from sessions_app.reads import raw_log
 
 
@@ -67,6 +69,7 @@ class LogPages(BrowserPages):
             "messages",
             "Messages",
             page=page,
+            rows=message_rows(page.messages, session),
             limit=limit,
             window=window or "",
             run=run.id.hex if run else "",
@@ -92,7 +95,7 @@ class LogPages(BrowserPages):
             raise Http404("No such message in this session.")
         message = found[0]
         receipt = None
-        if message.kind == Message.Kind.TOOL_RESULT:
+        if message.kind == KIND_TOOL_RESULT:
             receipt = (
                 ToolReceipt.objects.filter(session=session, tool_call_id=message.tool_call_id)
                 .only("tool_call_id", "state_revision", "success")
@@ -147,7 +150,7 @@ class LogPages(BrowserPages):
             session,
             "folds",
             "Folds",
-            rows=fold_rows(session, found),
+            rows=fold_rows(session, fold_entries(session, found)),
             window=window or "",
             next_url=query(request, after=found[-1].first_index) if found and more else None,
             first_url=query(request, after=None) if after else None,
@@ -158,7 +161,7 @@ class LogPages(BrowserPages):
         record = FoldRecord.objects.filter(session=session, fold_id=fold_id).first()
         if record is None:
             raise Http404("No such fold in this session.")
-        row = fold_rows(session, [record])[0]
+        row = fold_rows(session, fold_entries(session, [record]))[0]
         messages = raw_log.log_by_ids(session.id, row["message_ids"])
         latest = latest_view(session)
         in_view = None
@@ -187,7 +190,7 @@ class LogPages(BrowserPages):
             f"Fold {fold_id}",
             row=row,
             in_view=in_view,
-            fold_messages=[message_row(m, session) for m in messages],
+            fold_messages=message_rows(messages, session),
             raw_text=render_fold_text(messages),
             missing=len(row["message_ids"]) - len(messages),
         )

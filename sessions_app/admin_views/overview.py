@@ -18,10 +18,10 @@ from contextproto.protocol.state import (
     covered_key,
     window_key,
 )
-from sessions_app.admin_views import turns
+from sessions_app.admin_views import presenters, turns
 from sessions_app.admin_views.browser import BrowserPages, Route
 from sessions_app.admin_views.common import SNAPSHOT_HEAVY_FIELDS, pretty, url
-from sessions_app.admin_views.reads import chart_for, record_counts, windows_table
+from sessions_app.admin_views.reads import chart_data, record_counts, windows_table
 from sessions_app.models import ArchiveChunk, MaintenanceJob, ProjectionSnapshot, Run, Session
 from sessions_app.reads.raw_log import kv_values
 from sessions_app.reads.usage import run_usage, session_usage
@@ -93,7 +93,7 @@ class OverviewPages(BrowserPages):
             fold_count=fold_count,
             snapshots=snapshots,
             active_jobs=jobs,
-            chart=chart_for(session),
+            chart=presenters.chart(session, chart_data(session)),
             inputs_json=pretty(session.inputs),
             **turns.live_context(
                 turns.run_is_live(

@@ -1,24 +1,27 @@
 """Read-only selectors of the session browser: each a fixed number of queries whatever the
 session's size (keyset pages by MessageIndex or time, grouped counts, bounded side tables).
+
+They return rows and dataclasses; `presenters` turns them into what a template shows (URLs,
+pretty JSON, the chart).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal
 from typing import Any
+from uuid import UUID
 
 from django.core.exceptions import ValidationError
 from django.db.models import Count, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import Coalesce
-from django.http import HttpRequest
 from django.utils.dateparse import parse_datetime
 
 from contextproto.pagination import split_page
 from contextproto.protocol.messages import RawMessage
 from contextproto.protocol.state import checkpoint_key, covered_key, fold_key, window_key
-from sessions_app import charts
 from sessions_app.admin_views import context as ctx
-from sessions_app.admin_views.common import RAW_INLINE_LIMIT, content_text, pretty, preview, url
 from sessions_app.models import (
     FoldRecord,
     MaintenanceJob,
@@ -123,24 +126,10 @@ def windows_table(session: Session) -> list[WindowRow]:
 
 @dataclass(frozen=True)
 class MessagePage:
-    rows: list[dict[str, Any]]
+    messages: list[RawMessage]
     next_after: int | None
     prev_before: int | None
     from_start: bool
-
-
-def message_row(message: RawMessage, session: Session) -> dict[str, Any]:
-    """A raw message as the message tables render it (preview, raw JSON if small enough)."""
-    raw = pretty(message.to_wire())
-    text = content_text(message.content)
-    return {
-        "message": message,
-        "run_hex": message.run_id or "",
-        "preview": preview(text),
-        "raw": raw if len(raw) <= RAW_INLINE_LIMIT else None,
-        "raw_size": len(raw),
-        "detail_url": url("message", session, message.id),
-    }
 
 
 def message_page(
@@ -172,18 +161,16 @@ def message_page(
     if run is not None:
         found = [m for m in found if m.run_id == run.id.hex]
     return MessagePage(
-        rows=[message_row(m, session) for m in found],
+        messages=found,
         next_after=next_after,
         prev_before=after + 1 if after > 0 and not filtered else None,
         from_start=after > 0 and filtered,
     )
 
 
-def keyset_by_time(
-    queryset: QuerySet, request: HttpRequest, limit: int
-) -> tuple[list[Any], str | None]:
-    """Newest first, paged by (created_at, pk) through `?before=<iso>|<pk>`."""
-    before = request.GET.get("before", "")
+def keyset_by_time(queryset: QuerySet, before: str, limit: int) -> tuple[list[Any], str | None]:
+    """Newest first, paged by (created_at, pk): `before` is the cursor `<iso>|<pk>` of the
+    page's `?before=` (anything else reads the first page); the answer's cursor is the next."""
     if "|" in before:
         stamp, _, raw_pk = before.partition("|")
         pk: Any = None
@@ -200,41 +187,90 @@ def keyset_by_time(
     return found, cursor
 
 
-def fold_rows(session: Session, records: list[FoldRecord]) -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class FoldEntry:
+    """A fold record with its KV value and its window's coverage."""
+
+    record: FoldRecord
+    summary: str
+    message_ids: list[str]
+    created_at_index: int | None
+    covered_through: int
+
+    @property
+    def compressed(self) -> bool:
+        """Whether a checkpoint covers the whole fold."""
+        return self.record.last_index <= self.covered_through
+
+
+def fold_entries(session: Session, records: list[FoldRecord]) -> list[FoldEntry]:
     """Fold records joined with their KV values and their window's coverage (one query)."""
     windows = sorted({r.window_id for r in records})
     kv = kv_values(
         session.id,
         [fold_key(r.fold_id) for r in records] + [covered_key(w) for w in windows],
     )
-    rows = []
+    entries = []
     for record in records:
         value = kv.get(fold_key(record.fold_id)) or {}
-        covered = int(kv.get(covered_key(record.window_id)) or 0)
-        rows.append(
-            {
-                "record": record,
-                "summary": str(value.get("summary", "")),
-                "message_ids": list(value.get("messageIds") or []),
-                "created_at_index": value.get("createdAtIndex"),
-                "covered_through": covered,
-                "compressed": record.last_index <= covered,
-                "detail_url": url("fold", session, record.fold_id),
-                "range_url": url("messages", session)
-                + f"?window={record.window_id}&after={record.first_index - 1}",
-            }
+        entries.append(
+            FoldEntry(
+                record=record,
+                summary=str(value.get("summary", "")),
+                message_ids=list(value.get("messageIds") or []),
+                created_at_index=value.get("createdAtIndex"),
+                covered_through=int(kv.get(covered_key(record.window_id)) or 0),
+            )
         )
-    return rows
+    return entries
 
 
-def chart_for(session: Session) -> dict[str, Any]:
-    """Input tokens of the latest turns by kind, their cost, maintenance commits and folds.
+@dataclass(frozen=True)
+class ChartTurn:
+    """A turn with provider usage, as the chart plots it."""
 
-    Each point links to its turn's snapshot (the context viewer).
-    """
-    # (created_at, upper_bound, input tokens, pk, cache read, cache write, cost)
-    points = list(
-        ProjectionSnapshot.objects.filter(session=session, input_tokens__isnull=False)
+    created_at: datetime
+    upper_bound: int
+    input_tokens: int | None  # never None here: the query keeps turns with usage
+    snapshot_id: UUID
+    cache_read_tokens: int
+    cache_write_tokens: int
+    cost: Decimal | None
+
+
+@dataclass(frozen=True)
+class ChartCommit:
+    """A committed maintenance job (unfinished: placed by its bound)."""
+
+    finished_at: datetime | None
+    through_index: int | None
+    window_id: str
+
+
+@dataclass(frozen=True)
+class ChartFold:
+    fold_id: str
+    window_id: str
+    first_index: int
+    last_index: int
+
+
+@dataclass(frozen=True)
+class ChartData:
+    """The latest turns with usage, oldest first, and the events among them."""
+
+    turns: list[ChartTurn]
+    commits: list[ChartCommit]
+    folds: list[ChartFold]
+    threshold: int | None  # the maintenance trigger in tokens, if the version sets one
+
+
+def chart_data(session: Session) -> ChartData:
+    """Input tokens of the latest CHART_TURNS turns, their cache counts and cost, and the
+    maintenance commits and folds since the first of them (at most three queries)."""
+    turns = [
+        ChartTurn(*row)
+        for row in ProjectionSnapshot.objects.filter(session=session, input_tokens__isnull=False)
         .order_by("-created_at", "-pk")
         .values_list(
             "created_at",
@@ -245,75 +281,34 @@ def chart_for(session: Session) -> dict[str, Any]:
             "cache_write_input_tokens",
             "cost",
         )[:CHART_TURNS]
-    )[::-1]
-    markers: list[charts.Marker] = []
-    if points:
-        first_time, first_bound = points[0][0], points[0][1]
+    ][::-1]
+    commits: list[ChartCommit] = []
+    folds: list[ChartFold] = []
+    if turns:
+        first_time, first_bound = turns[0].created_at, turns[0].upper_bound
         jobs = MaintenanceJob.objects.filter(
             session=session, status=MaintenanceJob.Status.COMMITTED
         ).filter(Q(finished_at__gte=first_time) | Q(finished_at__isnull=True))
-        for finished_at, through_index, window_id in jobs.order_by("finished_at").values_list(
-            "finished_at", "through_index", "window_id"
-        )[:CHART_TURNS]:
-            if finished_at is not None:
-                position = _position(points, lambda p, t=finished_at: p[0] >= t)
-            else:
-                position = _position(points, lambda p, b=through_index or 0: p[1] > b)
-            markers.append(
-                charts.Marker(
-                    position,
-                    charts.MAINTENANCE,
-                    f"maintenance of {window_id} through #{through_index}",
-                )
-            )
-        folds = FoldRecord.objects.filter(session=session, last_index__gte=first_bound)
-        for fold_id, window_id, first, last in folds.order_by("last_index").values_list(
-            "fold_id", "window_id", "first_index", "last_index"
-        )[:CHART_TURNS]:
-            # The fold_create call and its result come after the fold's last message.
-            position = _position(points, lambda p, b=last + 1: p[1] > b)
-            markers.append(
-                charts.Marker(
-                    position, charts.FOLD, f"fold {fold_id} ({window_id} #{first}-#{last})"
-                )
-            )
+        commits = [
+            ChartCommit(*row)
+            for row in jobs.order_by("finished_at").values_list(
+                "finished_at", "through_index", "window_id"
+            )[:CHART_TURNS]
+        ]
+        records = FoldRecord.objects.filter(session=session, last_index__gte=first_bound)
+        folds = [
+            ChartFold(*row)
+            for row in records.order_by("last_index").values_list(
+                "fold_id", "window_id", "first_index", "last_index"
+            )[:CHART_TURNS]
+        ]
     version = session.agent_version
     threshold = (
         int(version.maintenance_trigger_ratio * version.max_input_tokens)
         if version.max_input_tokens and version.maintenance_trigger_ratio
         else None
     )
-    svg = charts.input_tokens_chart(
-        [
-            charts.Turn(
-                str(i + 1),
-                p[2],
-                href=url("snapshot", session, p[3]),
-                cache_read_tokens=p[4],
-                cache_write_tokens=p[5],
-                cost=float(p[6]) if p[6] is not None else None,
-            )
-            for i, p in enumerate(points)
-        ],
-        markers,
-        threshold=threshold,
-    )
-    return {
-        "svg": svg,
-        "turns": len(points),
-        "markers": markers,
-        "threshold": threshold,
-        "cached": any(p[4] or p[5] for p in points),
-        "priced": any(p[6] is not None for p in points),
-    }
-
-
-def _position(points: list[tuple], after: Any) -> float:
-    """Half a turn before the first point for which `after(point)` holds (or past the end)."""
-    for i, point in enumerate(points):
-        if after(point):
-            return max(i - 0.5, 0)
-    return len(points) - 0.5 if len(points) > 1 else 0
+    return ChartData(turns=turns, commits=commits, folds=folds, threshold=threshold)
 
 
 def neighbours(

@@ -27,16 +27,16 @@ from agents.selectors import protocol_of
 from contextproto.admin_site import scope_to_member
 from contextproto.errors import ApplicationError
 from contextproto.protocol import catalog
-from contextproto.protocol.adapters import PROVIDER_ANTHROPIC_MESSAGES, PROVIDER_OPENAI_CHAT
 from sessions_app.admin_views.browser import BrowserPages
 from sessions_app.admin_views.common import url
 from sessions_app.cache_economy import DEFAULT_THINK_SECONDS
-from sessions_app.replay import (
+from sessions_app.replay import replay_target, session_replay
+from sessions_app.replay_report import (
+    PROVIDER_NAMES,
     ReplayTarget,
     ReplayTotals,
     SessionReplay,
-    replay_target,
-    session_replay,
+    totals_rows,
 )
 
 if TYPE_CHECKING:
@@ -45,7 +45,6 @@ if TYPE_CHECKING:
 MAX_TURNS = 300  # the newest turns of a session a page replays
 MAX_SESSIONS = 20  # the newest sessions of a version a page replays
 DEFAULT_SESSIONS = 5
-PROVIDERS = ((PROVIDER_OPENAI_CHAT, "OpenAI"), (PROVIDER_ANTHROPIC_MESSAGES, "Anthropic"))
 ESTIMATES = (
     "Estimates: tokens counted with {tokenizer}; every turn rebuilt for openai-chat and "
     "anthropic-messages with prompt caching on, {timing}; effective cost in input-token "
@@ -56,10 +55,6 @@ ESTIMATES = (
 
 def _pct(part: float, whole: float) -> str:
     return f"{100 * part / whole:.0f}%" if whole else "0%"
-
-
-def _change(before: float, after: float) -> str:
-    return f"{100 * (after - before) / before:+.1f}%" if before else "-"
 
 
 def turn_rows(replay: SessionReplay) -> tuple[list[dict[str, Any]], list[tuple[int, str, int]]]:
@@ -74,7 +69,7 @@ def turn_rows(replay: SessionReplay) -> tuple[list[dict[str, Any]], list[tuple[i
             refs.append(numbers.setdefault(note, len(numbers) + 1))
             counts[note] = counts.get(note, 0) + 1
         providers = []
-        for provider, name in PROVIDERS:
+        for provider, name in PROVIDER_NAMES:
             recorded = replay.provider_turn(turn, provider, "recorded")
             replayed = replay.provider_turn(turn, provider, "replayed")
             if recorded is None or replayed is None:
@@ -97,41 +92,6 @@ def turn_rows(replay: SessionReplay) -> tuple[list[dict[str, Any]], list[tuple[i
             )
         rows.append({"turn": turn, "providers": providers, "notes": refs})
     return rows, [(number, note, counts[note]) for note, number in numbers.items()]
-
-
-def totals_rows(totals: ReplayTotals) -> list[tuple[str, str, str, str]]:
-    """(measure, recorded, replayed, change) over the turns both sides cover."""
-    rows = [
-        (
-            "request tokens, as sent / rebuilt",
-            f"{totals.sent_tokens:,}",
-            f"{totals.replayed_tokens:,}",
-            _change(totals.sent_tokens, totals.replayed_tokens),
-        )
-    ]
-    for provider, name in PROVIDERS:
-        recorded, replayed = totals.recorded[provider], totals.replayed[provider]
-        rows += [
-            (
-                f"{name}: input tokens",
-                f"{recorded.input_tokens:,}",
-                f"{replayed.input_tokens:,}",
-                _change(recorded.input_tokens, replayed.input_tokens),
-            ),
-            (
-                f"{name}: cache hit ratio",
-                f"{100 * recorded.hit_ratio:.1f}%",
-                f"{100 * replayed.hit_ratio:.1f}%",
-                f"{100 * (replayed.hit_ratio - recorded.hit_ratio):+.1f} pt",
-            ),
-            (
-                f"{name}: effective cost",
-                f"{round(recorded.equivalent_tokens):,}",
-                f"{round(replayed.equivalent_tokens):,}",
-                _change(recorded.equivalent_tokens, replayed.equivalent_tokens),
-            ),
-        ]
-    return rows
 
 
 def _number(request: HttpRequest, name: str, default: float, low: float, high: float) -> float:

@@ -135,7 +135,7 @@ class SearchPages:
         cursor = None
         if form.is_valid():
             found = session_search(self.model_admin.get_queryset(request), form.filters())
-            rows, cursor = keyset_by_time(found, request, SESSIONS_PER_PAGE)
+            rows, cursor = keyset_by_time(found, request.GET.get("before", ""), SESSIONS_PER_PAGE)
         response = TemplateResponse(
             request,
             "admin/sessions_app/search.html",

@@ -47,7 +47,7 @@ class SnapshotPages(BrowserPages):
         session = self.session_for(request, session_id)
         found, cursor = keyset_by_time(
             ProjectionSnapshot.objects.filter(session=session).defer(*SNAPSHOT_HEAVY_FIELDS),
-            request,
+            request.GET.get("before", ""),
             limit_param(request, 50),
         )
         return self.render(

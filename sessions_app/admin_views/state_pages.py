@@ -77,7 +77,9 @@ class StatePages(BrowserPages):
     def receipts(self, request: HttpRequest, session_id: UUID) -> TemplateResponse:
         session = self.session_for(request, session_id)
         found, cursor = keyset_by_time(
-            ToolReceipt.objects.filter(session=session), request, limit_param(request, 50)
+            ToolReceipt.objects.filter(session=session),
+            request.GET.get("before", ""),
+            limit_param(request, 50),
         )
         rows = [
             {
@@ -99,7 +101,9 @@ class StatePages(BrowserPages):
     def maintenance(self, request: HttpRequest, session_id: UUID) -> TemplateResponse:
         session = self.session_for(request, session_id)
         found, cursor = keyset_by_time(
-            MaintenanceJob.objects.filter(session=session), request, limit_param(request, 50)
+            MaintenanceJob.objects.filter(session=session),
+            request.GET.get("before", ""),
+            limit_param(request, 50),
         )
         rows = [
             {

@@ -1,8 +1,11 @@
 """Response shapes of the session endpoints (SPEC §9.1), for the OpenAPI schema.
 
-These serializers describe what the `*_to_wire` functions render; they are not used to
-render (the wire dicts are built where the data is). tests/api/test_response_shapes.py and
-the schemathesis suite check every response against them, so the two cannot drift apart.
+These serializers describe what the `*_to_wire` builders render; they are not used to
+render (the wire dicts are built where the data is). Each shape is named once, as the
+TypedDict its builder returns (`api/wire.py` for the views' own, the others beside their
+builders); tests/api/test_wire_shapes.py holds every serializer here to its TypedDict, key
+for key, and tests/api/test_response_shapes.py and the schemathesis suite check every
+response against the schema.
 """
 
 from __future__ import annotations
@@ -237,8 +240,8 @@ class MaintenanceJob(serializers.Serializer):
     fromIndex = serializers.IntegerField(allow_null=True)
     throughIndex = serializers.IntegerField(allow_null=True)
     sourceHash = _nullable_text()
-    pageCount = serializers.IntegerField(allow_null=True)
-    pagesRead = serializers.IntegerField(allow_null=True)
+    pageCount = serializers.IntegerField()
+    pagesRead = serializers.IntegerField()
     attempts = serializers.IntegerField()
     reason = _nullable_text()
     tokensBefore = serializers.IntegerField(allow_null=True)

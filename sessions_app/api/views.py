@@ -5,9 +5,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from django.conf import settings
-from django.core.cache import cache
-from django.db import connection
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
 from rest_framework import serializers, status
@@ -20,7 +17,6 @@ from contextproto import api_schema, pagination
 from contextproto.api import (
     AnyJSONField,
     IdField,
-    StrictIntegerField,
     StrictSerializer,
     application_of,
     credential_of,
@@ -32,14 +28,19 @@ from contextproto.api_schema import AFTER_INDEX, LIMIT, PAGE, PREFIX, REVISION, 
 from contextproto.errors import NotFound
 from contextproto.ids import parse_uuid
 from contextproto.protocol import adapters, catalog
-from sessions_app import maintenance, nodes
 from sessions_app.api import shapes
+from sessions_app.api.wire import (
+    FoldWire,
+    SessionCreatedWire,
+    SessionDetailWire,
+    SessionWire,
+    WindowWire,
+)
 from sessions_app.models import Session
 from sessions_app.reads import history, lists
 from sessions_app.reads import usage as usage_reads
 from sessions_app.services import (
     client_writes,
-    dispatch,
     fork,
     messages,
     projection,
@@ -62,7 +63,7 @@ def session_for(request: Request, session_id: str) -> Session:
     return lists.session_get(session_id=wanted, application_id=credential.application.id)
 
 
-def session_to_wire(session: Session) -> dict[str, Any]:
+def session_to_wire(session: Session) -> SessionWire:
     return {
         "id": str(session.id),
         "agentVersionId": str(session.agent_version_id),
@@ -89,8 +90,7 @@ class SessionCreateApi(APIView):
             application=application, version_id=data["agentVersionId"]
         )
         session, key = sessions.session_create(agent_version=version, inputs=data.get("inputs"))
-        body = session_to_wire(session)
-        body["sessionKey"] = key
+        body: SessionCreatedWire = {**session_to_wire(session), "sessionKey": key}
         return Response(body, status=status.HTTP_201_CREATED)
 
 
@@ -98,8 +98,8 @@ class SessionDetailApi(APIView):
     @extend_schema(responses={200: shapes.SessionDetail})
     def get(self, request: Request, session_id: str) -> Response:
         session = session_for(request, session_id)
-        body = session_to_wire(session)
-        body["usage"] = usage_reads.session_usage(session).to_wire()
+        usage = usage_reads.session_usage(session).to_wire()
+        body: SessionDetailWire = {**session_to_wire(session), "usage": usage}
         return Response(body)
 
 
@@ -266,84 +266,12 @@ class SessionToolsApi(APIView):
         )
 
 
-TOOL_CALL_ID = serializers.CharField(
-    trim_whitespace=False,
-    help_text="The call's id as the provider made it (1-256 characters, no control characters).",
-)
-
-
-class ToolDispatchApi(APIView):
-    @extend_schema(request=None, responses={200: shapes.Receipt})
-    def post(self, request: Request, session_id: str, tool_call_id: str) -> Response:
-        session = session_for(request, session_id)
-        if request.data not in ({}, None):
-            StrictSerializer.parse(request.data)
-        receipt = dispatch.tool_dispatch(session_id=session.id, tool_call_id=tool_call_id)
-        return Response(receipt.to_wire())
-
-
-class ToolDispatchByBodyApi(APIView):
-    """The dispatch of the call named in the body: the same as the path form, for any id
-    (a proxy may rewrite `%2F` or `//` in a path, never a JSON string)."""
-
-    class Input(StrictSerializer):
-        toolCallId = TOOL_CALL_ID
-
-    @extend_schema(request=Input, responses={200: shapes.Receipt})
-    def post(self, request: Request, session_id: str) -> Response:
-        session = session_for(request, session_id)
-        data = self.Input.parse(request.data)
-        receipt = dispatch.tool_dispatch(session_id=session.id, tool_call_id=data["toolCallId"])
-        return Response(receipt.to_wire())
-
-
-ABANDON_REASON = serializers.CharField(
-    max_length=2000,
-    required=False,
-    allow_null=True,
-    help_text="Why the result will never come (shown to the model with the error).",
-)
-
-
-class ToolAbandonApi(APIView):
-    """Answer a call whose result will never come with the error `tool_call_abandoned`."""
-
-    class Input(StrictSerializer):
-        reason = ABANDON_REASON
-
-    @extend_schema(request=Input, responses={200: shapes.Receipt})
-    def post(self, request: Request, session_id: str, tool_call_id: str) -> Response:
-        session = session_for(request, session_id)
-        data = self.Input.parse(request.data if request.data is not None else {})
-        receipt = dispatch.tool_call_abandon(
-            session_id=session.id, tool_call_id=tool_call_id, reason=data.get("reason")
-        )
-        return Response(receipt.to_wire())
-
-
-class ToolAbandonByBodyApi(APIView):
-    """The abandonment of the call named in the body: the same as the path form."""
-
-    class Input(StrictSerializer):
-        toolCallId = TOOL_CALL_ID
-        reason = ABANDON_REASON
-
-    @extend_schema(request=Input, responses={200: shapes.Receipt})
-    def post(self, request: Request, session_id: str) -> Response:
-        session = session_for(request, session_id)
-        data = self.Input.parse(request.data)
-        receipt = dispatch.tool_call_abandon(
-            session_id=session.id, tool_call_id=data["toolCallId"], reason=data.get("reason")
-        )
-        return Response(receipt.to_wire())
-
-
 def _page_query(request: Request) -> tuple[str | None, int]:
     """The raw `cursor` (checked by the selector) and the `limit` of a list request."""
     return request.query_params.get("cursor"), page_limit(request.query_params.get("limit"))
 
 
-def window_to_wire(window: lists.WindowView) -> dict[str, Any]:
+def window_to_wire(window: lists.WindowView) -> WindowWire:
     return {
         "windowId": window.window_id,
         "active": window.active,
@@ -353,7 +281,7 @@ def window_to_wire(window: lists.WindowView) -> dict[str, Any]:
     }
 
 
-def fold_to_wire(view: lists.FoldView) -> dict[str, Any]:
+def fold_to_wire(view: lists.FoldView) -> FoldWire:
     fold = view.fold
     return {
         "foldId": fold.id,
@@ -514,211 +442,5 @@ class SessionForkApi(APIView):
             through_index=data.get("throughIndex"),
             agent_version=version,
         )
-        body = session_to_wire(forked)
-        body["sessionKey"] = key
+        body: SessionCreatedWire = {**session_to_wire(forked), "sessionKey": key}
         return Response(body, status=status.HTTP_201_CREATED)
-
-
-def _dependency_checks(*, migrations: bool = False) -> dict[str, str]:
-    """Reachability of the database and the cache/broker (and, asked, applied migrations)."""
-    checks: dict[str, str] = {}
-    try:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT 1")
-        checks["database"] = "ok"
-    except Exception as exc:  # report, don't crash: health must answer
-        checks["database"] = f"error: {exc.__class__.__name__}"
-    try:
-        cache.set("health:ping", "1", 5)
-        checks["cache"] = "ok" if cache.get("health:ping") == "1" else "error"
-    except Exception as exc:
-        checks["cache"] = f"error: {exc.__class__.__name__}"
-    if migrations and checks["database"] == "ok":
-        try:
-            from django.db.migrations.executor import MigrationExecutor
-
-            executor = MigrationExecutor(connection)
-            pending = executor.migration_plan(executor.loader.graph.leaf_nodes())
-            checks["migrations"] = "ok" if not pending else f"pending: {len(pending)}"
-        except Exception as exc:
-            checks["migrations"] = f"error: {exc.__class__.__name__}"
-    return checks
-
-
-class _Probe(APIView):
-    # Probes answer load balancers and orchestrators: no key, no rate limit, and a stray
-    # Authorization header must not turn them into a 401.
-    authentication_classes: list = []
-    throttle_classes: list = []
-
-
-class HealthApi(_Probe):
-    """Node role, catalog fingerprint, reachability of the database and the cache/broker, and
-    the live nodes with `skew: true` when their catalogs differ."""
-
-    @extend_schema(auth=[], responses={200: shapes.Health, 503: shapes.Health})
-    def get(self, request: Request) -> Response:
-        checks = _dependency_checks()
-        healthy = all(v == "ok" for v in checks.values())
-        return Response(
-            {
-                "status": "ok" if healthy else "degraded",
-                "role": settings.NODE_ROLE,
-                "catalogFingerprint": nodes.local_fingerprint(),
-                "redis": bool(settings.REDIS_URL),
-                "checks": checks,
-                # Skew is reported, not a 503: during a rolling deploy every node would
-                # otherwise leave the load balancer at once.
-                **nodes.registry_report(),
-            },
-            status=200 if healthy else 503,
-        )
-
-
-class HealthLiveApi(_Probe):
-    """Liveness: the process answers requests (restart it when this fails)."""
-
-    @extend_schema(auth=[], responses={200: shapes.HealthLive})
-    def get(self, request: Request) -> Response:
-        return Response({"status": "ok"})
-
-
-class HealthReadyApi(_Probe):
-    """Readiness: database and cache reachable, every migration applied (route traffic here)."""
-
-    @extend_schema(auth=[], responses={200: shapes.HealthReady, 503: shapes.HealthReady})
-    def get(self, request: Request) -> Response:
-        checks = _dependency_checks(migrations=True)
-        ready = all(v == "ok" for v in checks.values())
-        return Response(
-            {"status": "ok" if ready else "not_ready", "checks": checks},
-            status=200 if ready else 503,
-        )
-
-
-def job_to_wire(job) -> dict[str, Any]:
-    return {
-        "jobId": str(job.id),
-        "status": job.status,
-        "windowId": job.window_id,
-        "trigger": job.trigger,
-        "external": job.external,
-        "frozenRevision": job.frozen_revision,
-        "fromIndex": job.from_index,
-        "throughIndex": job.through_index,
-        "sourceHash": job.source_hash or None,
-        "pageCount": job.page_count,
-        "pagesRead": job.pages_read,
-        "attempts": job.attempts,
-        "reason": job.reason or None,
-        "tokensBefore": job.tokens_before,
-        "tokensAfter": job.tokens_after,
-    }
-
-
-class MaintenanceRequestApi(APIView):
-    """Queue maintenance of a window by the bound maintainer Agent."""
-
-    class Output(serializers.Serializer):
-        jobId = serializers.UUIDField()
-        status = serializers.CharField()
-
-    @extend_schema(request=None, responses={202: Output})
-    def post(self, request: Request, session_id: str, window_id: str) -> Response:
-        session = session_for(request, session_id)
-        lists.window_record_get(session, window_id)
-        if request.data not in ({}, None):
-            StrictSerializer.parse(request.data)
-        job, _created = maintenance.maintenance_request(
-            session_id=session.id, window_id=window_id, trigger="api"
-        )
-        return Response(
-            {"jobId": str(job.id), "status": job.status}, status=status.HTTP_202_ACCEPTED
-        )
-
-
-class MaintenancePlanApi(APIView):
-    class Input(StrictSerializer):
-        # Any JSON integer (not "3", not true): one that is no boundary (0 and below too)
-        # is the service's maintenance_boundary_invalid with the nearest valid boundary
-        # (SPEC §9.1).
-        throughIndex = StrictIntegerField(required=False, allow_null=True)
-
-    class Output(serializers.Serializer):
-        jobId = serializers.UUIDField()
-        frozenRevision = serializers.IntegerField()
-        windowId = serializers.CharField()
-        fromIndex = serializers.IntegerField()
-        throughIndex = serializers.IntegerField()
-        sourceHash = serializers.CharField()
-        pageCount = serializers.IntegerField()
-        previousCheckpoint = serializers.CharField(allow_blank=True)
-        blockedBy = serializers.ListField(child=serializers.DictField())
-
-    @extend_schema(request=Input, responses={201: Output})
-    def post(self, request: Request, session_id: str, window_id: str) -> Response:
-        session = session_for(request, session_id)
-        lists.window_record_get(session, window_id)
-        data = self.Input.parse(request.data)
-        # A refused plan writes no job (it would block the window); see the service.
-        job, plan = maintenance.maintenance_external_plan(
-            session_id=session.id, window_id=window_id, through_index=data.get("throughIndex")
-        )
-        return Response(
-            {
-                "jobId": str(job.id),
-                "frozenRevision": plan.frozen_revision,
-                "windowId": window_id,
-                "fromIndex": plan.covered_through + 1,
-                "throughIndex": plan.through_index,
-                "sourceHash": plan.source_hash,
-                "pageCount": plan.page_count,
-                "previousCheckpoint": plan.previous_checkpoint,
-                "blockedBy": list(plan.blocked_by),
-            },
-            status=status.HTTP_201_CREATED,
-        )
-
-
-class MaintenancePageApi(APIView):
-    class Output(serializers.Serializer):
-        page = serializers.IntegerField()
-        pageCount = serializers.IntegerField()
-        messages = shapes.Message(many=True)
-
-    @extend_schema(responses={200: Output})
-    def get(self, request: Request, session_id: str, window_id: str, job_id: str, page: int):
-        session = session_for(request, session_id)
-        job = maintenance.job_for(session, window_id, job_id)
-        rows, page_count = maintenance.maintenance_page(job=job, page=page)
-        return Response(
-            {"page": page, "pageCount": page_count, "messages": [m.to_wire() for m in rows]}
-        )
-
-
-class MaintenanceCommitApi(APIView):
-    class Input(StrictSerializer):
-        checkpoint = AnyJSONField()
-
-    class Output(serializers.Serializer):
-        stateRevision = serializers.IntegerField()
-        coveredThrough = serializers.IntegerField()
-
-    @extend_schema(request=Input, responses={200: Output})
-    def post(self, request: Request, session_id: str, window_id: str, job_id: str) -> Response:
-        session = session_for(request, session_id)
-        job = maintenance.job_for(session, window_id, job_id)
-        data = self.Input.parse(request.data)
-        revision, covered = maintenance.maintenance_commit(job=job, checkpoint=data["checkpoint"])
-        return Response({"stateRevision": revision, "coveredThrough": covered})
-
-
-class MaintenanceJobsApi(APIView):
-    class Output(serializers.Serializer):
-        jobs = shapes.MaintenanceJob(many=True)
-
-    @extend_schema(responses={200: Output})
-    def get(self, request: Request, session_id: str) -> Response:
-        session = session_for(request, session_id)
-        jobs = lists.maintenance_jobs_recent(session, limit=page_limit(None))
-        return Response({"jobs": [job_to_wire(j) for j in jobs]})

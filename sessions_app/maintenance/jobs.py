@@ -39,6 +39,7 @@ from contextproto.protocol import maintenance as planning
 from contextproto.protocol.errors import ProtocolError
 from contextproto.protocol.messages import RawMessage
 from contextproto.protocol.state import checkpoint_key, covered_key
+from contextproto.protocol.tokens import message_tokens, text_tokens
 from sessions_app.models import MaintenanceJob, Session
 from sessions_app.reads import raw_log
 from sessions_app.store import hooks
@@ -239,7 +240,7 @@ def compute_plan(session_id: UUID | str, window_id: str, through_index: int | No
         keep_tail_tokens=math.ceil(max_tokens * settings.MAINTENANCE_TAIL_SHARE),
         requested_through=through_index,
     )
-    return _Computed(plan, sum(planning.estimate_tokens(m) for m in messages))
+    return _Computed(plan, sum(message_tokens(m) for m in messages))
 
 
 def store_plan(job: MaintenanceJob, computed: _Computed) -> None:
@@ -433,7 +434,7 @@ def maintenance_commit(*, job: MaintenanceJob, checkpoint: object) -> tuple[int,
             held = job.lease_token
             job.status = MaintenanceJob.Status.COMMITTED
             job.finished_at = timezone.now()
-            job.tokens_after = math.ceil(len(text) / 4)
+            job.tokens_after = text_tokens(text)
             job.lease_until = None
             job.lease_token = None
             end_attempt(job, "committed")

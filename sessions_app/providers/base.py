@@ -7,8 +7,6 @@ job layer owns retries and reads `ProviderError.retryable` to decide.
 
 from __future__ import annotations
 
-import json
-import math
 import os
 import re
 import threading
@@ -27,6 +25,7 @@ from contextproto.errors import (
     PROVIDER_REQUEST_REJECTED,
     PROVIDER_UNAVAILABLE,
 )
+from contextproto.protocol import tokens
 from contextproto.protocol.adapters import WireFormat
 
 RUNNABLE_PROVIDERS = ("scripted", "openai", "anthropic")
@@ -142,14 +141,10 @@ class ModelProvider(Protocol):
 # --------------------------------------------------------------------------- helpers
 
 
-def estimate_tokens(text: str) -> int:
-    """Deterministic token estimate: one token per four characters, rounded up."""
-    return math.ceil(len(text) / 4)
-
-
-def canonical_json(value: Any) -> str:
-    """The JSON text estimates and script expectations are computed on."""
-    return json.dumps(value, sort_keys=True, ensure_ascii=False)
+# The engine's one estimator and the JSON it measures (contextproto/protocol/tokens.py), under
+# the names the providers and their callers use.
+estimate_tokens = tokens.text_tokens
+canonical_json = tokens.canonical_json
 
 
 def tool_calls_json(calls: tuple[ToolCallRequest, ...]) -> str:
@@ -161,7 +156,7 @@ def tool_calls_json(calls: tuple[ToolCallRequest, ...]) -> str:
 def estimated_usage(request: Any, text: str | None, calls: tuple[ToolCallRequest, ...]) -> dict:
     """Usage when nobody reported one: estimated from the request and the answer."""
     return {
-        "inputTokens": estimate_tokens(canonical_json(request)),
+        "inputTokens": tokens.json_tokens(request),
         "outputTokens": estimate_tokens((text or "") + tool_calls_json(calls)),
         "estimated": True,
     }

@@ -20,6 +20,7 @@ from contextproto.errors import (
     SCRIPT_STEP_REQUIRED,
 )
 from contextproto.protocol.adapters import WireFormat
+from contextproto.protocol.tokens import json_tokens
 from sessions_app.providers.base import (
     ModelReply,
     ProviderError,
@@ -263,7 +264,7 @@ class ScriptedProvider:
         elif fixed:
             input_tokens = self.tokens["inputPerTurn"]
         else:
-            input_tokens = estimate_tokens(canonical_json(request))
+            input_tokens = json_tokens(request)
             estimated = True
         if "outputTokens" in given:
             output_tokens = given["outputTokens"]

@@ -17,6 +17,11 @@ they need are written here by hand, one statement each:
 
 Each returns exactly what the ORM readers in `raw_log` return for the same rows (tests in
 tests/sessions_app/test_hot_reads.py compare them on SQLite and PostgreSQL).
+
+Rows are read by name: a message row is `part, *values` (the part says which SELECT of the
+UNION it comes from, `_RANGE`, `_RUN_INPUTS` or `_BOUNDARY`; the values are the codec's
+`MessageValues`), a dispatch frame row is a `_FrameRow`, and the column converters are keyed
+by column name.
 """
 
 from __future__ import annotations
@@ -25,13 +30,13 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NamedTuple
 from uuid import UUID
 
 from django.db import connection, models
 
 from contextproto.protocol.messages import Fold, RawMessage
-from sessions_app.store.codec import RAW_COLUMNS, raw_from_values, sql_columns
+from sessions_app.store.codec import RAW_COLUMNS, MessageValues, raw_from_values, sql_columns
 
 _UUID = models.UUIDField()
 
@@ -40,18 +45,21 @@ _UUID = models.UUIDField()
 # raw_log.OUTLINE_FIELDS.
 _COLUMNS = sql_columns()
 _OUTLINE_COLUMNS = sql_columns(outline=True)
-_NULLS = ", ".join(["NULL"] * (len(RAW_COLUMNS) - 2))  # the columns after "index" in part 2
-_BOUNDARY_ROW = f"""SELECT 2, NULL, COALESCE(
+# The "part" column of a UNION's rows: the range asked for (a window's or the log's tail),
+# the current run's inputs, and the one last row that carries B in its "index" column.
+_RANGE, _RUN_INPUTS, _BOUNDARY = 0, 1, 2
+_NULLS = ", ".join(["NULL"] * (len(RAW_COLUMNS) - 2))  # the columns after "index"
+_BOUNDARY_ROW = f"""SELECT {_BOUNDARY}, NULL, COALESCE(
     (SELECT MAX(last_index) FROM sessions_app_archivechunk WHERE session_id = %s), 0
 ), {_NULLS}"""
 
-# part 0: the window range; part 1: the run's inputs (any window, as log_run_inputs);
-# part 2: one row carrying B in the "index" column. One statement, so one snapshot.
+# The window range, the run's inputs (any window, as log_run_inputs) and B, in one
+# statement, so one snapshot.
 _VIEW_ROWS_SQL = f"""
-SELECT 0 AS part, {_COLUMNS} FROM sessions_app_message
+SELECT {_RANGE} AS part, {_COLUMNS} FROM sessions_app_message
 WHERE session_id = %s AND window_id = %s AND "index" > %s AND "index" <= %s
 UNION ALL
-SELECT 1, {_COLUMNS} FROM sessions_app_message
+SELECT {_RUN_INPUTS}, {_COLUMNS} FROM sessions_app_message
 WHERE session_id = %s AND kind = 'input' AND input_run = %s AND "index" <= %s
 UNION ALL
 {_BOUNDARY_ROW}
@@ -60,7 +68,7 @@ ORDER BY 1, 3
 
 # The log above an index (every window) and B: the tail a gateway request is reconciled with.
 _TAIL_SQL = f"""
-SELECT 0 AS part, {_COLUMNS} FROM sessions_app_message
+SELECT {_RANGE} AS part, {_COLUMNS} FROM sessions_app_message
 WHERE session_id = %s AND "index" > %s
 UNION ALL
 {_BOUNDARY_ROW}
@@ -69,28 +77,47 @@ ORDER BY 1, 3
 
 # The window range without bodies and B, for the group scan of context_fold_create.
 _OUTLINE_SQL = f"""
-SELECT 0 AS part, {_OUTLINE_COLUMNS} FROM sessions_app_message
+SELECT {_RANGE} AS part, {_OUTLINE_COLUMNS} FROM sessions_app_message
 WHERE session_id = %s AND window_id = %s AND "index" > %s AND "index" <= %s
 UNION ALL
 {_BOUNDARY_ROW}
 ORDER BY 1, 3
 """
 
-# What a dispatch checks before its handler runs: the frozen R/U of the call's snapshot
-# (part 0) and the message just before the call (part 1: is it a call of the same answer?),
-# with B (part 2), in one statement.
-_DISPATCH_FRAME_SQL = """
-SELECT 0 AS part, revision, upper_bound, NULL, NULL, NULL
+# What a dispatch checks before its handler runs: the frozen R/U recorded on the call
+# (_FRAME_RECORDED) or, for a call written before they were, its snapshot's
+# (_FRAME_SNAPSHOT), and the message just before the call (_FRAME_PREVIOUS: is it a call of
+# the same answer?), with B (_BOUNDARY), in one statement; each row is a _FrameRow.
+_FRAME_SNAPSHOT, _FRAME_PREVIOUS, _FRAME_RECORDED = 0, 1, 3
+_DISPATCH_FRAME_SQL = f"""
+SELECT {_FRAME_SNAPSHOT} AS part, revision, upper_bound, NULL, NULL, NULL
 FROM sessions_app_projectionsnapshot WHERE session_id = %s AND id = %s
 UNION ALL
-SELECT 1, "index", NULL, kind, tool_call_id, snapshot_id
+SELECT {_FRAME_PREVIOUS}, "index", NULL, kind, tool_call_id, snapshot_id
 FROM sessions_app_message WHERE session_id = %s AND "index" = %s
 UNION ALL
-SELECT 2, COALESCE(
+SELECT {_FRAME_RECORDED}, frozen_revision, frozen_upper_bound, NULL, NULL, NULL
+FROM sessions_app_message
+WHERE session_id = %s AND "index" = %s AND frozen_revision IS NOT NULL
+UNION ALL
+SELECT {_BOUNDARY}, COALESCE(
     (SELECT MAX(last_index) FROM sessions_app_archivechunk WHERE session_id = %s), 0
 ), NULL, NULL, NULL, NULL
 ORDER BY 1
 """
+
+
+class _FrameRow(NamedTuple):
+    """A row of `_DISPATCH_FRAME_SQL`; `number` is the snapshot's or the recorded frame's
+    revision, the previous message's index or B, by part."""
+
+    part: int
+    number: int
+    upper_bound: Any  # U on the snapshot's and the recorded frame's rows, NULL on the others
+    kind: Any  # the previous message's kind, NULL on the other rows
+    tool_call_id: str | None
+    snapshot_id: Any
+
 
 _KV_SQL = "SELECT key, value FROM sessions_app_kventry WHERE session_id = %s AND key IN ({keys})"
 
@@ -136,21 +163,39 @@ def _datetime(value: Any) -> datetime:
     return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
 
 
-def _same(value: Any) -> Any:
-    return value
+# What the ORM's field converters do to the columns of a MessageValues, by column name, on
+# both backends; the columns not named here come as the ORM gives them. raw_from_values then
+# builds the RawMessage exactly as for an ORM row.
+_CONVERTERS: dict[str, Callable[[Any], Any]] = {
+    "id": _uuid,
+    "content": _json,
+    "run_id": _uuid,
+    "arguments": _json,
+    "is_error": _bool,
+    "snapshot_id": _uuid,
+    "created_at": _datetime,
+}
+# The same as (position in the values, converter), worked out once so a row pays no lookup.
+_CONVERSIONS = tuple((RAW_COLUMNS.index(name), convert) for name, convert in _CONVERTERS.items())
 
 
-# What the ORM's field converters do to each column of codec.RAW_COLUMNS, on both
-# backends; raw_from_values then builds the RawMessage exactly as for an ORM row.
-_CONVERTERS: tuple[Callable[[Any], Any], ...] = (
-    *(_uuid, _same, _same, _same, _same, _json, _uuid),
-    *(_same, _same, _same, _json, _bool, _uuid, _datetime),
-)
+def _messages(rows: Sequence[Sequence[Any]]) -> dict[int, list[RawMessage]]:
+    """The RawMessages of a UNION read's `part, *values` rows (all but the last, B's row), by
+    part, in row order."""
+    by_part: dict[int, list[RawMessage]] = {_RANGE: [], _RUN_INPUTS: []}
+    for part, *values in rows[:-1]:
+        for position, convert in _CONVERSIONS:
+            values[position] = convert(values[position])
+        by_part[part].append(raw_from_values(values))
+    return by_part
 
 
-def _raw(row: Sequence[Any]) -> RawMessage:
-    """RawMessage of a `_VIEW_ROWS_SQL` row (its first column is the part)."""
-    return raw_from_values([convert(v) for convert, v in zip(_CONVERTERS, row[1:], strict=True)])
+def _boundary(rows: Sequence[Sequence[Any]]) -> int:
+    """B, from the last row of a UNION read (the `_BOUNDARY` part, B in "index")."""
+    part, *values = rows[-1]
+    assert part == _BOUNDARY, part
+    index: int = MessageValues._make(values).index
+    return index
 
 
 def view_rows(
@@ -180,14 +225,13 @@ def view_rows(
             ],
         )
         rows = cursor.fetchall()
-    boundary = rows[-1][2]
+    boundary = _boundary(rows)
     # The window needs no cold rows when B <= after; the run's inputs only when B == 0
     # (a run may have started anywhere in the archived part; the cold reader searches it).
     if boundary > after_index or (run_id and boundary > 0):
         return None
-    window = [_raw(row) for row in rows if row[0] == 0]
-    run_inputs = [_raw(row) for row in rows if row[0] == 1]
-    return ViewRows(window=window, run_inputs=run_inputs)
+    found = _messages(rows)
+    return ViewRows(window=found[_RANGE], run_inputs=found[_RUN_INPUTS])
 
 
 def log_tail(session_id: Any, after_index: int) -> list[RawMessage] | None:
@@ -198,9 +242,9 @@ def log_tail(session_id: Any, after_index: int) -> list[RawMessage] | None:
     with connection.cursor() as cursor:
         cursor.execute(_TAIL_SQL, [session, after_index, session])
         rows = cursor.fetchall()
-    if rows[-1][2] > after_index:
+    if _boundary(rows) > after_index:
         return None
-    return [_raw(row) for row in rows[:-1]]
+    return _messages(rows)[_RANGE]
 
 
 def window_outline(
@@ -213,36 +257,52 @@ def window_outline(
     with connection.cursor() as cursor:
         cursor.execute(_OUTLINE_SQL, [session, window_id, after_index, through_index, session])
         rows = cursor.fetchall()
-    if rows[-1][2] > after_index:
+    if _boundary(rows) > after_index:
         return None
-    return [_raw(row) for row in rows[:-1]]
+    return _messages(rows)[_RANGE]
 
 
 @dataclass(frozen=True)
 class DispatchFrame:
-    """The snapshot's frozen (revision, upper bound), None if the snapshot is unknown; the
-    message before the call as (kind, tool_call_id, snapshot_id) and whether it was read
-    (False: archived, read it with `raw_log.log_at`)."""
+    """The call's frozen (revision, upper bound): recorded on the call, else its snapshot's
+    (a call written before the frame columns), None if neither is known; the message before
+    the call as (kind, tool_call_id, snapshot_id) and whether it was read (False: archived,
+    read it with `raw_log.log_at`)."""
 
-    snapshot: tuple[int, int] | None
+    frozen: tuple[int, int] | None
     previous: tuple[str, str | None, str | None] | None
     previous_known: bool
 
 
 def dispatch_frame(session_id: Any, snapshot_id: Any, call_index: int) -> DispatchFrame:
-    """The snapshot and the previous message a dispatch needs, in one statement."""
+    """The call's frame and the previous message a dispatch needs, in one statement."""
     session = _db_uuid(session_id)
+    before = call_index - 1
     with connection.cursor() as cursor:
         cursor.execute(
             _DISPATCH_FRAME_SQL,
-            [session, _db_uuid(snapshot_id), session, call_index - 1, session],
+            [session, _db_uuid(snapshot_id), session, before, session, call_index, session],
         )
-        rows = cursor.fetchall()
-    snapshot = next(((r[1], r[2]) for r in rows if r[0] == 0), None)
-    previous = next(((r[3], r[4], _uuid_text(r[5])) for r in rows if r[0] == 1), None)
-    boundary = rows[-1][1]
+        rows = [_FrameRow._make(row) for row in cursor.fetchall()]
+    snapshot = next(
+        ((r.number, r.upper_bound) for r in rows if r.part == _FRAME_SNAPSHOT),
+        None,
+    )
+    previous = next(
+        (
+            (r.kind, r.tool_call_id, _uuid_text(r.snapshot_id))
+            for r in rows
+            if r.part == _FRAME_PREVIOUS
+        ),
+        None,
+    )
+    recorded = next(
+        ((r.number, r.upper_bound) for r in rows if r.part == _FRAME_RECORDED),
+        None,
+    )
+    boundary = next(r.number for r in rows if r.part == _BOUNDARY)
     return DispatchFrame(
-        snapshot=snapshot,
+        frozen=recorded or snapshot,
         previous=previous,
         previous_known=previous is not None or call_index - 1 > boundary or call_index <= 1,
     )

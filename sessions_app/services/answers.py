@@ -28,7 +28,7 @@ from uuid import UUID
 
 from django.db import transaction
 
-from contextproto.errors import SINGLE_TOOL_CALL_PER_TURN, TOOL_NOT_AVAILABLE
+from contextproto.errors import SINGLE_TOOL_CALL_PER_TURN, TOOL_NOT_AVAILABLE, tool_error
 from contextproto.protocol import catalog
 from contextproto.protocol.errors import INVALID_ARGUMENTS
 from contextproto.protocol.gateway import state as client_state
@@ -42,7 +42,7 @@ from contextproto.protocol.messages import (
     ROLE_TOOL,
     RawMessage,
 )
-from contextproto.protocol.tool_results import ToolFailure, tool_failure
+from contextproto.protocol.tool_results import ToolFailure
 from sessions_app.models import Session
 from sessions_app.reads import hot_sql
 from sessions_app.reads.raw_log import call_and_answer
@@ -129,28 +129,28 @@ def _tools_of(session: Session) -> dict[str, dict[str, Any]]:
 def _refusal(call: AnswerCall, position: int, tools: Mapping[str, Any]) -> ToolFailure | None:
     """The service's answer to a call that no host will run, or None for the handed call."""
     if position > 0:
-        return tool_failure(
+        return tool_error(
             SINGLE_TOOL_CALL_PER_TURN,
             "Only one tool call per turn is executed; call it again later.",
         )
     if call.name not in tools:
-        return tool_failure(TOOL_NOT_AVAILABLE, f"{call.name} is not a tool of this agent.")
+        return tool_error(TOOL_NOT_AVAILABLE, f"{call.name} is not a tool of this agent.")
     arguments = call.arguments
     if not isinstance(arguments, dict):
-        return tool_failure(
+        return tool_error(
             INVALID_ARGUMENTS,
             f"{call.name}: the arguments are not a JSON object. Send them as a JSON object "
             "that matches the tool's schema and call the tool again.",
-            details={"path": "$"},
+            {"path": "$"},
         )
     problem = arguments_problem(tools[call.name], arguments)
     if problem is not None:
         # The host only ever receives arguments its tool's schema allows (SPEC §18).
-        return tool_failure(
+        return tool_error(
             INVALID_ARGUMENTS,
             f"{call.name}: the arguments at {problem.path} {problem.message} Fix them and "
             "call the tool again.",
-            details={"path": problem.path},
+            {"path": problem.path},
         )
     return None
 
@@ -162,8 +162,11 @@ def answer_record(
     text: str | None,
     calls: Sequence[AnswerCall],
     thinking: Sequence[Mapping[str, Any]] = (),
+    frame: tuple[int, int] | None = None,
 ) -> RecordedAnswer:
     """Write one model answer generated from view `snapshot_id` (module docstring).
+
+    `frame`: that view's (revision, upper bound), recorded on each call for its dispatch.
 
     Takes the session lock; everything commits together or not at all, so a call is never
     left without the result the service owes it. Raises nothing for what the model got
@@ -177,6 +180,7 @@ def answer_record(
             text=text,
             calls=calls,
             thinking=thinking,
+            frame=frame,
         )
 
 
@@ -187,6 +191,7 @@ def answer_record_locked(
     text: str | None,
     calls: Sequence[AnswerCall],
     thinking: Sequence[Mapping[str, Any]] = (),
+    frame: tuple[int, int] | None = None,
 ) -> RecordedAnswer:
     """`answer_record` inside the caller's transaction, `session` locked by `session_lock`
     (a driver that writes more of the turn in the same commit)."""
@@ -214,6 +219,7 @@ def answer_record_locked(
                 tool_name=call.name,
                 arguments=call.arguments,
                 snapshot_id=snapshot_id,
+                frame=frame,
                 save_session=False,
             )
         )

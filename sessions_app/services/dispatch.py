@@ -3,7 +3,9 @@
 Contract: for each toolCallId exactly one receipt and one tool_result message exist. The
 session row lock serialises dispatches of a session, so a concurrent duplicate waits, then
 finds the receipt and replays it. KV writes, the result message and the receipt commit in
-one transaction or not at all; errors are receipts too.
+one transaction or not at all; errors are receipts too. A call acts on its frame, the
+(revision, upper bound) recorded on it when it was written (services/mcp_calls.py writes
+MCP's calls and dispatches them under the same lock with `tool_dispatch_locked`).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import json
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TypedDict
 from uuid import UUID
 
 from django.db import InterfaceError, OperationalError, transaction
@@ -20,41 +22,46 @@ from django.db import InterfaceError, OperationalError, transaction
 from agents.selectors import effective_options, protocol_of
 from contextproto import metrics
 from contextproto.errors import (
-    KV_KEY_LIMIT_REACHED,
     NOT_A_PROTOCOL_TOOL,
     SINGLE_TOOL_CALL_PER_TURN,
     SNAPSHOT_MISSING,
-    STATE_REVISION_INVALID,
-    STATE_STALE,
     TOOL_CALL_ABANDONED,
     TOOL_CALL_ALREADY_ANSWERED,
     TOOL_CALL_ANSWERED,
-    TOOL_CALL_ID_REUSED,
     TOOL_INTERNAL_ERROR,
     ApplicationError,
     NotFound,
+    tool_error,
 )
 from contextproto.protocol import catalog, tools
-from contextproto.protocol.messages import KIND_TOOL_CALL, KIND_TOOL_RESULT, RawMessage
+from contextproto.protocol.messages import (
+    KIND_TOOL_CALL,
+    KIND_TOOL_RESULT,
+    RawMessage,
+    RawMessageWire,
+)
 from contextproto.protocol.state import KEY_ACTIVE_WINDOW, covered_key, window_key
-from contextproto.protocol.tool_results import ToolResult, tool_failure
-from sessions_app.models import ProjectionSnapshot, Session, ToolReceipt
+from contextproto.protocol.tool_results import ToolResult
+from sessions_app.models import Session, ToolReceipt
 from sessions_app.reads import hot_sql
 from sessions_app.reads.raw_log import call_and_answer, log_at
 from sessions_app.reads.reader import DbSessionReader
-from sessions_app.services.messages import message_append_locked, message_write
-from sessions_app.services.projection import projection_build
+from sessions_app.services.messages import message_append_locked
 from sessions_app.store import hooks
 from sessions_app.store.codec import raw_from_row
 from sessions_app.store.state import kv_apply_locked, session_lock
 
-# How many of a session's newest views an MCP call looks through for its frame: bounded, so
-# a call's cost does not grow with the number of views the session has stored.
-FRAME_LOOKBACK = 64
-# KV refusals the model cannot fix by writing less.
-UNCORRECTABLE_WRITE_REFUSALS = frozenset({KV_KEY_LIMIT_REACHED})
-
 logger = logging.getLogger(__name__)
+
+
+class ReceiptWire(TypedDict):
+    """The answer of a dispatch or an abandonment (SPEC §9.1), the same when replayed."""
+
+    toolCallId: str
+    replayed: bool
+    stateRevision: int
+    result: ToolResult
+    resultMessage: RawMessageWire
 
 
 @dataclass(frozen=True)
@@ -62,11 +69,11 @@ class Receipt:
     tool_call_id: str
     replayed: bool
     state_revision: int
-    result: ToolResult | dict[str, Any]
+    result: ToolResult
     result_message: RawMessage
     effects: tuple[tuple[str, dict], ...] = ()
 
-    def to_wire(self) -> dict[str, Any]:
+    def to_wire(self) -> ReceiptWire:
         return {
             "toolCallId": self.tool_call_id,
             "replayed": self.replayed,
@@ -85,83 +92,98 @@ def tool_dispatch(*, session_id: UUID | str, tool_call_id: str) -> Receipt:
     answer, the handler's reads, its writes, the result, the receipt, one session update.
     """
     with transaction.atomic():
-        session = session_lock(session_id)
-        started = time.monotonic()
-        call, answer = call_and_answer(session.id, tool_call_id)
-        if answer is not None:
-            # No select_related: its inner join would hide a receipt whose result is archived.
-            existing = ToolReceipt.objects.filter(
-                session=session, tool_call_id=tool_call_id
-            ).first()
-            if existing is not None:
-                metrics.REPLAYS.inc()
-                return Receipt(
-                    tool_call_id=tool_call_id,
-                    replayed=True,
-                    state_revision=existing.state_revision,
-                    result=existing.result,
-                    result_message=answer,
-                )
-        if call is None:
-            raise NotFound("Tool call", {"toolCallId": tool_call_id})
-        if call.tool_name not in catalog.PROTOCOL_TOOL_NAMES:
-            raise ApplicationError(
-                NOT_A_PROTOCOL_TOOL,
-                f"{call.tool_name} is a host tool: execute it yourself and write its result "
-                "with POST sessions/{id}/messages/.",
-                {"toolCallId": tool_call_id, "toolName": call.tool_name},
-            )
-        if answer is not None:
-            raise ApplicationError(
-                TOOL_CALL_ALREADY_ANSWERED,
-                f"toolCallId {tool_call_id} already has a result.",
-                {"toolCallId": tool_call_id},
-            )
-        revision_before = session.state_revision
-        outcome, revision = _execute_and_apply(session, call)
-        result_row = message_append_locked(
-            session,
-            role="tool",
-            kind=KIND_TOOL_RESULT,
-            content=json.dumps(outcome.result, ensure_ascii=False, sort_keys=True),
-            window_id=call.window_id,
-            run_id=call.run_id,
-            tool_call_id=tool_call_id,
-            tool_name=call.tool_name,
-            is_error=not outcome.result.get("success", False),
-            save_session=False,
-            # The result commits with the handler's KV writes: it was written "at" the
-            # revision before them (the state a fork before this message starts from).
-            written_at_revision=revision_before,
-        )
-        # One update of the session row for the revision, the active window and the index.
-        session.save(update_fields=["state_revision", "active_window", "next_message_index"])
-        ToolReceipt.objects.create(
-            session=session,
-            tool_call_id=tool_call_id,
-            tool_name=call.tool_name,
-            result=outcome.result,
-            success=bool(outcome.result.get("success")),
-            state_revision=revision,
-            result_message=result_row,
-            duration_ms=round((time.monotonic() - started) * 1000),
-        )
-        result, tool_name = outcome.result, call.tool_name
-        transaction.on_commit(lambda: metrics.dispatch_outcome(tool_name, result))
-        effects = tuple(outcome.effects)
-        if effects:
-            transaction.on_commit(lambda: _perform_effects(session.id, effects))
-        return Receipt(
-            tool_call_id=tool_call_id,
-            replayed=False,
-            state_revision=revision,
-            result=outcome.result,
-            result_message=raw_from_row(result_row),
-            effects=effects,
-        )
+        return tool_dispatch_locked(session_lock(session_id), tool_call_id)
 
 
-def _execute_and_apply(session: Session, call: RawMessage) -> tuple[tools.ToolOutcome, int]:
+def tool_dispatch_locked(
+    session: Session,
+    tool_call_id: str,
+    *,
+    found: tuple[RawMessage | None, RawMessage | None] | None = None,
+    frame: tuple[int, int] | None = None,
+) -> Receipt:
+    """`tool_dispatch` inside the caller's transaction, `session` locked by `session_lock`.
+
+    For a caller that wrote the call in this transaction (MCP): `found` is the call and its
+    answer as it read them, `frame` the (revision, upper bound) it recorded on the call, so
+    neither is read again.
+    """
+    started = time.monotonic()
+    call, answer = found if found is not None else call_and_answer(session.id, tool_call_id)
+    if answer is not None:
+        # No select_related: its inner join would hide a receipt whose result is archived.
+        existing = ToolReceipt.objects.filter(session=session, tool_call_id=tool_call_id).first()
+        if existing is not None:
+            metrics.REPLAYS.inc()
+            return Receipt(
+                tool_call_id=tool_call_id,
+                replayed=True,
+                state_revision=existing.state_revision,
+                result=existing.result,
+                result_message=answer,
+            )
+    if call is None:
+        raise NotFound("Tool call", {"toolCallId": tool_call_id})
+    if call.tool_name not in catalog.PROTOCOL_TOOL_NAMES:
+        raise ApplicationError(
+            NOT_A_PROTOCOL_TOOL,
+            f"{call.tool_name} is a host tool: execute it yourself and write its result "
+            "with POST sessions/{id}/messages/.",
+            {"toolCallId": tool_call_id, "toolName": call.tool_name},
+        )
+    if answer is not None:
+        raise ApplicationError(
+            TOOL_CALL_ALREADY_ANSWERED,
+            f"toolCallId {tool_call_id} already has a result.",
+            {"toolCallId": tool_call_id},
+        )
+    revision_before = session.state_revision
+    outcome, revision = _execute_and_apply(session, call, frame)
+    result_row = message_append_locked(
+        session,
+        role="tool",
+        kind=KIND_TOOL_RESULT,
+        content=json.dumps(outcome.result, ensure_ascii=False, sort_keys=True),
+        window_id=call.window_id,
+        run_id=call.run_id,
+        tool_call_id=tool_call_id,
+        tool_name=call.tool_name,
+        is_error=not outcome.result.get("success", False),
+        save_session=False,
+        # The result commits with the handler's KV writes: it was written "at" the
+        # revision before them (the state a fork before this message starts from).
+        written_at_revision=revision_before,
+    )
+    # One update of the session row for the revision, the active window and the index.
+    session.save(update_fields=["state_revision", "active_window", "next_message_index"])
+    ToolReceipt.objects.create(
+        session=session,
+        tool_call_id=tool_call_id,
+        tool_name=call.tool_name,
+        result=outcome.result,
+        success=bool(outcome.result.get("success")),
+        state_revision=revision,
+        result_message=result_row,
+        duration_ms=round((time.monotonic() - started) * 1000),
+    )
+    result, tool_name = outcome.result, call.tool_name
+    transaction.on_commit(lambda: metrics.dispatch_outcome(tool_name, result))
+    effects = tuple(outcome.effects)
+    if effects:
+        transaction.on_commit(lambda: _perform_effects(session.id, effects))
+    return Receipt(
+        tool_call_id=tool_call_id,
+        replayed=False,
+        state_revision=revision,
+        result=outcome.result,
+        result_message=raw_from_row(result_row),
+        effects=effects,
+    )
+
+
+def _execute_and_apply(
+    session: Session, call: RawMessage, frame: tuple[int, int] | None
+) -> tuple[tools.ToolOutcome, int]:
     """Run the handler and apply its KV writes; any failure becomes an error result.
 
     A call must never be left without its receipt (SPEC §5.1: errors are receipts, each call
@@ -172,7 +194,7 @@ def _execute_and_apply(session: Session, call: RawMessage) -> tuple[tools.ToolOu
     """
     try:
         with transaction.atomic():
-            outcome = _execute(session, call)
+            outcome = _execute(session, call, frame)
             revision = session.state_revision
             if outcome.kv_writes:
                 # The caller saves the session row once, with the next message index.
@@ -183,12 +205,7 @@ def _execute_and_apply(session: Session, call: RawMessage) -> tuple[tools.ToolOu
     except ApplicationError as exc:
         # A KV limit (value size, key count) refused the handler's writes.
         session.refresh_from_db(fields=["state_revision", "active_window"])
-        result = tool_failure(
-            exc.code,
-            exc.message,
-            correctable=exc.code not in UNCORRECTABLE_WRITE_REFUSALS,
-            details=exc.details,
-        )
+        result = tool_error(exc.code, exc.message, exc.details)
     except Exception as exc:
         logger.exception(
             "tool handler failed: session=%s toolCallId=%s tool=%s",
@@ -197,29 +214,34 @@ def _execute_and_apply(session: Session, call: RawMessage) -> tuple[tools.ToolOu
             call.tool_name,
         )
         session.refresh_from_db(fields=["state_revision", "active_window"])
-        result = tool_failure(
+        result = tool_error(
             TOOL_INTERNAL_ERROR,
             f"{call.tool_name} failed inside the service ({exc.__class__.__name__}); nothing "
             "was changed. Go on without this result; the operator can find the failure in "
             "the service log by this toolCallId.",
-            correctable=False,
-            details={"toolCallId": call.tool_call_id},
+            {"toolCallId": call.tool_call_id},
         )
     return tools.ToolOutcome(result=result), session.state_revision
 
 
-def _execute(session: Session, call: RawMessage) -> tools.ToolOutcome:
-    """Run the engine handler for `call` against the frozen snapshot and current revision."""
+def _execute(
+    session: Session, call: RawMessage, known: tuple[int, int] | None
+) -> tools.ToolOutcome:
+    """Run the engine handler for `call` against its frame and the current revision.
+
+    The frame is the one recorded on the call (`known` when the caller just wrote it), else
+    its snapshot's; one statement reads it with the message before the call, which only a
+    call naming a snapshot needs (the calls of one answer share their snapshot).
+    """
     version = session.agent_version
     protocol = protocol_of(version)
-    frame = (
-        hot_sql.dispatch_frame(session.id, call.snapshot_id, call.index)
-        if call.snapshot_id
-        else None
-    )
-    if frame is None or frame.snapshot is None:
+    frame = None
+    if known is None or call.snapshot_id is not None:
+        frame = hot_sql.dispatch_frame(session.id, call.snapshot_id, call.index)
+    frozen = known or (frame.frozen if frame is not None else None)
+    if frozen is None:
         return tools.ToolOutcome(
-            result=tool_failure(
+            result=tool_error(
                 SNAPSHOT_MISSING,
                 "This call has no projection snapshot, so its frozen state is unknown.",
             ),
@@ -227,14 +249,14 @@ def _execute(session: Session, call: RawMessage) -> tools.ToolOutcome:
     # SPEC §5.1: every call after the first of one model answer gets this error, whatever
     # else is wrong with it (a stale revision included): the answer's first call is the one
     # the model acts on.
-    earlier = _earlier_call_of_same_answer(session, call, frame)
+    earlier = _earlier_call_of_same_answer(session, call, frame) if frame is not None else None
     if earlier is not None:
         return tools.ToolOutcome(
-            result=tool_failure(
+            result=tool_error(
                 SINGLE_TOOL_CALL_PER_TURN,
                 "Only one tool call per turn is executed; this answer's first call was "
                 f"{earlier}. Call this tool again in a later turn if it is still needed.",
-                details={"executedToolCallId": earlier},
+                {"executedToolCallId": earlier},
             ),
         )
     # A tool_call row always carries its id and name (message_write refuses one without).
@@ -245,8 +267,8 @@ def _execute(session: Session, call: RawMessage) -> tools.ToolOutcome:
         arguments=call.arguments,
         call_index=call.index,
         call_window_id=call.window_id,
-        frozen_revision=frame.snapshot[0],
-        frozen_upper_bound=frame.snapshot[1],
+        frozen_revision=frozen[0],
+        frozen_upper_bound=frozen[1],
     )
     context = tools.ToolContext(
         version=protocol,
@@ -272,6 +294,8 @@ def _earlier_call_of_same_answer(
     frame holds the predecessor (one statement with the snapshot); further steps back, rare,
     read one message each, hot or archived.
     """
+    if call.snapshot_id is None:
+        return None  # a call framed without a view (MCP) is an answer of its own
     first = None
     index = call.index - 1
     previous = frame.previous if frame.previous_known else _outline_at(session.id, index)
@@ -334,11 +358,10 @@ def tool_call_abandon(
             "never arrive; nothing is known about its effect. Call the tool again if it is "
             "still needed."
         )
-        result = tool_failure(
+        result = tool_error(
             TOOL_CALL_ABANDONED,
             message if reason is None else f"{message} Reason: {reason}",
-            correctable=True,
-            details={"reason": reason} if reason is not None else None,
+            {"reason": reason} if reason is not None else None,
         )
         result_row = message_append_locked(
             session,
@@ -381,101 +404,3 @@ def _is_abandonment(answer: RawMessage) -> bool:
         return False
     error = body.get("error") if isinstance(body, dict) else None
     return isinstance(error, dict) and error.get("code") == TOOL_CALL_ABANDONED
-
-
-def tool_call_record_and_dispatch(
-    *,
-    session_id: UUID | str,
-    tool_call_id: str,
-    tool_name: str,
-    arguments: Any,
-    state_revision: int | None = None,
-) -> Receipt:
-    """Record a protocol tool call framed by the state its caller saw, then dispatch it once.
-
-    For callers that hold no snapshot id of their own (MCP `tools/call`, SPEC §11). The
-    recorded call names the view it is framed by, from which the dispatcher reads R and U:
-
-    * no `state_revision`, or the current one: a view at the current revision and upper
-      bound (the state at the call), one of the newest stored or a new one;
-    * an older revision: the newest stored view at that revision, so a mutating tool gets
-      the correctable `context_state_stale` receipt as over HTTP. With no such view among
-      the session's last FRAME_LOOKBACK, a mutating call is refused with the same code
-      before anything is written, and a read is framed at the current state (reads are
-      not fenced);
-    * a revision ahead of the session: 400 `state_revision_invalid`.
-
-    Then `tool_dispatch` runs it like any other call, so receipts, stale state, the window
-    guard and one call per turn all hold. The same toolCallId again with the same tool and
-    arguments replays its receipt whatever the revision is now; with others it is 409
-    `tool_call_id_reused`. Statements per call do not grow with the session.
-    """
-    if tool_name not in catalog.PROTOCOL_TOOL_NAMES:
-        raise ApplicationError(
-            NOT_A_PROTOCOL_TOOL,
-            f"{tool_name} is not a protocol tool; only context_* tools are served here.",
-            {"toolName": tool_name},
-        )
-    with transaction.atomic():
-        session = session_lock(session_id)
-        recorded, _answer = call_and_answer(session.id, tool_call_id)
-        if recorded is None:
-            message_write(
-                session_id=session.id,
-                role="assistant",
-                kind=KIND_TOOL_CALL,
-                content="",
-                tool_call_id=tool_call_id,
-                tool_name=tool_name,
-                arguments=arguments,
-                snapshot_id=str(_frame_of_call(session, tool_name, state_revision)),
-            )
-        elif recorded.tool_name != tool_name or recorded.arguments != arguments:
-            raise ApplicationError(
-                TOOL_CALL_ID_REUSED,
-                f"toolCallId {tool_call_id} was already used for another call "
-                f"({recorded.tool_name}); use a new id for a new call.",
-                {"toolCallId": tool_call_id, "toolName": recorded.tool_name},
-            )
-        return tool_dispatch(session_id=session.id, tool_call_id=tool_call_id)
-
-
-def _frame_of_call(session: Session, tool_name: str, state_revision: int | None) -> UUID:
-    """The id of the view a new call at `state_revision` is framed by (see the caller).
-
-    Called under the session lock, so the current revision and upper bound cannot move. One
-    read of the newest views; a view is built only when none of them is at the current
-    (revision, upper bound), which after any earlier call means nearly always, since its
-    result moved the bound.
-    """
-    current, bound = session.state_revision, session.last_index
-    if state_revision is not None and state_revision > current:
-        raise ApplicationError(
-            STATE_REVISION_INVALID,
-            f"_meta.stateRevision {state_revision} is ahead of the session (revision "
-            f"{current} now); send the stateRevision of an earlier result, or none to act on "
-            "the current state.",
-            {"field": "_meta.stateRevision", "currentRevision": current},
-        )
-    recent = list(
-        ProjectionSnapshot.objects.filter(session=session)
-        .order_by("-created_at", "-id")
-        .values_list("id", "revision", "upper_bound")[:FRAME_LOOKBACK]
-    )
-    if state_revision is not None and state_revision < current:
-        seen = next((sid for sid, revision, _u in recent if revision == state_revision), None)
-        if seen is not None:
-            return seen
-        if tool_name in protocol_of(session.agent_version).mutating_tools:
-            raise ApplicationError(
-                STATE_STALE,
-                f"The session state changed after the state this call was made from (revision "
-                f"{state_revision} then, {current} now); nothing was changed. Check the current "
-                "state and call again, with a new toolCallId, if it is still needed.",
-                {"currentRevision": current, "frozenRevision": state_revision},
-            )
-    for snapshot_id, revision, upper_bound in recent:
-        if (revision, upper_bound) == (current, bound):
-            return snapshot_id
-    # The newest views are not at (current, bound), so no older one is: skip the cache scan.
-    return projection_build(session_id=session.id, use_cache=False).id

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, TypedDict
 from uuid import UUID
 
 from django.db import IntegrityError, transaction
@@ -59,6 +59,14 @@ from sessions_app.store.state import kv_install_locked
 COPY_BATCH = 500
 
 
+class ForkPointWire(TypedDict):
+    """A session's `forkedFrom` (SPEC §9.1)."""
+
+    sessionId: str
+    throughIndex: int
+    revision: int
+
+
 @dataclass(frozen=True)
 class ForkPoint:
     """Where a fork was taken: the original session, the bound used and the revision."""
@@ -67,7 +75,7 @@ class ForkPoint:
     through_index: int
     revision: int
 
-    def to_wire(self) -> dict[str, Any]:
+    def to_wire(self) -> ForkPointWire:
         return {
             "sessionId": str(self.session_id),
             "throughIndex": self.through_index,

@@ -30,6 +30,14 @@ from contextproto.errors import (
 from contextproto.ids import canonical_uuid
 from contextproto.parsers import MAX_JSON_DEPTH, check_storable
 from contextproto.protocol.catalog import PROTOCOL_TOOL_NAMES
+from contextproto.protocol.content_parts import (
+    PART_REDACTED_THINKING,
+    PART_THINKING,
+    is_image_part,
+    is_thinking_part,
+    part_text,
+    part_type,
+)
 from contextproto.protocol.host_wire import arguments_from_text, tool_call_id_problem
 from contextproto.protocol.messages import (
     ANSWER_KINDS,
@@ -38,13 +46,9 @@ from contextproto.protocol.messages import (
     KIND_TEXT,
     KIND_TOOL_CALL,
     KIND_TOOL_RESULT,
-    PART_IMAGE,
-    PART_REDACTED_THINKING,
-    PART_TEXT,
-    PART_THINKING,
     ROLE_OF_KIND,
     Arguments,
-    is_thinking_part,
+    Role,
 )
 from sessions_app.models import Message, ProjectionSnapshot, Run, Session, WindowRecord
 from sessions_app.reads.raw_log import call_and_answer
@@ -67,6 +71,7 @@ def message_append_locked(
     arguments: Arguments | None = None,
     is_error: bool | None = None,
     snapshot_id: UUID | str | None = None,
+    frame: tuple[int, int] | None = None,
     save_session: bool = True,
     written_at_revision: int | None = None,
 ) -> Message:
@@ -78,6 +83,7 @@ def message_append_locked(
     saves `next_message_index` of the session row itself, in the same transaction.
     The message records the revision committed when its transaction began: the session's,
     unless the caller already applied KV in this transaction and passes the one before.
+    A tool_call records its `frame`, the (revision, upper bound) its dispatch acts on.
     """
     if ROLE_OF_KIND.get(kind) != role:
         raise ValueError(f"kind {kind!r} needs role {ROLE_OF_KIND.get(kind)!r}, not {role!r}")
@@ -106,6 +112,8 @@ def message_append_locked(
         written_at_revision=(
             session.state_revision if written_at_revision is None else written_at_revision
         ),
+        frozen_revision=frame[0] if frame is not None else None,
+        frozen_upper_bound=frame[1] if frame is not None else None,
     )
     message.save(force_insert=True)
     WindowRecord.objects.filter(session=session, window_id=message.window_id).update(
@@ -128,7 +136,7 @@ def message_append(
 
 # The engine's kind -> role table without `input` (written through inputs/), in the order
 # the refusal lists them.
-HOST_WRITABLE_KINDS = {
+HOST_WRITABLE_KINDS: dict[str, Role] = {
     kind: ROLE_OF_KIND[kind]
     for kind in (
         KIND_TEXT,
@@ -157,10 +165,61 @@ def message_write(
     """Write a host message with the checks of SPEC §9.1; every refusal is a 400.
 
     A tool_call needs a snapshot of this session, and assistant text may name one (the view
-    it was generated from); other kinds take none. A tool_result answers an unanswered call
-    of a host tool (protocol tools are answered by dispatch only), joins its call's window
-    and carries its call's tool name.
+    it was generated from); other kinds take none. A tool_call records its snapshot's
+    (revision, upper bound) as its frame. A tool_result answers an unanswered call of a host
+    tool (protocol tools are answered by dispatch only), joins its call's window and carries
+    its call's tool name.
     """
+    _write_check(role=role, kind=kind, content=content, snapshot_id=snapshot_id)
+    with transaction.atomic():
+        return _write_locked(
+            session_lock(session_id),
+            role=role,
+            kind=kind,
+            content=content,
+            tool_call_id=tool_call_id,
+            tool_name=tool_name,
+            arguments=arguments,
+            is_error=is_error,
+            snapshot_id=snapshot_id,
+            frame=None,
+        )
+
+
+def message_write_locked(
+    session: Session,
+    *,
+    role: str,
+    kind: str,
+    content: Any,
+    tool_call_id: str | None = None,
+    tool_name: str | None = None,
+    arguments: Arguments | None = None,
+    snapshot_id: str | None = None,
+    frame: tuple[int, int] | None = None,
+) -> Message:
+    """`message_write` inside the caller's transaction, `session` locked by `session_lock`.
+
+    For a caller that frames a tool_call itself (MCP, SPEC §11: by the state its client
+    saw): with `frame`, a (revision, upper bound), the call needs no snapshot.
+    """
+    _write_check(role=role, kind=kind, content=content, snapshot_id=snapshot_id)
+    return _write_locked(
+        session,
+        role=role,
+        kind=kind,
+        content=content,
+        tool_call_id=tool_call_id,
+        tool_name=tool_name,
+        arguments=arguments,
+        is_error=None,
+        snapshot_id=snapshot_id,
+        frame=frame,
+    )
+
+
+def _write_check(*, role: str, kind: str, content: Any, snapshot_id: str | None) -> None:
+    """The checks of a host message that need no state (before any lock is taken)."""
     if kind == "input":
         raise ApplicationError(
             MESSAGE_KIND_NOT_WRITABLE,
@@ -187,30 +246,43 @@ def message_write(
             {"field": "snapshotId"},
         )
     content_check(content, kind=kind)
-    with transaction.atomic():
-        session = session_lock(session_id)
-        fields: dict[str, Any] = {}
-        if kind == KIND_TOOL_CALL:
-            fields = _tool_call_fields(session, tool_call_id, tool_name, arguments, snapshot_id)
-        elif kind == "text" and snapshot_id is not None:
-            fields = {"snapshot_id": _text_snapshot(session, snapshot_id)}
-        elif kind == KIND_TOOL_RESULT:
-            fields = _tool_result_fields(session, tool_call_id, is_error)
-        elif kind == "approval_feedback":
-            if not tool_call_id or not _tool_call_recorded(session, tool_call_id):
-                raise ApplicationError(
-                    TOOL_CALL_NOT_FOUND,
-                    "approval_feedback needs the toolCallId of a tool_call in this session.",
-                    {"field": "toolCallId"},
-                )
-            fields = {"tool_call_id": tool_call_id}
-        message = message_append_locked(session, role=role, kind=kind, content=content, **fields)
-        if role == "assistant" and session.agent_version.model_provider == "external":
-            _host_turn_count(session, message)
-        if kind == KIND_TOOL_RESULT:
-            # The runtime re-queues a run that waited for this result (same transaction).
-            hooks.host_tool_result_written(session_id=session.id)
-        return message
+
+
+def _write_locked(
+    session: Session,
+    *,
+    role: str,
+    kind: str,
+    content: Any,
+    tool_call_id: str | None,
+    tool_name: str | None,
+    arguments: Arguments | None,
+    is_error: bool | None,
+    snapshot_id: str | None,
+    frame: tuple[int, int] | None,
+) -> Message:
+    fields: dict[str, Any] = {}
+    if kind == KIND_TOOL_CALL:
+        fields = _tool_call_fields(session, tool_call_id, tool_name, arguments, snapshot_id, frame)
+    elif kind == "text" and snapshot_id is not None:
+        fields = {"snapshot_id": _text_snapshot(session, snapshot_id)}
+    elif kind == KIND_TOOL_RESULT:
+        fields = _tool_result_fields(session, tool_call_id, is_error)
+    elif kind == "approval_feedback":
+        if not tool_call_id or not _tool_call_recorded(session, tool_call_id):
+            raise ApplicationError(
+                TOOL_CALL_NOT_FOUND,
+                "approval_feedback needs the toolCallId of a tool_call in this session.",
+                {"field": "toolCallId"},
+            )
+        fields = {"tool_call_id": tool_call_id}
+    message = message_append_locked(session, role=role, kind=kind, content=content, **fields)
+    if role == "assistant" and session.agent_version.model_provider == "external":
+        _host_turn_count(session, message)
+    if kind == KIND_TOOL_RESULT:
+        # The runtime re-queues a run that waited for this result (same transaction).
+        hooks.host_tool_result_written(session_id=session.id)
+    return message
 
 
 def _host_turn_count(session: Session, message: Message) -> None:
@@ -243,8 +315,8 @@ _ANSWER_PARTS = (
 
 
 def _base_part(part: dict[str, Any]) -> bool:
-    return (part.get("type") == PART_TEXT and isinstance(part.get("text"), str)) or (
-        part.get("type") == PART_IMAGE
+    return part_text(part) is not None or (
+        is_image_part(part)
         and isinstance(part.get("mediaType"), str)
         and (isinstance(part.get("data"), str) or isinstance(part.get("url"), str))
     )
@@ -253,9 +325,10 @@ def _base_part(part: dict[str, Any]) -> bool:
 def _thinking_part(part: dict[str, Any]) -> bool:
     # Strings as Anthropic gives them (an omitted thinking text is ""); the signature is
     # checked by the provider when the block goes back.
-    if part.get("type") == PART_THINKING:
+    kind = part_type(part)
+    if kind == PART_THINKING:
         return isinstance(part.get("thinking"), str) and isinstance(part.get("signature"), str)
-    return part.get("type") == PART_REDACTED_THINKING and isinstance(part.get("data"), str)
+    return kind == PART_REDACTED_THINKING and isinstance(part.get("data"), str)
 
 
 def content_check(content: Any, *, kind: str | None = None) -> None:
@@ -297,6 +370,7 @@ def _tool_call_fields(
     tool_name: str | None,
     arguments: Any,
     snapshot_id: str | None,
+    frame: tuple[int, int] | None,
 ) -> dict[str, Any]:
     if not tool_call_id or not tool_name:
         raise ApplicationError(
@@ -307,7 +381,7 @@ def _tool_call_fields(
     tool_call_id_check(tool_call_id)
     arguments = arguments_to_store(arguments)
     snapshot = _snapshot_of(session, snapshot_id)
-    if snapshot is None:
+    if snapshot is None and (frame is None or snapshot_id is not None):
         raise ApplicationError(
             SNAPSHOT_REQUIRED,
             "A tool_call needs the snapshotId of the projection of this session it was "
@@ -324,7 +398,9 @@ def _tool_call_fields(
         "tool_call_id": tool_call_id,
         "tool_name": tool_name,
         "arguments": arguments if arguments is not None else {},
-        "snapshot_id": snapshot,
+        "snapshot_id": snapshot[0] if snapshot is not None else None,
+        # The caller's frame, else the snapshot's: what the dispatch of this call acts on.
+        "frame": frame if frame is not None else snapshot[1:] if snapshot is not None else None,
     }
 
 
@@ -371,28 +447,29 @@ def tool_call_id_check(tool_call_id: object, field: str = "toolCallId") -> None:
         )
 
 
-def _snapshot_of(session: Session, snapshot_id: str | None) -> UUID | None:
-    """The id of this session's snapshot `snapshot_id`; None for any other or a malformed id."""
+def _snapshot_of(session: Session, snapshot_id: str | None) -> tuple[UUID, int, int] | None:
+    """(id, revision, upper bound) of this session's snapshot `snapshot_id`; None for any
+    other or a malformed id."""
     wanted = canonical_uuid(snapshot_id)
     if wanted is None:
         return None
     return (
         ProjectionSnapshot.objects.filter(session=session, id=wanted)
-        .values_list("id", flat=True)
+        .values_list("id", "revision", "upper_bound")
         .first()
     )
 
 
 def _text_snapshot(session: Session, snapshot_id: str) -> UUID:
-    snapshot = _snapshot_of(session, snapshot_id)
-    if snapshot is None:
+    found = _snapshot_of(session, snapshot_id)
+    if found is None:
         raise ApplicationError(
             SNAPSHOT_NOT_FOUND,
             f"snapshotId {snapshot_id!r} is no snapshot of this session; send the snapshotId "
             "of the projection the text was generated from, or leave it out.",
             {"field": "snapshotId"},
         )
-    return snapshot
+    return found[0]
 
 
 def _tool_result_fields(

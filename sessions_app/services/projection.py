@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Literal, TypedDict, overload
 from uuid import UUID
 
 from django.conf import settings
@@ -30,7 +30,7 @@ from contextproto.protocol import projection as engine
 from contextproto.protocol.adapters import WireFormat
 from contextproto.protocol.errors import ProtocolError
 from contextproto.protocol.gateway.wire import Parameters
-from contextproto.protocol.messages import Fold, RawMessage
+from contextproto.protocol.messages import Fold, ModelMessageWire, RawMessage, SourceWire
 from contextproto.protocol.prompt_cache import PromptCache, session_cache_key
 from sessions_app.models import MaintenanceJob, ProjectionSnapshot, Run, Session
 from sessions_app.reads import hot_sql, view_cache
@@ -304,12 +304,51 @@ def _run_for(session: Session, run_id: str | None) -> UUID | None:
     return run_uuid
 
 
-def snapshot_to_wire(snapshot: ProjectionSnapshot, *, provenance: bool = False) -> dict[str, Any]:
+class SnapshotWire(TypedDict):
+    """A stored view as the API lists it (SPEC §9.1): `sources[i]` belongs to `messages[i]`."""
+
+    snapshotId: str
+    revision: int
+    upperBound: int
+    runId: str | None
+    windowId: str
+    protocol: str
+    provider: str
+    messages: list[ModelMessageWire]
+    sources: list[SourceWire]
+    request: dict[str, Any]
+    notes: list[str]
+    usage: dict[str, Any] | None
+    createdAt: str
+
+
+class _RebuiltBody(TypedDict, total=False):
+    bodyHashMatches: bool | None  # only on a rebuilt body
+    bodyProblem: str  # only on a body that could not be rebuilt
+
+
+class SnapshotDetailWire(SnapshotWire, _RebuiltBody):
+    """One snapshot with how its body was obtained (SPEC §20)."""
+
+    body: str  # "stored" or "rebuilt"
+
+
+@overload
+def snapshot_to_wire(
+    snapshot: ProjectionSnapshot, *, provenance: Literal[False] = False
+) -> SnapshotWire: ...
+@overload
+def snapshot_to_wire(
+    snapshot: ProjectionSnapshot, *, provenance: Literal[True]
+) -> SnapshotDetailWire: ...
+def snapshot_to_wire(
+    snapshot: ProjectionSnapshot, *, provenance: bool = False
+) -> SnapshotWire | SnapshotDetailWire:
     """The API's Snapshot shape; `provenance` adds how the body was obtained (SPEC §20):
     `body` "stored" or "rebuilt", and for a rebuilt one `bodyHashMatches` (and, when it
     could not be rebuilt, `bodyProblem`)."""
     view = snapshot.view
-    wire = {
+    wire: SnapshotWire = {
         "snapshotId": str(snapshot.id),
         "revision": snapshot.revision,
         "upperBound": snapshot.upper_bound,
@@ -324,10 +363,11 @@ def snapshot_to_wire(snapshot: ProjectionSnapshot, *, provenance: bool = False) 
         "usage": snapshot.usage,
         "createdAt": snapshot.created_at.isoformat(),
     }
-    if provenance:
-        wire["body"] = view.origin
-        if view.rebuilt:
-            wire["bodyHashMatches"] = view.hash_matches
-            if view.problem is not None:
-                wire["bodyProblem"] = view.problem
-    return wire
+    if not provenance:
+        return wire
+    rebuilt: _RebuiltBody = {}
+    if view.rebuilt:
+        rebuilt["bodyHashMatches"] = view.hash_matches
+        if view.problem is not None:
+            rebuilt["bodyProblem"] = view.problem
+    return {**wire, "body": view.origin, **rebuilt}

@@ -394,6 +394,7 @@ def _turn(
             text=reply.text,
             calls=calls,
             thinking=reply.thinking,
+            frame=(snapshot.revision, snapshot.upper_bound),
         )
         outcome: str = CONTINUE
         if not calls:

@@ -45,8 +45,8 @@ from contextproto.protocol.model_answers import ModelAnswer
 from contextproto.usage import report_problems, tokens_of
 from sessions_app.models import HostTurn, Message, ProjectionSnapshot, Run, Session
 from sessions_app.reads import raw_log
-from sessions_app.services.answers import AnswerCall, answer_record
-from sessions_app.services.dispatch import Receipt, tool_dispatch
+from sessions_app.services.answers import AnswerCall, answer_record_locked
+from sessions_app.services.dispatch import Receipt, ReceiptWire, tool_dispatch
 from sessions_app.services.usage import snapshot_tokens, turn_usage_record
 from sessions_app.store.state import session_lock
 
@@ -61,7 +61,7 @@ class TurnWire(TypedDict):
     """The answer of `POST sessions/{id}/turns/` (SPEC §9.2)."""
 
     messages: list[RawMessageWire]
-    receipt: dict[str, Any] | None
+    receipt: ReceiptWire | None
     hostCall: HostCallWire | None
     runStatus: str | None
     replayed: bool
@@ -225,12 +225,14 @@ def _write(
             "recorded once. Send the turn without usage, or with the counts reported.",
             {"snapshotId": str(snapshot.id), "usage": snapshot.usage},
         )
-    recorded = answer_record(
-        session_id=session.id,
+    # The session is locked already: the locked writer, not a second lock.
+    recorded = answer_record_locked(
+        session,
         snapshot_id=snapshot.id,
         text=answer.text,
         calls=[AnswerCall(c.id, c.name, c.arguments) for c in answer.calls],
         thinking=answer.thinking,
+        frame=(snapshot.revision, snapshot.upper_bound),
     )
     notes = [*answer.notes] + [
         f"tool call id {old!r} of the answer is taken in this session (or repeated): "

@@ -4,9 +4,10 @@ row types the log travels in.
 Row types:
 
 * `Message` — the ORM row (hot table `sessions_app_message`).
-* `RawValues` — a `values_list(*RAW_COLUMNS)` tuple (or a raw-SQL row converted as the ORM
-  would): what the hot paths read, since building ~200 model instances per turn cost more
-  than the query (BENCHMARKS.md).
+* `MessageValues` — a `values_list(*RAW_COLUMNS)` row with its columns named and typed (or
+  the ORM's plain tuple of it, or a raw-SQL row converted as the ORM would): what the hot
+  paths read, since building ~200 model instances per turn cost more than the query
+  (BENCHMARKS.md).
 * `MessageRecord` — the JSON record of an archived row (the cold chunk format): every
   column, UUIDs canonical, `created_at` ISO 8601.
 * `RawMessage` — the engine's shape (contextproto.protocol.messages).
@@ -19,32 +20,43 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any, TypedDict
+from typing import Any, NamedTuple, NotRequired, TypedDict, cast
 from uuid import UUID
 
-from contextproto.protocol.messages import RawMessage
+from contextproto.protocol.messages import Kind, RawMessage, Role
 from sessions_app.models import Message
 
+
+class MessageValues(NamedTuple):
+    """A message row as values, its columns named and typed once: what
+    `values_list(*RAW_COLUMNS)` gives (and a raw-SQL row once converted as the ORM would)."""
+
+    id: UUID
+    index: int  # type: ignore[assignment]  # the column; shadows tuple.index, unused here
+    window_id: str
+    role: str
+    kind: str
+    content: Any
+    run_id: UUID | None
+    input_run: str | None
+    tool_call_id: str | None
+    tool_name: str | None
+    arguments: Any
+    is_error: bool | None
+    snapshot_id: UUID | None
+    created_at: datetime
+
+
 # The columns of a RawMessage, in this order everywhere a row is read as values.
-RAW_COLUMNS: tuple[str, ...] = (
-    "id",
-    "index",
-    "window_id",
-    "role",
-    "kind",
-    "content",
-    "run_id",
-    "input_run",
-    "tool_call_id",
-    "tool_name",
-    "arguments",
-    "is_error",
-    "snapshot_id",
-    "created_at",
-)
+RAW_COLUMNS: tuple[str, ...] = MessageValues._fields
 # The columns the engine does not read; archived records carry them too (chunks written
-# before migration 0010 lack them: they read as null).
-EXTRA_COLUMNS: tuple[str, ...] = ("written_at_revision", "forked_from_message_id")
+# before migration 0010, or 0019 for a tool_call's frame, lack them: they read as null).
+EXTRA_COLUMNS: tuple[str, ...] = (
+    "written_at_revision",
+    "forked_from_message_id",
+    "frozen_revision",
+    "frozen_upper_bound",
+)
 # Columns left empty by an outline read (the group structure without the bodies).
 BODY_COLUMNS: frozenset[str] = frozenset({"content", "arguments"})
 
@@ -59,6 +71,7 @@ def sql_columns(*, outline: bool = False) -> str:
     )
 
 
+# A row in MessageValues order: a MessageValues, or the ORM's plain values_list tuple.
 RawValues = Sequence[Any]
 
 
@@ -81,10 +94,17 @@ class MessageRecord(TypedDict):
     created_at: str
     written_at_revision: int | None
     forked_from_message_id: str | None
+    frozen_revision: NotRequired[int | None]
+    frozen_upper_bound: NotRequired[int | None]
 
 
 def raw_from_values(values: RawValues) -> RawMessage:
-    """RawMessage from a `values_list(*RAW_COLUMNS)` row (extra trailing columns ignored)."""
+    """RawMessage from a row in `MessageValues` order: a MessageValues or a
+    `values_list(*RAW_COLUMNS)` tuple (extra trailing columns ignored).
+
+    The unpacking below names the columns in MessageValues' order (a test holds the two
+    together); reading a plain tuple by attribute would first build a MessageValues of it,
+    which costs the hot path more than it names (docs/decisions.md)."""
     (
         message_id,
         index,
@@ -140,6 +160,8 @@ def record_of_row(row: Message) -> MessageRecord:
         "forked_from_message_id": (
             str(row.forked_from_message_id) if row.forked_from_message_id else None
         ),
+        "frozen_revision": row.frozen_revision,
+        "frozen_upper_bound": row.frozen_upper_bound,
     }
 
 
@@ -149,8 +171,9 @@ def raw_from_record(record: MessageRecord) -> RawMessage:
         id=record["id"],
         index=record["index"],
         window_id=record["window_id"],
-        role=record["role"],
-        kind=record["kind"],
+        # The stored strings, as on the hot path (each equals its member).
+        role=cast(Role, record["role"]),
+        kind=cast(Kind, record["kind"]),
         content=record["content"],
         run_id=UUID(record["run_id"]).hex if record["run_id"] else None,
         input_run=record["input_run"],
@@ -184,6 +207,8 @@ def row_from_record(session_id: UUID, record: MessageRecord) -> Message:
         created_at=datetime.fromisoformat(record["created_at"]),
         written_at_revision=record.get("written_at_revision"),
         forked_from_message_id=UUID(forked_from) if forked_from else None,
+        frozen_revision=record.get("frozen_revision"),
+        frozen_upper_bound=record.get("frozen_upper_bound"),
     )
 
 

@@ -8,7 +8,8 @@ are in `sessions_app.services.archive`.
 Chunk format (`ArchiveChunk.data`): zlib of the UTF-8 JSON
 `{"v": 1, "messages": [record, ...]}` in index order, where a record is a
 `sessions_app.store.codec.MessageRecord`: every column of the row (chunks written before
-migration 0010 lack `written_at_revision` and `forked_from_message_id`: they read as null).
+migration 0010 lack `written_at_revision` and `forked_from_message_id`, before 0019 a
+tool_call's `frozen_revision` and `frozen_upper_bound`: they read as null).
 Content is stored as the database returned it, so restore writes it back unchanged.
 
 Archived tool calls. An unanswered call may be archived (an orphaned call must not pin the

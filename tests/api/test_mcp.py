@@ -357,7 +357,7 @@ def test_a_stale_revision_without_a_stored_view_is_refused_for_writes_and_read_n
     api_session, monkeypatch
 ):
     # Only the newest view is looked at: the views at older revisions are out of reach.
-    monkeypatch.setattr("sessions_app.services.dispatch.FRAME_LOOKBACK", 1)
+    monkeypatch.setattr("sessions_app.services.mcp_calls.FRAME_LOOKBACK", 1)
     s = api_session(version=2)
     s.input("start")
 

@@ -13,15 +13,11 @@ from typing import Any
 
 import pytest
 
+from contextproto.economics.cache_report import CacheEconomy, ProviderEconomy, TurnEconomy
+from contextproto.economics.cache_sim import TurnCache
+from contextproto.economics.causes import CAUSE_APPEND, CAUSE_HEADER
+from contextproto.economics.prices import Prices
 from contextproto.protocol.adapters import PROVIDER_ANTHROPIC_MESSAGES, PROVIDER_OPENAI_CHAT
-from contextproto.protocol.cache_report import (
-    CAUSE_APPEND,
-    CAUSE_HEADER,
-    CacheEconomy,
-    ProviderEconomy,
-    TurnEconomy,
-)
-from contextproto.protocol.cache_sim import Prices, TurnCache
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 if str(BENCH) not in sys.path:

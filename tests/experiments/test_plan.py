@@ -10,6 +10,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from labs.experiments.plan import PROVIDERS, PlanInvalid, load_plan, plan_errors
+from labs.experiments.spec import plan_from
 from tests.experiments.conftest import EXAMPLE_PLAN
 
 
@@ -18,6 +19,41 @@ def test_the_example_plan_is_valid_for_every_provider(provider: str) -> None:
     loaded = load_plan(EXAMPLE_PLAN, provider=provider)
     assert [g["id"] for g in loaded.data["groups"]] == ["A", "B", "C", "u4", "v2", "prefix"]
     assert len(loaded.sha256) == 64
+
+
+def test_a_valid_plan_reads_into_typed_values_with_the_runners_defaults(
+    example_plan: dict[str, Any],
+) -> None:
+    loaded = load_plan(EXAMPLE_PLAN, provider="scripted")
+    plan = loaded.plan
+    assert [g.id for g in plan.groups] == [g["id"] for g in loaded.data["groups"]]
+    assert plan.budget_tokens == loaded.data["budget"]["totalTokens"]
+    assert [g.protocol.key for g in plan.groups][:4] == ["unified@3"] * 3 + ["unified@4"]
+    assert plan.groups[3].protocol.options == {} and plan.agent.maintainer_prompt
+    assert plan.anthropic_prefill and not plan.stop_on_group_failure
+    stages = [(s.id, s.sessions, len(s.runs)) for s in plan.stages]
+    assert stages == [("stage1", 3, 1), ("stage2", 2, 1), ("stage3", 1, 3)]
+    tool = plan.host_tools[0]
+    assert tool.result == (
+        tool_data["result"]
+        if isinstance((tool_data := loaded.data["hostTools"][0])["result"], str)
+        else json.dumps(tool_data["result"])
+    )
+    assert plan.scripted is not None and plan.scripted.wire_format == "openai-chat"
+    stage1 = plan.scripted.stages["stage1"]
+    assert stage1.steps_for("v2") == example_plan["scripted"]["stages"]["stage1"]["groups"]["v2"]
+    assert stage1.steps_for("A") == example_plan["scripted"]["stages"]["stage1"]["default"]
+
+    # What a plan leaves out takes the defaults the runner always applied.
+    for key in ("sessionInputs", "maintenanceTriggerRatio", "maxOutputTokens", "maintainer"):
+        example_plan["agent"].pop(key, None)
+    example_plan.pop("providerAdaptation")
+    example_plan["stopConditions"]["groupFailsStage"] = "stop_experiment"
+    bare = plan_from(example_plan)
+    assert (bare.agent.session_inputs, bare.agent.maintenance_trigger_ratio) == ({}, 0.75)
+    assert bare.agent.max_output_tokens is None and bare.agent.maintainer_prompt is None
+    assert bare.provider_adaptation == {} and not bare.anthropic_prefill
+    assert bare.stop_on_group_failure
 
 
 def test_the_example_plan_matches_the_seed_experiment(example_plan: dict[str, Any]) -> None:

@@ -14,7 +14,6 @@ from contextproto.protocol.groups import build_groups
 from contextproto.protocol.maintenance import (
     MaintenancePlan,
     choose_boundary,
-    estimate_tokens,
     page_slice,
     plan_maintenance,
     render_page_text,
@@ -24,6 +23,7 @@ from contextproto.protocol.maintenance import (
     validate_checkpoint,
 )
 from contextproto.protocol.messages import Fold, RawMessage
+from contextproto.protocol.tokens import message_tokens
 from tests.protocol.logbuilder import LogBuilder
 
 # LogBuilder defaults: a call ("search", {"q": "x"}, empty content) estimates 4 tokens,
@@ -80,7 +80,7 @@ def _plan(
 
 
 def _tokens_above(log: LogBuilder, boundary: int, window: str = "main") -> int:
-    return sum(estimate_tokens(m) for m in log.of_window(window, after=boundary))
+    return sum(message_tokens(m) for m in log.of_window(window, after=boundary))
 
 
 # ---------------------------------------------------------------------------- estimate
@@ -136,14 +136,14 @@ def _msg(**fields) -> RawMessage:
     ],
 )
 def test_estimate_tokens_is_a_deterministic_character_estimate(message, expected) -> None:
-    assert estimate_tokens(message) == expected
-    assert estimate_tokens(message) == estimate_tokens(dataclasses.replace(message))
+    assert message_tokens(message) == expected
+    assert message_tokens(message) == message_tokens(dataclasses.replace(message))
 
 
 def test_logbuilder_token_constants_hold() -> None:
     log = LogBuilder()
     log.exchange()
-    assert [estimate_tokens(m) for m in log.messages] == [CALL_TOKENS, RESULT_TOKENS]
+    assert [message_tokens(m) for m in log.messages] == [CALL_TOKENS, RESULT_TOKENS]
 
 
 # ---------------------------------------------------------------------------- boundaries

@@ -18,7 +18,6 @@ from contextproto.protocol.projection import (
     HEADER_LEAD,
     STATE_LEAD,
     Projection,
-    estimated_tokens,
     project,
 )
 from contextproto.protocol.state import (
@@ -27,6 +26,7 @@ from contextproto.protocol.state import (
     new_window_record,
     window_key,
 )
+from contextproto.protocol.tokens import json_tokens
 from tests.protocol.logbuilder import LogBuilder, make_input
 from tests.protocol.test_projection_properties import Case, cases
 
@@ -397,7 +397,7 @@ def test_the_state_message_holds_everything_volatile_and_the_pressure() -> None:
     # viewTokens: every other message of the view, as the capacity estimator counts it,
     # plus the tool schemas; the state message itself is not counted.
     others = [m for m in projection.messages if m.kind != "context_state"]
-    assert pressure["viewTokens"] == 700 + sum(estimated_tokens(m.to_wire()) for m in others)
+    assert pressure["viewTokens"] == 700 + sum(json_tokens(m.to_wire()) for m in others)
 
 
 def test_the_default_placement_is_a_trailing_user_state_message() -> None:

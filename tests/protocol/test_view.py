@@ -16,7 +16,7 @@ import pytest
 from contextproto.protocol import catalog, view
 from contextproto.protocol.gateway import state as client_state
 from contextproto.protocol.messages import DERIVED_STATE, Fold, RawMessage
-from contextproto.protocol.projection import ReadPlan, estimated_tokens, project
+from contextproto.protocol.projection import ReadPlan, project
 from contextproto.protocol.state import (
     KEY_ACTIVE_WINDOW,
     MAIN_WINDOW,
@@ -25,6 +25,7 @@ from contextproto.protocol.state import (
     new_window_record,
     window_key,
 )
+from contextproto.protocol.tokens import json_tokens
 from tests.protocol.logbuilder import DEFAULT_OPTIONS, PREFIX_OPTIONS, RUN_1, LogBuilder
 from tests.protocol.logbuilder import make_input as projection_input
 
@@ -179,7 +180,7 @@ def test_a_gateway_clients_tools_are_read_with_the_state_and_follow_the_protocol
 
     built = view.assemble(frozen, source, _recipe(entry, PROTOCOL_TOOLS))
     assert [t["name"] for t in built.tools] == ["context_fold_create", "lookup"]
-    assert built.tool_tokens == estimated_tokens(built.tools)
+    assert built.tool_tokens == json_tokens(built.tools)
 
 
 @pytest.mark.parametrize(("key", "state_is_header"), [("unified@2", False), ("unified@4", True)])
@@ -195,7 +196,7 @@ def test_protected_sizes_add_up_and_count_the_pressure_state_as_header(
     sizes = built.protected_sizes()
 
     state = [
-        estimated_tokens(m.content)
+        json_tokens(m.content)
         for m, s in zip(built.projection.messages, built.projection.sources, strict=True)
         if s.derived_type == DERIVED_STATE
     ]
@@ -205,5 +206,5 @@ def test_protected_sizes_add_up_and_count_the_pressure_state_as_header(
     )
     plain = dataclasses.replace(built, protocol=without_state).protected_sizes()
     assert sizes["header"] - plain["header"] == (state[0] if state_is_header else 0)
-    assert sizes["toolSchemas"] == estimated_tokens(PROTOCOL_TOOLS)
-    assert sizes["runInputs"] == estimated_tokens("plan the trip")
+    assert sizes["toolSchemas"] == json_tokens(PROTOCOL_TOOLS)
+    assert sizes["runInputs"] == json_tokens("plan the trip")

@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from contextproto.protocol import adapters
+from contextproto.protocol import tokens as protocol_tokens
 from contextproto.protocol.projection import project
-from sessions_app.providers import ProviderError, ToolCallRequest
+from sessions_app.providers import ProviderError, ToolCallRequest, base
 from sessions_app.providers.scripted import ScriptedProvider, validate_script
 from tests.protocol.logbuilder import LogBuilder, make_input
 from tests.providers.engine_requests import adapted, history_projection
@@ -261,3 +262,9 @@ def adapted_in_window(window: str) -> dict:
 def test_history_projection_has_the_tool_work_the_tests_rely_on() -> None:
     kinds = [m.kind for m in history_projection().messages]
     assert kinds.count("tool_call") == 2 and kinds.count("tool_result") == 2
+
+
+def test_the_providers_estimate_is_the_engines() -> None:
+    # One chars/4 estimator (contextproto/protocol/tokens.py); base keeps its names for it.
+    assert base.estimate_tokens is protocol_tokens.text_tokens
+    assert base.canonical_json is protocol_tokens.canonical_json

@@ -10,15 +10,15 @@ from __future__ import annotations
 import pytest
 
 from agents.models import Tool
-from contextproto.protocol.adapters import PROVIDER_ANTHROPIC_MESSAGES, PROVIDER_OPENAI_CHAT
-from contextproto.protocol.cache_report import (
+from contextproto.economics.causes import (
     CAUSE_APPEND,
     CAUSE_FOLD,
     CAUSE_HEADER,
     CAUSE_WINDOW_SWITCH,
 )
+from contextproto.economics.stored_views import FULL_HISTORY
+from contextproto.protocol.adapters import PROVIDER_ANTHROPIC_MESSAGES, PROVIDER_OPENAI_CHAT
 from contextproto.protocol.prompt_cache import session_cache_key
-from contextproto.protocol.stored_views import FULL_HISTORY
 from contextproto.tokens import tokenizer_label
 from labs import scenario
 from sessions_app.cache_economy import (

@@ -3,11 +3,26 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import UTC, datetime
+from uuid import UUID
+
+from django.db import transaction
 
 from sessions_app.models import Message
+from sessions_app.reads import hot_sql
 from sessions_app.reads.raw_log import log_window
 from sessions_app.services.archive import archive_session
-from sessions_app.store.codec import RAW_COLUMNS, raw_from_row, raw_from_values
+from sessions_app.services.messages import message_append_locked
+from sessions_app.store.codec import (
+    EXTRA_COLUMNS,
+    RAW_COLUMNS,
+    MessageValues,
+    raw_from_row,
+    raw_from_values,
+    record_of_row,
+    row_from_record,
+)
+from sessions_app.store.state import session_lock
 
 
 def test_values_rows_map_to_the_same_raw_messages_as_model_rows(api_session):
@@ -41,3 +56,81 @@ def test_the_outline_is_the_window_without_bodies_hot_and_archived(api_session):
     outline = log_window(s.id, "main", 0, 10**6, outline=True)
     assert outline == [replace(m, content="", arguments=None) for m in full]
     assert log_window(s.id, "main", 0, 10**6) == full
+
+
+def test_a_tool_call_records_its_frame_and_archived_records_carry_it(api_session):
+    """A host's call takes its snapshot's (R, U) as its frame; the record keeps it."""
+    s = api_session()
+    s.input("start")
+    view = s.project()
+    call_id = s.call("context_task_memory_get", view)
+    row = Message.objects.get(session_id=s.id, tool_call_id=call_id, kind="tool_call")
+    assert (row.frozen_revision, row.frozen_upper_bound) == (view["revision"], view["upperBound"])
+    record = record_of_row(row)
+    assert {"frozen_revision", "frozen_upper_bound"} <= set(EXTRA_COLUMNS) <= set(record)
+    back = row_from_record(row.session_id, record)
+    assert (back.frozen_revision, back.frozen_upper_bound) == (
+        row.frozen_revision,
+        row.frozen_upper_bound,
+    )
+    older = {k: v for k, v in record.items() if not k.startswith("frozen_")}
+    assert row_from_record(row.session_id, older).frozen_revision is None  # an old chunk
+    other = Message.objects.filter(session_id=s.id, kind="input").first()
+    assert (other.frozen_revision, other.frozen_upper_bound) == (None, None)
+
+
+def test_dispatch_reads_the_frame_recorded_on_the_call_before_its_snapshot(api_session):
+    s = api_session()
+    s.input("start")
+    view = s.project()
+    with transaction.atomic():
+        session = session_lock(s.id)
+        call = message_append_locked(
+            session,
+            role="assistant",
+            kind="tool_call",
+            content="",
+            tool_call_id="framed",
+            tool_name="context_task_memory_get",
+            arguments={"purpose": "p"},
+            snapshot_id=view["snapshotId"],
+            frame=(view["revision"], view["upperBound"] - 1),
+        )
+    frame = hot_sql.dispatch_frame(s.id, view["snapshotId"], call.index)
+    assert frame.frozen == (view["revision"], view["upperBound"] - 1)
+    # A call written before the columns existed has none: its snapshot's frame.
+    legacy = hot_sql.dispatch_frame(s.id, view["snapshotId"], call.index + 1)
+    assert legacy.frozen == (view["revision"], view["upperBound"])
+
+
+def test_raw_from_values_reads_each_column_by_its_name():
+    """The codec's unpacking follows MessageValues (and RAW_COLUMNS is its field list): every
+    column lands in the RawMessage field of the same name."""
+    assert RAW_COLUMNS == MessageValues._fields
+    ids = {name: UUID(int=n + 1) for n, name in enumerate(("id", "run_id", "snapshot_id"))}
+    values = MessageValues(
+        id=ids["id"],
+        index=7,
+        window_id="w",
+        role="assistant",
+        kind="tool_call",
+        content="c",
+        run_id=ids["run_id"],
+        input_run="r",
+        tool_call_id="call",
+        tool_name="tool",
+        arguments={"a": 1},
+        is_error=False,
+        snapshot_id=ids["snapshot_id"],
+        created_at=datetime(2026, 1, 2, tzinfo=UTC),
+    )
+    raw = raw_from_values(values)
+    assert raw == raw_from_values(tuple(values))
+    expected = {
+        **values._asdict(),
+        "id": str(ids["id"]),
+        "run_id": ids["run_id"].hex,
+        "snapshot_id": str(ids["snapshot_id"]),
+        "created_at": "2026-01-02T00:00:00+00:00",
+    }
+    assert {name: getattr(raw, name) for name in RAW_COLUMNS} == expected

@@ -15,17 +15,17 @@ import pytest
 from django.apps import apps
 from django.test.utils import override_settings
 
+from contextproto.economics.linearise import SIMULATED_PROVIDERS
 from contextproto.errors import ApplicationError
-from contextproto.protocol.cache_sim import SIMULATED_PROVIDERS
 from contextproto.protocol.catalog import all_versions
 from sessions_app.models import ArchiveChunk, ProjectionSnapshot, Session
 from sessions_app.replay import (
     ONE_CALL_KEYS,
     ONE_CALL_NOT_RECORDED,
-    PRESSURE_ESTIMATED,
     replay_target,
     session_replay,
 )
+from sessions_app.services.rebuild import PRESSURE_ESTIMATED
 from sessions_app.store import body_codec, snapshot_bodies
 from tests.builders.sessions import FLAVOURS, PROVIDERS, flavour, recorded_session, rewrite_bodies
 from tests.conftest import KeyClient

@@ -10,6 +10,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from contextproto.protocol.content_parts import is_text_part
 from contextproto.protocol.gateway.transcript import Call, Item
 from contextproto.protocol.gateway.wire import (
     FINISH_LENGTH,
@@ -169,7 +170,7 @@ def _parts(blocks: list[dict[str, Any]], where: str, *, results: bool) -> list[d
 
 def _content(parts: list[dict[str, Any]]) -> str | list[dict[str, Any]]:
     """Text alone as a string (what a text block means), anything else as parts."""
-    if all(p["type"] == "text" for p in parts):
+    if all(is_text_part(p) for p in parts):
         return "".join(p["text"] for p in parts)
     return parts
 

@@ -28,6 +28,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from contextproto.protocol.content_parts import PART_IMAGE, PART_TEXT, part_type
 from contextproto.protocol.messages import (
     KIND_TOOL_CALL,
     KIND_TOOL_RESULT,
@@ -36,6 +37,7 @@ from contextproto.protocol.messages import (
     ROLE_USER,
     Content,
     RawMessage,
+    Role,
 )
 
 # Between the texts of two answers of one reply (SPEC §19: "joined by a blank line").
@@ -86,8 +88,8 @@ def content_segments(content: object) -> tuple[tuple[str, ...], ...]:
         return (("json", json.dumps(content, sort_keys=True)),)
     segments: list[tuple[str, ...]] = []
     for part in content:
-        kind = part.get("type") if isinstance(part, dict) else None
-        if kind == "text":
+        kind = part_type(part)
+        if kind == PART_TEXT:
             text = part.get("text")
             if not isinstance(text, str) or not text:
                 continue
@@ -95,7 +97,7 @@ def content_segments(content: object) -> tuple[tuple[str, ...], ...]:
                 segments[-1] = ("text", segments[-1][1] + text)
             else:
                 segments.append(("text", text))
-        elif kind == "image":
+        elif kind == PART_IMAGE:
             source = part.get("data") or part.get("url") or ""
             segments.append(("image", str(part.get("mediaType") or ""), str(source)))
     return tuple(segments)
@@ -127,7 +129,7 @@ class Item:
     of its first message (an item read off the log).
     """
 
-    role: str
+    role: Role
     content: Content = ""
     calls: tuple[Call, ...] = ()
     call_id: str | None = None

@@ -38,8 +38,9 @@ from agents.services import (
     application_create,
 )
 from contextproto.celery import app
+from contextproto.economics.cache_report import CacheEconomy
+from contextproto.economics.causes import CAUSE_APPEND
 from contextproto.protocol.adapters import PROVIDER_ANTHROPIC_MESSAGES, PROVIDER_OPENAI_CHAT
-from contextproto.protocol.cache_report import CAUSE_APPEND, CacheEconomy
 from labs import scenario
 from sessions_app.admin_views import url
 from sessions_app.cache_economy import DEFAULT_THINK_SECONDS, session_cache_economy

@@ -14,7 +14,8 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from labs.experiments.plan import PROVIDER_SCRIPTED, PROVIDERS, PlanInvalid, load_plan
 from labs.experiments.report import REPORT_JSON, summary_lines, write_report
-from labs.experiments.runner import ExperimentRunner, ProviderSetup, new_out_dir
+from labs.experiments.runner import ExperimentRunner
+from labs.experiments.setup import ProviderSetup, new_out_dir
 
 
 class Command(BaseCommand):
@@ -52,7 +53,7 @@ class Command(BaseCommand):
         if provider != PROVIDER_SCRIPTED and not model:
             raise CommandError(f"--model is required with --provider {provider}.")
         out_dir = (
-            Path(options["out"]) if options["out"] else new_out_dir(loaded.data["name"], provider)
+            Path(options["out"]) if options["out"] else new_out_dir(loaded.plan.name, provider)
         )
         if (out_dir / REPORT_JSON).exists():
             raise CommandError(f"{out_dir} already holds a report; choose another --out.")
@@ -68,8 +69,8 @@ class Command(BaseCommand):
                 "estimates. Nothing here is a model result."
             )
         self.stdout.write(
-            f"Plan {loaded.data['name']} (sha256 {loaded.sha256[:12]}), provider {provider}, "
-            f"model {setup.model}, budget {loaded.data['budget']['totalTokens']} tokens"
+            f"Plan {loaded.plan.name} (sha256 {loaded.sha256[:12]}), provider {provider}, "
+            f"model {setup.model}, budget {loaded.plan.budget_tokens} tokens"
         )
         runner = ExperimentRunner(loaded, setup, out_dir=out_dir, progress=self.stdout.write)
         report = runner.run()

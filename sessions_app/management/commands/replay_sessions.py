@@ -21,18 +21,16 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from contextproto.errors import ApplicationError
-from contextproto.protocol.adapters import PROVIDER_ANTHROPIC_MESSAGES, PROVIDER_OPENAI_CHAT
 from sessions_app.cache_economy import DEFAULT_THINK_SECONDS
-from sessions_app.replay import (
+from sessions_app.replay import agent_version_sessions, replay_target, session_replay
+from sessions_app.replay_report import (
+    PROVIDER_NAMES,
     ReplayTotals,
     SessionReplay,
     TurnReplay,
-    agent_version_sessions,
-    replay_target,
-    session_replay,
+    totals_rows,
 )
 
-PROVIDERS = ((PROVIDER_OPENAI_CHAT, "OpenAI"), (PROVIDER_ANTHROPIC_MESSAGES, "Anthropic"))
 COST_RULES = (
     "effective cost in input-token equivalents: uncached 1, cache read 0.1, cache write 1.25 "
     "on Anthropic (5 min), no write charge on OpenAI"
@@ -41,12 +39,6 @@ COST_RULES = (
 
 def _pct(value: float) -> str:
     return f"{100 * value:.0f}%"
-
-
-def _change(before: float, after: float) -> str:
-    if not before:
-        return "-"
-    return f"{100 * (after - before) / before:+.1f}%"
 
 
 def _yes_no(value: bool | None) -> str:
@@ -64,7 +56,7 @@ def turn_line(replay: SessionReplay, turn: TurnReplay, notes: dict[str, int]) ->
     if turn.skipped is not None:
         return head + f"{'-':>8}  {'-':<4} skipped: {turn.skipped}"
     line = head + f"{turn.replayed_tokens or 0:>8,}  {_yes_no(turn.request_identical):<4}"
-    for provider, _name in PROVIDERS:
+    for provider, _name in PROVIDER_NAMES:
         recorded = replay.provider_turn(turn, provider, "recorded")
         replayed = replay.provider_turn(turn, provider, "replayed")
         hits = (
@@ -87,48 +79,18 @@ def header_line() -> str:
         f"{'turn':>4} {'rev':>5} {'U':>5}  {'window':<14} {'format':<18} {'sent':>8} "
         f"{'replayed':>8}  {'same':<4}"
     )
-    for _provider, name in PROVIDERS:
+    for _provider, name in PROVIDER_NAMES:
         columns += f" {name + ' hit':>10} {name + ' cost':>15}"
     return columns + "  usage in (cache read)"
 
 
 def totals_lines(totals: ReplayTotals, heading: str) -> list[str]:
     """Recorded beside replayed over the turns both sides cover."""
-    rows = [
-        (
-            "request tokens, as sent / rebuilt",
-            f"{totals.sent_tokens:,}",
-            f"{totals.replayed_tokens:,}",
-            _change(totals.sent_tokens, totals.replayed_tokens),
-        )
-    ]
-    for provider, name in PROVIDERS:
-        recorded, replayed = totals.recorded[provider], totals.replayed[provider]
-        rows += [
-            (
-                f"{name}: input tokens",
-                f"{recorded.input_tokens:,}",
-                f"{replayed.input_tokens:,}",
-                _change(recorded.input_tokens, replayed.input_tokens),
-            ),
-            (
-                f"{name}: cache hit ratio",
-                f"{100 * recorded.hit_ratio:.1f}%",
-                f"{100 * replayed.hit_ratio:.1f}%",
-                f"{100 * (replayed.hit_ratio - recorded.hit_ratio):+.1f} pt",
-            ),
-            (
-                f"{name}: effective cost",
-                f"{round(recorded.equivalent_tokens):,}",
-                f"{round(replayed.equivalent_tokens):,}",
-                _change(recorded.equivalent_tokens, replayed.equivalent_tokens),
-            ),
-        ]
     lines = [
         f"{heading}: {totals.turns} turn(s) replayed, {totals.skipped} skipped",
         f"  {'':<36} {'recorded':>14} {'replayed':>14} {'change':>9}",
     ]
-    lines += [f"  {a:<36} {b:>14} {c:>14} {d:>9}" for a, b, c, d in rows]
+    lines += [f"  {a:<36} {b:>14} {c:>14} {d:>9}" for a, b, c, d in totals_rows(totals)]
     lines.append(f"  identical requests: {totals.identical} of {totals.turns}")
     if totals.usage is not None:
         u = totals.usage

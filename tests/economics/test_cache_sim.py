@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from contextproto.protocol.cache_sim import (
+from contextproto.economics.cache_sim import (
     ANTHROPIC_MIN_CACHEABLE_TOKENS,
     RULE_ANTHROPIC_BELOW_MINIMUM,
     RULE_ANTHROPIC_NO_BREAKPOINT,
@@ -24,19 +24,14 @@ from contextproto.protocol.cache_sim import (
     RULE_OPENAI_BELOW_MINIMUM,
     RULE_OPENAI_HIT,
     RULE_OPENAI_MISS,
-    CacheSimError,
     CacheSimulator,
-    Prices,
     Turn,
     TurnCache,
     anthropic_min_cacheable_tokens,
-    cache_hit_ratio,
-    effective_cost,
-    first_divergence,
-    linearise,
     simulate,
-    totals,
 )
+from contextproto.economics.linearise import CacheSimError, first_divergence, linearise
+from contextproto.economics.prices import Prices, cache_hit_ratio, effective_cost, totals
 
 OPENAI = "openai-chat"
 ANTHROPIC = "anthropic-messages"

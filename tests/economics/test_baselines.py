@@ -13,24 +13,23 @@ from collections.abc import Sequence
 
 import pytest
 
-from contextproto.protocol.baselines import (
+from contextproto.economics.baselines import (
     CLEARED_PLACEHOLDER,
-    SUMMARY_REQUEST,
     ClearToolUses,
     Compaction,
-    Strategy,
     ToolOutputTrimmer,
     clear_tool_uses,
     compaction_turns,
-    strategy_turns,
     summary_message,
     tool_uses,
     trim_tool_outputs,
     trimmed_output,
 )
-from contextproto.protocol.cache_report import EconomySettings, ViewTurn, cache_economy
+from contextproto.economics.cache_report import cache_economy
+from contextproto.economics.inputs import EconomySettings, ViewTurn
+from contextproto.economics.stored_views import full_history_projections
+from contextproto.economics.strategies import SUMMARY_REQUEST, Strategy, strategy_turns
 from contextproto.protocol.messages import ModelMessage, RawMessage
-from contextproto.protocol.stored_views import full_history_projections
 
 
 def system() -> ModelMessage:

@@ -11,8 +11,8 @@ import math
 
 import pytest
 
-from contextproto.protocol.adapters import PROVIDER_ANTHROPIC_MESSAGES, PROVIDER_OPENAI_CHAT, adapt
-from contextproto.protocol.cache_report import (
+from contextproto.economics.cache_report import cache_economy, paced
+from contextproto.economics.causes import (
     CAUSE_APPEND,
     CAUSE_CHECKPOINT,
     CAUSE_FOLD,
@@ -20,24 +20,21 @@ from contextproto.protocol.cache_report import (
     CAUSE_STATE,
     CAUSE_TOOLS,
     CAUSE_WINDOW_SWITCH,
-    CacheReportError,
-    EconomySettings,
-    ViewTurn,
-    _owners,
-    cache_economy,
-    paced,
+    block_owners,
 )
-from contextproto.protocol.cache_sim import effective_cost
-from contextproto.protocol.messages import ModelMessage
-from contextproto.protocol.projection import Projection, project
-from contextproto.protocol.prompt_cache import PromptCache
-from contextproto.protocol.state import KEY_TASK_MEMORY, checkpoint_key, window_key
-from contextproto.protocol.stored_views import (
+from contextproto.economics.inputs import CacheReportError, EconomySettings, ViewTurn
+from contextproto.economics.prices import effective_cost
+from contextproto.economics.stored_views import (
     StoredViewError,
     full_history_projection,
     projection_from_wire,
     tools_from_request,
 )
+from contextproto.protocol.adapters import PROVIDER_ANTHROPIC_MESSAGES, PROVIDER_OPENAI_CHAT, adapt
+from contextproto.protocol.messages import ModelMessage
+from contextproto.protocol.projection import Projection, project
+from contextproto.protocol.prompt_cache import PromptCache
+from contextproto.protocol.state import KEY_TASK_MEMORY, checkpoint_key, window_key
 from tests.protocol.logbuilder import LogBuilder, make_input
 
 PROVIDERS = (PROVIDER_OPENAI_CHAT, PROVIDER_ANTHROPIC_MESSAGES)
@@ -328,7 +325,7 @@ def test_blocks_of_an_answer_that_thought_are_traced_to_its_message():
     second = project(make_input(log, window="alpha", kv=_kv(), revision=8))
 
     turn = _turns(first)[0]
-    owners = _owners(PROVIDER_ANTHROPIC_MESSAGES, turn, SETTINGS)
+    owners = block_owners(PROVIDER_ANTHROPIC_MESSAGES, turn, SETTINGS)
     call_at = next(p for p, m in enumerate(first.messages) if m.kind == "tool_call")
     body = adapt(first, PROVIDER_ANTHROPIC_MESSAGES, list(TOOLS)).body
     blocks = [b for m in body["messages"] for b in m["content"]]

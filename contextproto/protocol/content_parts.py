@@ -1,0 +1,101 @@
+"""The parts of a message's content: their types, the predicates over them, and the content's
+text.
+
+A content is a string or a list of JSON parts (SPEC §3.1): `{"type": "text", "text"}`,
+`{"type": "image", "mediaType", "data" | "url"}`, and on a model's answers Anthropic's
+reasoning blocks exactly as it gave them, `{"type": "thinking", "thinking", "signature"}` and
+`{"type": "redacted_thinking", "data"}`. Every "is this part a text / an image / thinking"
+question of the engine and the service is answered here, so a part type is spelt in one place.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, TypeGuard
+
+PART_TEXT = "text"
+PART_IMAGE = "image"
+PART_THINKING = "thinking"
+PART_REDACTED_THINKING = "redacted_thinking"
+THINKING_PART_TYPES = frozenset({PART_THINKING, PART_REDACTED_THINKING})
+
+
+def part_type(part: object) -> Any:
+    """A part's `type`; None when the part is not an object."""
+    return part.get("type") if isinstance(part, dict) else None
+
+
+def is_text_part(part: object) -> TypeGuard[dict[str, Any]]:
+    """Whether `part` is a text part (whatever its `text` holds)."""
+    return isinstance(part, dict) and part.get("type") == PART_TEXT
+
+
+def is_image_part(part: object) -> TypeGuard[dict[str, Any]]:
+    """Whether `part` is an image part."""
+    return isinstance(part, dict) and part.get("type") == PART_IMAGE
+
+
+def is_thinking_part(part: object) -> TypeGuard[dict[str, Any]]:
+    """Whether `part` is a thinking or redacted_thinking part (SPEC §3.1)."""
+    return isinstance(part, dict) and part.get("type") in THINKING_PART_TYPES
+
+
+def part_text(part: object) -> str | None:
+    """The text of a text part whose `text` is a string; None for any other part."""
+    if is_text_part(part):
+        text = part.get("text")
+        if isinstance(text, str):
+            return text
+    return None
+
+
+def has_image(content: object) -> bool:
+    """Whether `content` is a list of parts with at least one image."""
+    return isinstance(content, list) and any(is_image_part(p) for p in content)
+
+
+def content_text(content: object, *, text_only: bool = False) -> str:
+    """Flatten a message content (a string or a list of parts) into text, parts on new lines.
+
+    A text part gives its text, an image part `[image <mediaType>]`, a thinking part
+    `[thinking] <its text>` and a redacted_thinking part `[redacted thinking]` (signatures
+    and encrypted data mean nothing to a reader), any other part (or a content that is
+    neither a string nor a list) its JSON with sorted keys. With `text_only`, only text
+    parts count: other parts are left out, other contents give "". The maintainer's page
+    text is built with the default (its prompts are pinned by tests).
+    """
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        return (
+            ""
+            if text_only
+            else json.dumps(content, sort_keys=True, ensure_ascii=False, default=str)
+        )
+    pieces: list[str] = []
+    for part in content:
+        kind = part_type(part)
+        if kind == PART_TEXT:
+            text = part.get("text")
+            if isinstance(text, str):
+                pieces.append(text)
+            else:
+                pieces.append("" if text_only else compact_json(text))
+        elif text_only:
+            continue
+        elif kind == PART_IMAGE:
+            media = part.get("mediaType")
+            pieces.append(f"[image {media}]" if media else "[image]")
+        elif kind == PART_THINKING and isinstance(part.get("thinking"), str):
+            pieces.append(f"[thinking] {part['thinking']}")
+        elif kind == PART_REDACTED_THINKING:
+            pieces.append("[redacted thinking]")
+        else:
+            pieces.append(json.dumps(part, sort_keys=True, ensure_ascii=False, default=str))
+    return "\n".join(pieces)
+
+
+def compact_json(value: object) -> str:
+    """`value` as JSON with sorted keys and no spaces: how a non-string `text` reads, and the
+    spelling the maintenance planner measures a call's arguments and hashes its pages in."""
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
