@@ -1,4 +1,4 @@
-"""The model's view for one turn (SPEC §4): a pure function of frozen state and raw rows.
+"""The model's view for one turn (contract §4): a pure function of frozen state and raw rows.
 
 `view.py` plans a view, has a source load exactly the rows `plan_reads` names (W's
 messages above C, the current run's inputs, W's folds above C, a few KV keys) and hands
@@ -186,7 +186,7 @@ class ProjectionInput:
 
 
 class ProjectionWire(TypedDict):
-    """A view as the API returns and stores it (SPEC §9.1 projection)."""
+    """A view as the API returns and stores it (contract §12.1 projection)."""
 
     messages: list[ModelMessageWire]
     sources: list[SourceWire]
@@ -199,7 +199,7 @@ class ProjectionWire(TypedDict):
 
 
 class ContextPressure(TypedDict):
-    """The unified@4 state message's `contextPressure` (SPEC §16)."""
+    """The unified@4 state message's `contextPressure` (contract §9)."""
 
     viewTokens: int
     maxInputTokens: int | None
@@ -313,7 +313,7 @@ def _history(units: Sequence[_Unit], extra_inputs: Sequence[RawMessage]) -> list
 
     An input whose index falls inside a unit's range (an open group, a fold) thus
     lands right after that unit, never inside it. The same holds for W's own user
-    messages written while a call was open (SPEC §4.1 step 2): they follow their
+    messages written while a call was open (contract §4.1 step 2): they follow their
     group, so a call is always followed directly by its results.
     """
     items: list[_Item] = []
@@ -668,7 +668,7 @@ def _stable(value: Any) -> Any:
 
 def _header_v4(*, window_id: str, kv: Mapping[str, Any], session_inputs: Any) -> str:
     """The unified@4 header: only what changes at a task-memory write, a window switch or a
-    checkpoint commit (SPEC §16); everything else is in the state message."""
+    checkpoint commit (contract §9); everything else is in the state message."""
     record = kv.get(window_key(window_id))
     goal = record.get("goal") if isinstance(record, Mapping) else None
     body = {
@@ -736,7 +736,7 @@ def _dedupe_sorted(messages: Sequence[RawMessage], seen: set[str]) -> list[RawMe
 
 
 def project(inp: ProjectionInput) -> Projection:
-    """Build the model's view for one turn (SPEC §4).
+    """Build the model's view for one turn (contract §4).
 
     Pure and deterministic: equal inputs give equal projections with identical
     JSON. Rows outside the plan (other windows, W at or below C, above U, earlier
