@@ -1,4 +1,4 @@
-"""Agent, AgentVersion and catalog endpoints (SPEC §9): thin views over services."""
+"""Agent, AgentVersion and catalog endpoints (contract §12): thin views over services."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ class ModelInput(StrictSerializer):
     )
     maintenanceTriggerRatio = serializers.FloatField(required=False)
     config = serializers.DictField(required=False)
-    # Checked at publish (SPEC §15), like the options.
+    # Checked at publish (contract §8), like the options.
     promptCache = serializers.DictField(required=False)
     prices = serializers.DictField(required=False, allow_null=True)
 

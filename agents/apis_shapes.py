@@ -1,4 +1,5 @@
-"""Response shapes of the agent, catalog and API-key endpoints (SPEC §9.1), for the OpenAPI schema.
+"""Response shapes of the agent, catalog and API-key endpoints (contract §12.1), for the OpenAPI
+schema.
 
 They describe what the wire functions render (`agent_version_to_wire`, `to_public`,
 `api_key_to_wire`, `tool_to_wire`), whose TypedDicts (`agents/wire.py`, the catalog's in the

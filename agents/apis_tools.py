@@ -1,4 +1,4 @@
-"""Host tools of an Application (SPEC §18): list, register, read, change, delete.
+"""Host tools of an Application (contract §11): list, register, read, change, delete.
 
 Application key only: a session key reaches none of this (404), nor does another
 Application's key. Versions bind tools by id (`tools` of an AgentVersion).

@@ -300,7 +300,7 @@ def stored_value(version: AgentVersion, field: ModelField) -> Any:
 
 
 def model_problems(version: AgentVersion) -> list[Problem]:
-    """Every model setting publish refuses (SPEC §2, §15), in MODEL_FIELDS order.
+    """Every model setting publish refuses (contract §2.1, §8), in MODEL_FIELDS order.
 
     Column settings are checked entry by entry; `model.promptCache` and `model.prices` as a
     whole (unknown keys, a non-object), by the engine's and contextproto.usage's checks.

@@ -1,4 +1,4 @@
-"""Tenants (Applications), their API keys, host tools, Agents and AgentVersions (SPEC §2)."""
+"""Tenants (Applications), their API keys, host tools, Agents and AgentVersions (contract §2.1)."""
 
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ class ApiKey(models.Model):
 class Tool(models.Model):
     """A host tool of an Application: executed by the host, results written through the API.
 
-    Written only through agents.services_tools (SPEC §18), which checks the name and the
+    Written only through agents.services_tools (contract §11), which checks the name and the
     input schema; the unique constraint backs "one name per Application" under concurrency.
     """
 
@@ -104,9 +104,9 @@ class AgentVersion(models.Model):
     model_name = models.CharField(max_length=200, blank=True)
     max_input_tokens = models.PositiveIntegerField(null=True, blank=True)
     maintenance_trigger_ratio = models.FloatField(default=0.75)
-    # Scripted model steps or provider-specific settings (SPEC §8).
+    # Scripted model steps or provider-specific settings (contract §7).
     model_config = models.JSONField(default=dict, blank=True)
-    # SPEC §15: `model.promptCache` ({mode, ttl}; {} = the defaults) and `model.prices`
+    # contract §8: `model.promptCache` ({mode, ttl}; {} = the defaults) and `model.prices`
     # (currency units per million tokens: input, cacheRead, cacheWrite, output; null = none).
     prompt_cache = models.JSONField(default=dict, blank=True)
     prices = models.JSONField(null=True, blank=True)

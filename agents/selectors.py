@@ -91,7 +91,7 @@ def gateway_model_name(version: AgentVersion) -> str:
 
 
 def gateway_models(*, application: Application) -> list[AgentVersion]:
-    """The published versions a gateway client can start a session on (SPEC §19), by agent
+    """The published versions a gateway client can start a session on (contract §14), by agent
     name then newest first."""
     return list(
         AgentVersion.objects.select_related("agent")

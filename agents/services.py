@@ -284,7 +284,7 @@ def agent_version_update_draft(
 
 
 def agent_version_problems(version: AgentVersion) -> list[dict[str, str]]:
-    """Every reason `version` cannot be published, as `{field, code, message}` (SPEC §2)."""
+    """Every reason `version` cannot be published, as `{field, code, message}` (contract §2.1)."""
     problems: list[dict[str, str]] = []
     try:
         protocol = protocol_of(version)

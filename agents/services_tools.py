@@ -1,4 +1,4 @@
-"""Write paths for host tools (SPEC §18): register, change and delete an Application's tools.
+"""Write paths for host tools (contract §11): register, change and delete an Application's tools.
 
 The API (`tools/`) and the admin call these; both get the same checks and the same codes.
 
@@ -153,7 +153,7 @@ def _same_definition(tool: Tool, description: Any, input_schema: Any) -> bool:
 def tool_register(
     *, application: Application, name: Any, description: Any = "", input_schema: Any
 ) -> tuple[Tool, bool]:
-    """Register a host tool idempotently (SPEC §9.2); return (tool, created).
+    """Register a host tool idempotently (contract §11); return (tool, created).
 
     The name and definition (description, input schema) of an existing tool of the
     Application answer that tool (created False), so a deploy may register its tools every

@@ -1,4 +1,4 @@
-"""The agent, API-key and host-tool reply shapes (SPEC §9.1), as their builders render them
+"""The agent, API-key and host-tool reply shapes (contract §12.1), as their builders render them
 (`selectors.agent_version_to_wire`, `apis_keys.api_key_to_wire`, `apis_tools.tool_to_wire`).
 
 The catalog's shapes are the engine's (`ProtocolVersionPublic`, `OptionErrorWire`).

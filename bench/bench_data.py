@@ -1,4 +1,4 @@
-"""Seeded, bulk-inserted benchmark sessions with one fixed visible view (SPEC §3, §4).
+"""Seeded, bulk-inserted benchmark sessions with one fixed visible view (contract §2.3, §4).
 
 A session of `total` messages spread over 50 windows (`main`, w01..w49) ends like this:
 

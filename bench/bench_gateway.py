@@ -309,7 +309,7 @@ def _openai_messages(items: Any) -> list[dict[str, Any]]:
 
 
 def transcript_messages(session_id: Any) -> list[dict[str, Any]]:
-    """The session's whole transcript (SPEC §19) read off its log, as OpenAI messages."""
+    """The session's whole transcript (contract §14) read off its log, as OpenAI messages."""
     from contextproto.protocol import catalog
     from contextproto.protocol.gateway.transcript import transcript_of_log
     from sessions_app.models import Session
@@ -1196,7 +1196,7 @@ def section_lines(g: dict[str, Any]) -> list[str]:
     lines = [
         HEADING,
         "",
-        "What the gateway (SPEC §19) costs a request, against the LiteLLM proxy and a direct "
+        "What the gateway (contract §14) costs a request, against the LiteLLM proxy and a direct "
         "call (issue 31 item 10), and whether slow upstream calls hold up the rest of a "
         f"server (item 3); `bench/bench_gateway.py`. A fake OpenAI-compatible model "
         f"(`bench/fake_upstream.py`, stdlib HTTP server with TCP_NODELAY, its own process) "

@@ -179,7 +179,7 @@ def _dispatch_note(results: dict[str, Any]) -> str:
     )
     return (
         "Why (one client, sequential): " + described + ". The bare transaction only writes; "
-        "the dispatcher must first read and check what SPEC §5.1 requires - the session row "
+        "the dispatcher must first read and check what contract §5.2 requires - the session row "
         "with its AgentVersion, the call and its answer (one query, hot or archived), the "
         "snapshot's frozen R/U with the message before the call (one statement: is this the "
         "answer's second call?), the KV the handler reads (its usual keys in one read), and "

@@ -12,7 +12,7 @@ size of what it is sent. `GET /stats` reports that cost (time from the request's
 its answer written, less the delay) and `POST /stats/reset` clears it.
 
 Its sockets set TCP_NODELAY (`disable_nagle_algorithm`): without it every keep-alive answer
-waits about 40 ms for the client's delayed ACK (FIELD_NOTES "Serving a gateway").
+waits about 40 ms for the client's delayed ACK (docs/decisions.md, the LiteLLM benchmark entry).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Host loops over HTTP, the production server they drive, and the audit of their sessions.
 
 Shared by `make load` (bench/load.py) and the fault tests (tests/reliability/): a loop drives
-one session the way an external host does (SPEC §9, §9.2: a model turn is a projection and
+one session the way an external host does (contract §12, §5.2: a model turn is a projection and
 the model's answer sent to `turns/`), retrying every request whose answer it did not get,
 which is safe because a turn is keyed by its snapshot and body, each write carries a
 clientMessageId and each dispatch is keyed by its toolCallId. `audit_sessions` then checks

@@ -1,6 +1,6 @@
 """`make load`: concurrent host loops over HTTP against the production server, then an audit.
 
-Each loop is one session driven the way an external host drives it (SPEC §9, §9.2): an
+Each loop is one session driven the way an external host drives it (contract §12, §5.2): an
 input; a projection and the model's answer sent to `turns/` (a protocol tool call: task
 memory, a new window, or a fold of the previous host lookup, in turn, which the service
 dispatches); a second projection and answer (a host tool call, handed back); its result. N

@@ -3,7 +3,7 @@ parameters. The bearer-key lookup itself is the sessions app's (sessions_app.aut
 
 List cursors and keyset paging live in contextproto.pagination.
 
-Two credentials exist (SPEC §9): an application key sees its Application's agents and
+Two credentials exist (contract §12): an application key sees its Application's agents and
 sessions; a session key sees only `sessions/{id}/…` of its own session. Anything outside a
 credential's reach answers 404, as if it did not exist.
 """

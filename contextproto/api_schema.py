@@ -211,7 +211,7 @@ COMMON_CODES = (
 # A key outside its reach (a session key on an application path, another Application's
 # object) meets 404, as if the object did not exist.
 AUTHENTICATED_CODES = (e.NOT_AUTHENTICATED, e.RATE_LIMITED, e.NOT_FOUND)
-# What a request with a body may meet on top (SPEC §9: bodies are bounded and checked).
+# What a request with a body may meet on top (contract §12: bodies are bounded and checked).
 BODY_CODES = (
     e.MALFORMED_JSON,
     e.UNSUPPORTED_MEDIA_TYPE,
@@ -223,7 +223,7 @@ BODY_CODES = (
 
 
 class BearerKeyScheme(OpenApiAuthenticationExtension):
-    """`Authorization: Bearer <key>`: an application key or a session key (SPEC §9)."""
+    """`Authorization: Bearer <key>`: an application key or a session key (contract §12)."""
 
     target_class = "sessions_app.auth.BearerKeyAuthentication"
     name = "bearerAuth"
@@ -405,7 +405,7 @@ def _rows(entries: list[e.ErrorCode], *, status: bool) -> str:
 def api_description(intro: str) -> str:
     """`intro` followed by the error shape and the tables of codes (Markdown): HTTP refusals
     with their status, then the codes met inside tool results and failed runs, which have
-    none (SPEC §9.2)."""
+    none (contract §5.2)."""
     return (
         f"{intro}\n\n"
         "## Errors\n\n"

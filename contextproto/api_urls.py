@@ -1,4 +1,4 @@
-"""Routes of the JSON API (SPEC §9)."""
+"""Routes of the JSON API (contract §12)."""
 
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView

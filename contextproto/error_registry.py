@@ -15,7 +15,7 @@ from contextproto.protocol.tool_results import ToolFailure, tool_failure
 
 # Where a code reaches a client: as an HTTP refusal's `error.code`, inside a tool result
 # (`result.error.code` of a 200 receipt, or an MCP tool error), or as a run's / maintenance
-# job's failure. The OpenAPI description lists the three apart (SPEC §9.2).
+# job's failure. The OpenAPI description lists the three apart (contract §5.2).
 HTTP = "http"
 TOOL_RESULT = "tool_result"
 RUN = "run"

@@ -76,7 +76,7 @@ CROSS_APPLICATION_TOOL_FORBIDDEN = _code(
     "cross_application_tool_forbidden", 400, "A bound tool or maintainer of another application."
 )
 
-# ---------------------------------------------------------------- host tools (SPEC §18)
+# ---------------------------------------------------------------- host tools (contract §11)
 TOOL_NAME_TAKEN = _code("tool_name_taken", 409, "Another host tool of the application has it.")
 TOOL_NAME_RESERVED = _code(
     "tool_name_reserved", 400, "The name of a protocol tool of some catalog version."
@@ -107,7 +107,7 @@ SNAPSHOT_NOT_FOUND = _code(
 TOOL_CALL_DUPLICATE = _code("tool_call_duplicate", 409, "The toolCallId is already recorded.")
 TOOL_CALL_NOT_FOUND = _code("tool_call_not_found", 400, "No tool_call with this id here.")
 TOOL_CALL_ALREADY_ANSWERED = _code(
-    "tool_call_already_answered", 400, "The call already has its result (SPEC §9.1: a 400)."
+    "tool_call_already_answered", 400, "The call already has its result (contract §12.1: a 400)."
 )
 PROTOCOL_TOOL_RESULT_FORBIDDEN = _code(
     "protocol_tool_result_forbidden", 400, "Results of protocol tools come from dispatch only."
@@ -215,7 +215,7 @@ ARCHIVE_RESTORE_CONFLICT = _code(
     "archive_restore_conflict", 409, "A hot row already holds an index being restored."
 )
 
-# ---------------------------------------------------------------- time travel (SPEC §17)
+# ---------------------------------------------------------------- time travel (contract §10)
 REVISION_OUT_OF_RANGE = _code(
     "revision_out_of_range", 400, "A revision above the session's current state revision."
 )
@@ -366,7 +366,7 @@ SCRIPT_EXPECTATION_FAILED = _code(
     seen_in=(RUN,),
 )
 
-# ---------------------------------------------------------------- the gateway (SPEC §19)
+# ---------------------------------------------------------------- the gateway (contract §14)
 GATEWAY_MODEL_NOT_FOUND = _code(
     "gateway_model_not_found", 404, "`model` names no published version of the Application."
 )
@@ -479,7 +479,7 @@ class NotFound(ApplicationError):
 
 
 class ErrorResponseBody(TypedDict):
-    """Every API error's JSON: `error` (SPEC §9) and the RFC 9457 problem fields."""
+    """Every API error's JSON: `error` (contract §12) and the RFC 9457 problem fields."""
 
     error: ErrorBody
     type: str
@@ -490,7 +490,7 @@ class ErrorResponseBody(TypedDict):
 def error_body(
     code: str, message: str, status: int, details: dict[str, Any] | None = None
 ) -> ErrorResponseBody:
-    """The one error shape (SPEC §9), with the RFC 9457 fields."""
+    """The one error shape (contract §12), with the RFC 9457 fields."""
     return {
         "error": {"code": code, "message": message, "details": details or {}},
         "type": f"about:blank#{code}",

@@ -1,4 +1,5 @@
-"""Keyset pagination: the one way a list endpoint pages (SPEC §9 "Lists use cursor pagination").
+"""Keyset pagination: the one way a list endpoint pages (contract §12 "Lists use cursor
+pagination").
 
 A list is ordered by a unique key; its cursor is the key of the last row of the previous page,
 base64 JSON, opaque to clients. A `Keyset` says which fields a cursor holds and how to filter

@@ -77,7 +77,7 @@ def body_too_large(limit: int, path: str = API_PREFIX) -> Refusal:
         f"The request body exceeds the size limit of {limit} bytes; send less data per request."
     )
     if path.startswith(GATEWAY_PREFIX):
-        # A gateway client reads its own API's error shape (SPEC §19).
+        # A gateway client reads its own API's error shape (contract §14).
         wire = anthropic_wire if path.startswith(GATEWAY_PREFIX + "anthropic/") else openai_wire
         body = json.dumps(wire.error_reply(413, REQUEST_TOO_LARGE, message, {})).encode()
         headers = [

@@ -247,12 +247,13 @@ SPECTACULAR_SETTINGS = {
     ],
 }
 
-# Protocol host settings (SPEC §1, §4.4).
+# Protocol host settings (contract §3, §4.4).
 KV_MAX_KEYS_PER_SESSION = env_int("KV_MAX_KEYS_PER_SESSION", 4096)
 KV_MAX_VALUE_BYTES = env_int("KV_MAX_VALUE_BYTES", 64 * 1024)
 TOOL_RESULT_PREVIEW_CHARS = env_int("TOOL_RESULT_PREVIEW_CHARS", 16000)
 
-# Celery: reliability settings from FIELD_NOTES (late acks, re-queue on worker loss).
+# Celery: late acks and a re-queue on worker loss, so a killed worker's task is delivered
+# again (docs/decisions.md, "Celery: late acks, a task re-queued when its worker is lost").
 CELERY_BROKER_URL = REDIS_URL or "memory://localhost/"
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_ALWAYS_EAGER = not REDIS_URL
@@ -269,7 +270,7 @@ CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 # The beat schedule file lives under VAR_DIR (which exists: STATIC_ROOT is made under it
 # above), never in the directory the worker happens to start in.
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
-# Cold archive (SPEC §7): what the periodic sweep moves into compressed chunks.
+# Cold archive (contract §2.3): what the periodic sweep moves into compressed chunks.
 ARCHIVE_OLDER_THAN_SECONDS = env_int("ARCHIVE_OLDER_THAN_SECONDS", 7 * 24 * 3600)
 ARCHIVE_KEEP_LAST = env_int("ARCHIVE_KEEP_LAST", 2000)
 ARCHIVE_CHUNK_SIZE = env_int("ARCHIVE_CHUNK_SIZE", 500)
@@ -293,7 +294,7 @@ CELERY_BEAT_SCHEDULE = {
     },
 }
 
-# Snapshot bodies (issue 33, SPEC §20; sessions_app/store/snapshot_bodies.py).
+# Snapshot bodies (issue 33, contract §4.6a; sessions_app/store/snapshot_bodies.py).
 # How a turn stores its view: "deferred" (default: the turn commits the row, this process
 # writes the body right after, off the turn's path), "inline" (the body in the turn), or
 # "full" (the whole body in the turn, no delta: as before issue 33). SQLite has one writer at
@@ -324,7 +325,7 @@ if SNAPSHOT_BODY_RETENTION_DAYS is not None and SNAPSHOT_BODY_RETENTION_DAYS < 1
     raise ImproperlyConfigured("SNAPSHOT_BODY_RETENTION_DAYS must be at least 1 (or unset)")
 
 NODE_ROLE = env_str("NODE_ROLE", "api")
-# Several nodes (SPEC §12, sessions_app.nodes): each process registers in Redis for
+# Several nodes (contract §3, sessions_app.nodes): each process registers in Redis for
 # NODE_TTL_SECONDS, refreshed every NODE_REFRESH_SECONDS. NODE_CODE_VERSION names the build
 # (unset: `git describe`, else the package version).
 NODE_TTL_SECONDS = env_int("NODE_TTL_SECONDS", 30)
@@ -342,7 +343,7 @@ for _key in NODE_HIDE_PROTOCOLS:
     if not re.fullmatch(r"[a-z][a-z0-9_]*@[1-9][0-9]*", _key):
         raise ImproperlyConfigured(f"NODE_HIDE_PROTOCOLS: {_key!r} is not id@version")
 
-# Maintenance (SPEC §6): attempts per job, backoff between them, the lease a worker holds.
+# Maintenance (contract §6): attempts per job, backoff between them, the lease a worker holds.
 MAINTENANCE_MAX_ATTEMPTS = env_int("MAINTENANCE_MAX_ATTEMPTS", 5)
 MAINTENANCE_RETRY_BASE_SECONDS = env_int("MAINTENANCE_RETRY_BASE_SECONDS", 5)
 # Short, because a running worker renews it (every third of it) until the task time limit.
@@ -356,17 +357,17 @@ RUNTIME_AUTOSTART = env_bool("RUNTIME_AUTOSTART", True)
 RUN_LEASE_SECONDS = env_int("RUN_LEASE_SECONDS", 300)
 # Transient provider errors (5xx, 429, timeouts) re-queue the run this many times.
 RUN_PROVIDER_RETRIES = env_int("RUN_PROVIDER_RETRIES", 3)
-# The gateway (SPEC §19): how long a request waits for its upstream model's answer (then
+# The gateway (contract §14): how long a request waits for its upstream model's answer (then
 # 504), and its lease on the session's run, renewed every third of it while it waits, so a
 # session whose serving process died is free again within this many seconds.
 GATEWAY_UPSTREAM_TIMEOUT_SECONDS = env_int("GATEWAY_UPSTREAM_TIMEOUT_SECONDS", 120)
 GATEWAY_LEASE_SECONDS = env_int("GATEWAY_LEASE_SECONDS", 20)
 # A streamed gateway reply sends a keep-alive after this many seconds without an event.
 GATEWAY_KEEPALIVE_SECONDS = float(env_str("GATEWAY_KEEPALIVE_SECONDS", "10"))
-# Share of maxInputTokens that maintenance leaves uncompressed at the recent end (SPEC §6).
+# Share of maxInputTokens that maintenance leaves uncompressed at the recent end (contract §6).
 MAINTENANCE_TAIL_SHARE = float(env_str("MAINTENANCE_TAIL_SHARE", "0.25"))
 
-# Model providers (SPEC §8): OpenAI-compatible and Anthropic endpoints and keys.
+# Model providers (contract §7): OpenAI-compatible and Anthropic endpoints and keys.
 OPENAI_BASE_URL = env_str("OPENAI_BASE_URL") or None
 OPENAI_API_KEY = env_str("OPENAI_API_KEY") or None
 ANTHROPIC_BASE_URL = env_str("ANTHROPIC_BASE_URL") or None

@@ -11,13 +11,13 @@ urlpatterns = [
     path("", landing, name="landing"),
     path("admin/", admin.site.urls),
     path("api/v1/", include("contextproto.api_urls")),
-    # OpenAI- and Anthropic-compatible endpoints: an agent changes its base URL (SPEC §19).
+    # OpenAI- and Anthropic-compatible endpoints: an agent changes its base URL (contract §14).
     path("gateway/", include("sessions_app.gateway_urls")),
     path("metrics", metrics_view, name="metrics"),
 ]
 
 # Under /api/ an unrouted path, a refusal outside a view or a crash answers the JSON error
-# shape (SPEC §9).
+# shape (contract §12).
 handler400 = "contextproto.middleware.api_bad_request"
 handler404 = "contextproto.middleware.api_not_found"
 handler500 = "contextproto.middleware.api_server_error"

@@ -1,4 +1,4 @@
-"""Token usage by kind and its cost (SPEC §15): plain Python, no Django.
+"""Token usage by kind and its cost (contract §8): plain Python, no Django.
 
 Sits beside contextproto.errors at the bottom of the layers (docs/architecture.md), so the
 publish check (agents.services), the usage services and the admin share one reading of a
@@ -205,7 +205,7 @@ def prices_problems(prices: Any, field: str = "model.prices") -> list[Problem]:
 
 
 def turn_cost(tokens: TokenUsage, prices: Mapping[str, Any] | None) -> Decimal | None:
-    """SPEC §15's cost of `tokens` at `prices`, to 12 decimal places; None without prices.
+    """contract §8's cost of `tokens` at `prices`, to 12 decimal places; None without prices.
 
     ((input - cacheRead - cacheWrite) * input + cacheRead * cacheRead + cacheWrite *
     cacheWrite + output * output) / 1,000,000. Unusable prices (a version published before

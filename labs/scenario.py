@@ -1,4 +1,5 @@
-"""The quote → schedule → "budget is now 9000" scenario (SPEC §13 stage 3) for the scripted model.
+"""The quote → schedule → "budget is now 9000" scenario (docs/architecture.md: Labs) for the
+scripted model.
 
 Used by `manage.py demo` and by the end-to-end test. The scripts are built in Python so the
 message indices the model "sees" (for context_fold_create) follow from the steps.
@@ -530,7 +531,7 @@ def story_maintainer_script(turns: int = 100) -> dict[str, Any]:
     }
 
 
-# The conversation `manage.py demo` holds through the gateway (SPEC §19) with the official
+# The conversation `manage.py demo` holds through the gateway (contract §14) with the official
 # openai client: the client declares its own tool, the model notes the task with a protocol
 # tool (the gateway runs it), calls the client's tool, and answers from its result.
 GATEWAY_SYSTEM = "You work for ACME's sales desk; answer in one sentence."

@@ -38,14 +38,14 @@ def openapi_schema() -> dict[str, Any]:
 # ---------------------------------------------------------------- JSON Schema as text
 
 
-# Docstrings and error meanings cite the specification the project was built from, which is
-# not part of this repository; the reference stands on its own.
-SPEC_CITATION = re.compile(r"\s*\(SPEC §[0-9.]+(?::[^)]*)?\)")
+# Docstrings and error meanings cite sections of docs/contract.md ("contract §5.2"); the
+# generated reference stands on its own, so a table cell leaves them out.
+CONTRACT_CITATION = re.compile(r"\s*\(contract §[0-9.a-z]+(?:, §[0-9.a-z]+)*(?::[^)]*)?\)")
 
 
 def _cell(text: str) -> str:
     """Text for a table cell: one line, pipes escaped, no citations of outside documents."""
-    return SPEC_CITATION.sub("", " ".join(str(text).split())).replace("|", "\\|")
+    return CONTRACT_CITATION.sub("", " ".join(str(text).split())).replace("|", "\\|")
 
 
 def _code(value: Any) -> str:

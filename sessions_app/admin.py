@@ -1,4 +1,5 @@
-"""Read-only admin of sessions and their log, state and derived tables (SPEC §10).
+"""Read-only admin of sessions and their log, state and derived tables (docs/architecture.md:
+Admin).
 
 Nothing here writes: sessions start through the API, the log is immutable, state changes
 through the dispatcher and maintenance. Big tables never count all their rows and never

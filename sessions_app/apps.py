@@ -8,7 +8,7 @@ class SessionsAppConfig(AppConfig):
 
     def ready(self) -> None:
         # The Celery app, so @shared_task binds to it in every process; the deploy check
-        # refusing the public dev SECRET_KEY; the node registry's signal handlers (SPEC §12).
+        # refusing the public dev SECRET_KEY; the node registry's signal handlers (contract §3).
         from contextproto import celery, checks  # noqa: F401
         from sessions_app import nodes  # noqa: F401
 

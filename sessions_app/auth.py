@@ -1,4 +1,4 @@
-"""Bearer-key authentication (SPEC §9): an application key or a session key, looked up by
+"""Bearer-key authentication (contract §12): an application key or a session key, looked up by
 its hash. The one lookup behind the API's authentication and the MCP server's.
 """
 

@@ -23,7 +23,7 @@ class Turn:
     """One turn: its position label and the provider-reported input tokens (None: unknown).
 
     `input_tokens` counts every input token; the cache counts are the parts of it read from
-    and written to the provider's cache (SPEC §15), the rest is uncached. `cost` is the
+    and written to the provider's cache (contract §8), the rest is uncached. `cost` is the
     turn's cost at the version's prices (None: no prices).
     """
 

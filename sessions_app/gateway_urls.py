@@ -1,4 +1,5 @@
-"""Routes of the gateway (SPEC §19): base URLs `…/gateway/openai/v1` and `…/gateway/anthropic`."""
+"""Routes of the gateway (contract §14): base URLs `…/gateway/openai/v1` and
+`…/gateway/anthropic`."""
 
 from django.urls import path, re_path
 

@@ -1,4 +1,4 @@
-"""The gateway's HTTP edge (SPEC §19): OpenAI- and Anthropic-compatible endpoints.
+"""The gateway's HTTP edge (contract §14): OpenAI- and Anthropic-compatible endpoints.
 
 `POST /gateway/openai/v1/chat/completions` and `POST /gateway/anthropic/v1/messages` (plus
 each API's `GET …/v1/models`). These are plain Django views, not the JSON API's: requests
@@ -63,7 +63,7 @@ SESSION_HEADER = "X-Contextproto-Session"
 SESSION_KEY_HEADER = "X-Contextproto-Session-Key"
 UPSTREAM_KEY_HEADER = "X-Contextproto-Upstream-Key"
 IDEMPOTENCY_KEY_MAX = 255
-# Errors a retry may get past: the SDKs retry these on their own (SPEC §19).
+# Errors a retry may get past: the SDKs retry these on their own (contract §14).
 RETRIED_WITH_DELAY = frozenset(
     {SESSION_BUSY, GATEWAY_UPSTREAM_RATE_LIMITED, GATEWAY_UPSTREAM_FAILED, GATEWAY_UPSTREAM_TIMEOUT}
 )

@@ -1,4 +1,4 @@
-"""The MCP server (SPEC §11): catalog resources and prompts, and a session's protocol tools.
+"""The MCP server (contract §13): catalog resources and prompts, and a session's protocol tools.
 
 Built on the official `mcp` SDK's low-level `Server`, because what a client may see depends
 on its key: an application key sees the catalog (resources, prompts); a session key also

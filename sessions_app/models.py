@@ -1,4 +1,4 @@
-"""Sessions, runs, the immutable message log, KV state and its secondary tables (SPEC §3)."""
+"""Sessions, runs, the immutable message log, KV state and its secondary tables (contract §2.3)."""
 
 from __future__ import annotations
 
@@ -43,13 +43,13 @@ class Session(models.Model):
     # the history exists; a session seeded from its KV by migration 0010 knows only its state
     # at the revision it had then (docs/decisions.md).
     kv_history_from = models.BigIntegerField(default=0, db_default=0)
-    # Set on a fork (SPEC §17): the session, bound and revision it was copied from.
+    # Set on a fork (contract §10): the session, bound and revision it was copied from.
     forked_from = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.PROTECT, related_name="forks"
     )
     forked_through_index = models.BigIntegerField(null=True, blank=True)
     forked_revision = models.BigIntegerField(null=True, blank=True)
-    # Set by the first gateway request that drives the session (SPEC §19), for the console.
+    # Set by the first gateway request that drives the session (contract §14), for the console.
     via_gateway = models.BooleanField(default=False, db_default=False)
 
     class Meta:
@@ -89,7 +89,7 @@ class Run(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
     # A fork's copy of a run records the RunId it was copied from (a RunId is global).
     forked_from_run_id = models.UUIDField(null=True, blank=True)
-    # Driven by gateway requests (SPEC §19), not by a worker: the sweeper leaves it alone and a
+    # Driven by gateway requests (contract §14), not by a worker: the sweeper leaves it alone and a
     # client's tool result does not queue it; the next request of its session continues it.
     via_gateway = models.BooleanField(default=False, db_default=False)
 
@@ -227,7 +227,7 @@ class KVEntry(models.Model):
 
 
 class KVHistory(models.Model):
-    """Every committed KV change of a session, kept beside KVEntry (SPEC §3.2, §17).
+    """Every committed KV change of a session, kept beside KVEntry (contract §2.5, §10).
 
     One row per key a transaction wrote, at that transaction's revision: the value, or
     `deleted` for a removal. The state at revision R is, per key, the latest row with
@@ -326,7 +326,7 @@ class ProjectionSnapshot(models.Model):
 
     The body is stored whole (a keyframe) or as a delta against an earlier body of the
     session, possibly after the turn's commit, and may be dropped after
-    SNAPSHOT_BODY_RETENTION_DAYS (issue 33, SPEC §20). Read it only through `view` (or
+    SNAPSHOT_BODY_RETENTION_DAYS (issue 33, contract §4.6a). Read it only through `view` (or
     `messages` / `sources` / `request`), which go through the one decoder
     (sessions_app/store/snapshot_bodies.py) and never answer an empty body for one that is
     not written yet or was dropped: they wait for it or rebuild it.
@@ -379,7 +379,7 @@ class ProjectionSnapshot(models.Model):
     build_inputs = models.JSONField(null=True, blank=True)
     # Provider-reported usage of the turn that used this snapshot, as reported.
     usage = models.JSONField(null=True, blank=True)
-    # The same by kind (SPEC §15), so totals are one SUM: input counts every input token,
+    # The same by kind (contract §8), so totals are one SUM: input counts every input token,
     # cache reads and writes included; null input = no usage reported yet. `cost` is the
     # turn's cost at the version's prices (null without prices), to
     # contextproto.usage.COST_DECIMAL_PLACES.
@@ -550,7 +550,7 @@ class MaintenanceJob(models.Model):
 
 
 class ArchiveChunk(models.Model):
-    """A compressed run of consecutive messages moved out of the hot table (SPEC §7)."""
+    """A compressed run of consecutive messages moved out of the hot table (contract §2.3)."""
 
     session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="archive_chunks")
     first_index = models.BigIntegerField()
@@ -595,7 +595,7 @@ class ClientWrite(models.Model):
 
 
 class HostTurn(models.Model):
-    """A model answer a host recorded with `POST sessions/{id}/turns/` (SPEC §9.2).
+    """A model answer a host recorded with `POST sessions/{id}/turns/` (contract §5.2a).
 
     One per snapshot (a view has one answer): the same body again is a replay, answered from
     the log and the receipts; another body is refused. Kept apart from Message so the archive
@@ -628,7 +628,7 @@ class HostTurn(models.Model):
 
 
 class GatewayExchange(models.Model):
-    """One gateway request (SPEC §19) and what it answered.
+    """One gateway request (contract §14) and what it answered.
 
     Written when the request is authenticated and finished when it ends: the stored reply
     answers a retry of the same request (byte for byte) and an `Idempotency-Key` used again;

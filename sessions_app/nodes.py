@@ -1,4 +1,4 @@
-"""Several nodes (SPEC §12): what each process carries, a Redis registry of live ones, skew.
+"""Several nodes (contract §3): what each process carries, a Redis registry of live ones, skew.
 
 Every API process and Celery worker writes one Redis key, `contextproto:node:<role>:<host>:
 <pid>`, holding its role, host, pid, code version, catalog fingerprint and protocol
@@ -101,7 +101,7 @@ def require_protocol(protocol_id: str, version: int) -> catalog.ProtocolVersion:
 
     Raises ApplicationError `protocol_unknown_on_worker` naming the version, this process's
     fingerprint and what it carries. Callers fail their job with it and do not retry: the
-    failure is how the skew shows (SPEC §12), where a retry might hide it by luck.
+    failure is how the skew shows (contract §3), where a retry might hide it by luck.
     """
     wanted = f"{protocol_id}@{version}"
     for entry in carried_versions():

@@ -1,4 +1,4 @@
-"""Replay a session's recorded turns under another protocol version (what-if; SPEC §17).
+"""Replay a session's recorded turns under another protocol version (what-if; contract §10).
 
 Every recorded turn (a projection snapshot) froze its revision R, upper bound U, run and
 window. A replay rebuilds that turn's view from what the turn itself read: the state at R
@@ -85,7 +85,7 @@ from sessions_app.services.rebuild import (
 )
 from sessions_app.store.snapshot_bodies import views_of
 
-# Request keys the adapters add since SPEC §4.5 asked for one tool call per answer. A request
+# Request keys the adapters add since contract §4.5 asked for one tool call per answer. A request
 # recorded before then lacks them: it is compared without them, and the turn says so.
 ONE_CALL_KEYS = ("parallel_tool_calls", "tool_choice")
 ONE_CALL_NOT_RECORDED = (

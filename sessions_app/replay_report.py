@@ -1,4 +1,4 @@
-"""The replay's report (SPEC §17): what a replay answers and how it is shown.
+"""The replay's report (contract §10): what a replay answers and how it is shown.
 
 The result types (`SessionReplay`, its `TurnReplay`s, `ReplayTotals` over one or more
 sessions) with their wire shapes (`to_wire`: the command's JSON), and `totals_rows`, the one
@@ -60,7 +60,7 @@ class ReplayTarget:
 
 @dataclass(frozen=True)
 class RecordedUsage:
-    """What the provider reported for the turn (SPEC §15), with the cost at the version's
+    """What the provider reported for the turn (contract §8), with the cost at the version's
     prices (None without prices)."""
 
     input_tokens: int

@@ -1,4 +1,5 @@
-"""Celery tasks: they take ids, call services and own their retries (FIELD_NOTES)."""
+"""Celery tasks: they take ids, call services and own their retries (docs/decisions.md,
+"Celery: late acks, a task re-queued when its worker is lost")."""
 
 from __future__ import annotations
 

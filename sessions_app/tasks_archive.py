@@ -1,4 +1,4 @@
-"""Periodic cold archive (SPEC §7); imported by `sessions_app.tasks` for Celery and beat.
+"""Periodic cold archive (contract §2.3); imported by `sessions_app.tasks` for Celery and beat.
 
 Settings (read when the task runs; defaults in settings.py): ARCHIVE_OLDER_THAN_SECONDS,
 ARCHIVE_KEEP_LAST, ARCHIVE_CHUNK_SIZE, ARCHIVE_SESSIONS_PER_SWEEP.

@@ -27,7 +27,7 @@ urlpatterns = [
         apis_keys.SessionKeyRevokeApi.as_view(),
         name="session-key-revoke",
     ),
-    # A tool call id is whatever the provider made, `/` included (SPEC §9.2): servers decode
+    # A tool call id is whatever the provider made, `/` included (contract §5.2): servers decode
     # `%2F` before routing, so the id is everything between `tool-calls/` and the action.
     # The body forms come first: `tool-calls/dispatch/` is not the path form of an id.
     path(

@@ -1,4 +1,4 @@
-"""Operator admin for Applications, Agents and AgentVersions (SPEC §10).
+"""Operator admin for Applications, Agents and AgentVersions (docs/architecture.md: Admin).
 
 Every write goes through `agents.services`: a draft is created and edited with
 agent_version_create / agent_version_update_draft, published with agent_version_publish and

@@ -1,4 +1,4 @@
-"""Operator admin for host tools (SPEC §18): register, change and delete an Application's tools.
+"""Operator admin for host tools (contract §11): register, change and delete an Application's tools.
 
 Every write goes through agents.services_tools, so the admin refuses what the API refuses,
 with the same messages next to the field they are about. A tool bound to a published or

@@ -100,7 +100,7 @@ class CacheEconomyWire(TypedDict):
 @dataclass(frozen=True)
 class TurnEconomy:
     """One turn under one provider's rules. `cause` explains the pair (previous turn, this
-    turn); None on the first turn. `cost` follows SPEC §15's formula with the report's prices
+    turn); None on the first turn. `cost` follows contract §8's formula with the report's prices
     (per million tokens: with relative prices, cost x 1,000,000 is input-token equivalents)."""
 
     turn: int
@@ -161,7 +161,7 @@ class ProviderEconomy:
 
     @property
     def cost(self) -> float:
-        """SPEC §15's cost of every turn with the report's prices."""
+        """contract §8's cost of every turn with the report's prices."""
         return effective_cost([t.cache for t in self.turns], self.prices)
 
     @property

@@ -66,7 +66,7 @@ class ViewTurn:
 class EconomySettings:
     """How the requests are rebuilt and billed.
 
-    `prompt_cache`: the hints the adapters add (default: auto, 5m; as SPEC §15's default).
+    `prompt_cache`: the hints the adapters add (default: auto, 5m; as contract §8's default).
     `cache_key`: the OpenAI `prompt_cache_key` (the session's). `min_cacheable_tokens`
     overrides the model's minimum (None: the model's, from the simulator's table).
     """

@@ -1,4 +1,4 @@
-"""What simulated turns cost: sums, the hit ratio and SPEC §15's cost formula.
+"""What simulated turns cost: sums, the hit ratio and contract §8's cost formula.
 
 Prices are per million tokens; `RELATIVE_PRICES` are relative units of the input price
 (cache reads 0.1x, 5-minute writes 1.25x, 1-hour writes 2x).
@@ -29,7 +29,7 @@ class Prices:
 
     @classmethod
     def from_wire(cls, prices: Mapping[str, Any]) -> Prices:
-        """From `model.prices` (SPEC §15: input, cacheRead, cacheWrite, output).
+        """From `model.prices` (contract §8: input, cacheRead, cacheWrite, output).
 
         Without `cacheWrite1h`, a 1-hour write costs 2x input (Anthropic's multiplier).
         """
@@ -77,7 +77,7 @@ def cache_hit_ratio(results: Sequence[TurnCache]) -> float:
 def effective_cost(
     results: Sequence[TurnCache], prices: Prices = RELATIVE_PRICES, *, output_tokens: int = 0
 ) -> float:
-    """SPEC §15's cost of `results`, with 1-hour writes at their own price.
+    """contract §8's cost of `results`, with 1-hour writes at their own price.
 
     ((input - read - write) x input + read x cacheRead + 5m writes x cacheWrite
     + 1h writes x cacheWrite1h + output x output) / 1,000,000.

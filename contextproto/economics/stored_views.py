@@ -1,6 +1,6 @@
 """Views from their stored shapes, and the view of a naive agent that sends everything.
 
-A projection snapshot stores its view on the wire (SPEC §9.1 `messages`, `sources`) and the
+A projection snapshot stores its view on the wire (contract §12.1 `messages`, `sources`) and the
 request as sent; the cache economy report (`cache_report.py`) rebuilds each turn's request
 for other providers from them. `full_history_projection` is its baseline: what an
 append-only agent without context management would send at the same turn.
@@ -33,7 +33,7 @@ class StoredViewError(ValueError):
 
 
 def message_from_wire(wire: Mapping[str, Any]) -> ModelMessage:
-    """A view message from its wire shape (SPEC §9.1 `messages[i]`)."""
+    """A view message from its wire shape (contract §12.1 `messages[i]`)."""
     return ModelMessage(
         role=wire["role"],
         kind=wire["kind"],
@@ -45,7 +45,7 @@ def message_from_wire(wire: Mapping[str, Any]) -> ModelMessage:
 
 
 def source_from_wire(wire: Mapping[str, Any]) -> ProjectionSource:
-    """A ProjectionSource from its wire shape (SPEC §9.1 `sources[i]`)."""
+    """A ProjectionSource from its wire shape (contract §12.1 `sources[i]`)."""
     return ProjectionSource(
         derived_type=wire["derivedType"],
         session_id=wire.get("sessionId") or "",

@@ -1,10 +1,10 @@
-"""Provider adapters (SPEC §4.5): turn a Projection into one provider's request body.
+"""Provider adapters (contract §4.5): turn a Projection into one provider's request body.
 
 An adapter may only change shape, never meaning, unless it says so: every change
 of meaning (a reorder the provider demands, a prefill, a dropped part) is written
 to `notes`, which the caller stores in the projection snapshot.
 
-Prompt caching (SPEC §15; the setting is prompt_cache.py's). Sources, read in 2026:
+Prompt caching (contract §8; the setting is prompt_cache.py's). Sources, read in 2026:
 Anthropic "Prompt caching" (platform.claude.com/docs/en/build-with-claude/prompt-caching)
 and OpenAI "Prompt caching" (developers.openai.com/api/docs/guides/prompt-caching).
 With `prompt_cache` mode `auto`:
@@ -24,7 +24,7 @@ With `prompt_cache` mode `auto`:
   the key, so a conversation's turns reach a machine that holds its prefix.
 Without `prompt_cache` (or mode `off`) the bodies carry no cache hints at all.
 
-An answer is shown as the model gave it (SPEC §4.5): the text a model wrote beside its tool
+An answer is shown as the model gave it (contract §4.5): the text a model wrote beside its tool
 call (the `tool_call` message's content) is the `content` beside `tool_calls` on OpenAI and
 text blocks before the `tool_use` block on Anthropic; Anthropic's thinking blocks go back
 to `anthropic-messages` unchanged, first in their assistant turn, and never carry a cache
@@ -113,7 +113,7 @@ CACHE_LOOKBACK_BLOCKS = 20
 # FALLBACK_DISTANCE blocks behind the last breakpoint (see _anthropic_breakpoints).
 FALLBACK_STRIDE = 4
 FALLBACK_DISTANCE = 12
-# Messages that are not history: they never carry a cache breakpoint (SPEC §15). Anything
+# Messages that are not history: they never carry a cache breakpoint (contract §8). Anything
 # else (raw messages, folds, masked results of later versions) is history.
 NOT_HISTORY = frozenset({"system", "context_header", "context_state"})
 
@@ -121,12 +121,12 @@ NOT_HISTORY = frozenset({"system", "context_header", "context_state"})
 CALL_TEXT_SEPARATOR = "\n\n"
 
 
-# The `parallel_tool_calls` of every openai-chat request with tools (SPEC §4.5).
+# The `parallel_tool_calls` of every openai-chat request with tools (contract §4.5).
 OPENAI_PARALLEL_TOOL_CALLS = False
 
 
 def anthropic_tool_choice() -> dict[str, Any]:
-    """The `tool_choice` of every anthropic-messages request with tools (SPEC §4.5): the
+    """The `tool_choice` of every anthropic-messages request with tools (contract §4.5): the
     model chooses whether to call a tool, and calls at most one. A new dict each time."""
     return {"type": "auto", "disable_parallel_tool_use": True}
 
@@ -424,7 +424,7 @@ def _is_history(projection: Projection, position: int) -> bool:
 
 
 def _cache_control(ttl: str) -> dict[str, str]:
-    # 5m is the provider's default: say "ttl" only when it differs (SPEC §15).
+    # 5m is the provider's default: say "ttl" only when it differs (contract §8).
     return {"type": "ephemeral"} if ttl == TTL_5M else {"type": "ephemeral", "ttl": ttl}
 
 

@@ -1,4 +1,4 @@
-"""Check a protocol tool call's arguments against its catalog schema (SPEC §5.1, step 1)."""
+"""Check a protocol tool call's arguments against its catalog schema (contract §5.2, step 1)."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ def validate_tool_arguments(
         )
 
     if isinstance(arguments, str):
-        # The provider's text, recorded as written because it is no JSON object (SPEC §9.2):
+        # The provider's text, recorded as written because it is no JSON object (contract §5.2):
         # the model gets to try again.
         raise _invalid(
             tool_name,

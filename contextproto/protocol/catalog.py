@@ -1,7 +1,7 @@
-"""The protocol catalog: one immutable definition per `id@version` (SPEC §1, §5).
+"""The protocol catalog: one immutable definition per `id@version` (contract §3, §5).
 
 The catalog is code, not rows, so every process that imports it carries the same
-definitions; `fingerprint()` lets nodes prove that to each other (SPEC §12).
+definitions; `fingerprint()` lets nodes prove that to each other (contract §3).
 
 By concern: vocabulary.py (ids, tool names, placements, limits), option_schemas.py,
 tool_schemas.py, jsonschema_check.py (the value checker); this module puts them together
@@ -120,7 +120,7 @@ __all__ = [
 
 
 class ProtocolVersionPublic(TypedDict):
-    """A catalog entry as the API and MCP publish it (SPEC §1)."""
+    """A catalog entry as the API and MCP publish it (contract §3)."""
 
     id: str
     version: int
@@ -161,7 +161,7 @@ class StateStyle(StrEnum):
 
 @dataclass(frozen=True)
 class Layout:
-    """How a version assembles its view (SPEC §4, §16): `project()` reads this, never the
+    """How a version assembles its view (contract §4, §9): `project()` reads this, never the
     version number."""
 
     header: HeaderStyle
@@ -384,5 +384,5 @@ def fingerprint_of(versions: Iterable[ProtocolVersion]) -> str:
 
 
 def fingerprint() -> str:
-    """Return the fingerprint of the whole catalog (SPEC §12)."""
+    """Return the fingerprint of the whole catalog (contract §3)."""
     return fingerprint_of(_VERSIONS)

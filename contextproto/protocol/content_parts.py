@@ -1,7 +1,7 @@
 """The parts of a message's content: their types, the predicates over them, and the content's
 text.
 
-A content is a string or a list of JSON parts (SPEC §3.1): `{"type": "text", "text"}`,
+A content is a string or a list of JSON parts (contract §2.3): `{"type": "text", "text"}`,
 `{"type": "image", "mediaType", "data" | "url"}`, and on a model's answers Anthropic's
 reasoning blocks exactly as it gave them, `{"type": "thinking", "thinking", "signature"}` and
 `{"type": "redacted_thinking", "data"}`. Every "is this part a text / an image / thinking"
@@ -36,7 +36,7 @@ def is_image_part(part: object) -> TypeGuard[dict[str, Any]]:
 
 
 def is_thinking_part(part: object) -> TypeGuard[dict[str, Any]]:
-    """Whether `part` is a thinking or redacted_thinking part (SPEC §3.1)."""
+    """Whether `part` is a thinking or redacted_thinking part (contract §2.3)."""
     return isinstance(part, dict) and part.get("type") in THINKING_PART_TYPES
 
 

@@ -6,7 +6,7 @@ from typing import Any, TypedDict
 
 
 class ErrorBody(TypedDict):
-    """The `error` object of an API error response (SPEC §9)."""
+    """The `error` object of an API error response (contract §12)."""
 
     code: str
     message: str
@@ -56,7 +56,7 @@ FOLD_LIMIT_REACHED = "context_fold_limit_reached"
 PROJECTION_FOLD_CONFLICT = "projection_fold_conflict"
 PROVIDER_UNKNOWN = "provider_unknown"
 
-# model.promptCache (SPEC §15)
+# model.promptCache (contract §8)
 PROMPT_CACHE_NOT_OBJECT = "prompt_cache_not_object"
 PROMPT_CACHE_UNKNOWN_KEY = "prompt_cache_unknown_key"
 PROMPT_CACHE_INVALID_VALUE = "prompt_cache_invalid_value"
@@ -80,12 +80,12 @@ MAINTAINER_NOT_BOUND = "context_maintainer_not_bound"
 HISTORY_INDEX_OUT_OF_RANGE = "history_index_out_of_range"
 HISTORY_MESSAGE_MISSING = "history_message_missing"
 
-# the gateway's reconciliation (SPEC §19)
+# the gateway's reconciliation (contract §14)
 GATEWAY_TRANSCRIPT_MISMATCH = "gateway_transcript_mismatch"
 GATEWAY_NOTHING_NEW = "gateway_nothing_new"
 TOOL_CALL_PENDING = "tool_call_pending"
 
-# what hosts send (SPEC §9.2)
+# what hosts send (contract §5.2)
 USAGE_INVALID = "usage_invalid"
 TOOL_CALL_ID_INVALID = "tool_call_id_invalid"
 ANSWER_SHAPE_UNKNOWN = "answer_shape_unknown"

@@ -1,4 +1,4 @@
-"""Fold rules (SPEC §5): which ranges of a window the agent may fold, and fold records.
+"""Fold rules (contract §5): which ranges of a window the agent may fold, and fold records.
 
 Validation is a pure function over what the dispatcher already loaded; it never
 reads state itself, so the same call validates the same way on replay.
@@ -109,7 +109,7 @@ def validate_fold_range(
     message in the whole session (None: no such message); `existing_folds` are W's
     uncompressed folds; `fold_count` counts every fold of the session.
 
-    Raises ProtocolError with the first failing rule, in the order of SPEC §5:
+    Raises ProtocolError with the first failing rule, in the order of contract §5:
     range, checkpoint, bound, existence, window, group boundaries, group
     foldability, nesting, overlap, limit.
     """

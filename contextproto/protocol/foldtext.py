@@ -1,4 +1,4 @@
-"""A fold's raw text and its UTF-16 slicing, as `context_fold_read` serves them (SPEC §5).
+"""A fold's raw text and its UTF-16 slicing, as `context_fold_read` serves them (contract §5).
 
 Lengths and cursors count UTF-16 code units, not Python characters: that is what
 the clients holding the cursor (JavaScript hosts, MCP clients, most model

@@ -1,4 +1,4 @@
-"""Where a fork may cut a session's log (SPEC §17, §3.3).
+"""Where a fork may cut a session's log (contract §10, §2.7).
 
 A fork copies the messages #1..bound. A call without its result in the copy would leave the
 fork with an open call no dispatch can answer (its receipt belongs to the original), so a

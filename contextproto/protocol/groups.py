@@ -1,4 +1,4 @@
-"""Interaction groups: the atomic units of one window's history (SPEC §3.3).
+"""Interaction groups: the atomic units of one window's history (contract §2.7).
 
 Providers need every tool result right after its call, so the view, folds and
 prefix compression all cut history only between groups, never inside one.

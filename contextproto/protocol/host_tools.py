@@ -1,4 +1,5 @@
-"""Host tools (SPEC §18, §9.2): their name rule, reserved names, input schemas and argument checks.
+"""Host tools (contract §11, §12): their name rule, reserved names, input schemas and argument
+checks.
 
 A host tool's `inputSchema` is any JSON Schema 2020-12 object schema, as frameworks generate
 them (pydantic's `anyOf` for `Optional[...]`, `$defs` and `$ref` for nested models, `format`),
@@ -95,7 +96,7 @@ REFERENCE_KEYWORDS = ("$dynamicRef", "$ref")
 DIALECTS = frozenset({JSON_SCHEMA_DIALECT, JSON_SCHEMA_DIALECT + "#"})
 # Older drafts a generator may declare at the root (zod-to-json-schema, which the Vercel AI SDK
 # uses, writes draft-07): such a schema is checked and applied under its own draft's rules,
-# so a gateway client's tools are taken as its framework wrote them (SPEC §19).
+# so a gateway client's tools are taken as its framework wrote them (contract §14).
 OLDER_DRAFTS: dict[str, type[Validator]] = {
     uri + end: validator
     for uri, validator in (

@@ -1,4 +1,4 @@
-"""What real hosts send, taken as it comes (SPEC §9.2): tool call ids, arguments as JSON
+"""What real hosts send, taken as it comes (contract §5.2): tool call ids, arguments as JSON
 text, and usage objects in a provider's own shape.
 
 Pure functions: the HTTP API, MCP, the built-in runtime and a gateway all call them, so a
@@ -82,7 +82,7 @@ def arguments_text_problem(text: str) -> str:
 
 
 class TokenCounts(TypedDict):
-    """A turn's usage in SPEC §15's convention: `inputTokens` counts every input token,
+    """A turn's usage in contract §8's convention: `inputTokens` counts every input token,
     cache reads and writes included."""
 
     inputTokens: int
@@ -111,7 +111,7 @@ def _count(usage: Mapping[str, Any], name: str, path: str, *, required: bool) ->
 
 
 def usage_from_provider(usage: object, *, root: str = "usage") -> TokenCounts:
-    """Convert a provider's usage object to SPEC §15's counts.
+    """Convert a provider's usage object to contract §8's counts.
 
     OpenAI Chat Completions (`prompt_tokens`, `completion_tokens`,
     `prompt_tokens_details.cached_tokens`; cache writes are not reported, so 0) or Anthropic

@@ -1,4 +1,5 @@
-"""Prefix compression planning (SPEC §6): choose the range a checkpoint covers, hash it, page it.
+"""Prefix compression planning (contract §6): choose the range a checkpoint covers, hash it, page
+it.
 
 Pure functions over what the maintenance service loaded: window W's raw messages above
 its `coveredThrough` C (up to the frozen upper bound, index order) and W's folds. The
@@ -8,7 +9,7 @@ frozen revision and the source hash.
 
 Boundary rules for the new coveredThrough B (C < B):
 
-* B is the last index of a complete interaction group (SPEC §3.3), never inside one, so a
+* B is the last index of a complete interaction group (contract §2.7), never inside one, so a
   tool call and its result are compressed together or not at all;
 * B never cuts a fold of W above C: each is entirely <= B (it becomes compressed) or
   entirely > B;
@@ -67,7 +68,7 @@ class BlockedEntry(TypedDict):
 
 
 class MaintenancePlanWire(TypedDict):
-    """The plan fields of the external maintainer's plan response (SPEC §9.1)."""
+    """The plan fields of the external maintainer's plan response (contract §12.1)."""
 
     frozenRevision: int
     windowId: str
@@ -113,7 +114,7 @@ class MaintenancePlan:
     tail_tokens_kept: int
 
     def to_wire(self) -> MaintenancePlanWire:
-        """Render the plan fields of the external maintainer's plan response (SPEC §9.1)."""
+        """Render the plan fields of the external maintainer's plan response (contract §12.1)."""
         return {
             "frozenRevision": self.frozen_revision,
             "windowId": self.window_id,

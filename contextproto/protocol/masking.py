@@ -1,4 +1,4 @@
-"""unified@4's masking tier (SPEC §16): which tool results the view shows as one-line stubs.
+"""unified@4's masking tier (contract §9): which tool results the view shows as one-line stubs.
 
 Pure functions over raw messages; the projection calls `mask_results` with the visible
 history of the active window and renders each stub in place of its result.
@@ -42,7 +42,7 @@ def result_size(content: object) -> tuple[int, int]:
 
 
 def masked_stub(index: int, tool_name: str | None, content: object, *, is_error: bool) -> str:
-    """The one line that stands for a masked tool result (SPEC §16)."""
+    """The one line that stands for a masked tool result (contract §9)."""
     chars, images = result_size(content)
     size = f"{chars} characters"
     if images:

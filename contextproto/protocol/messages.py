@@ -1,7 +1,7 @@
 """Engine-side value types: raw log messages, folds, model messages and their sources.
 
 These are the only shapes the engine and the Django layer exchange. Field names
-are snake_case here; `to_wire()` renders the camelCase shapes of SPEC §9.1.
+are snake_case here; `to_wire()` renders the camelCase shapes of contract §12.1.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from contextproto.protocol import content_parts
 # A message's content: text, or a list of JSON parts (`{"type": "text", "text": ...}`, ...).
 Content = str | list[dict[str, Any]]
 # A tool call's arguments: an object, or the provider's text as written when it is not the
-# JSON text of an object (SPEC §9.2: a model's malformed JSON is recorded, not refused).
+# JSON text of an object (contract §5.2: a model's malformed JSON is recorded, not refused).
 Arguments = dict[str, Any] | str
 
 
@@ -35,9 +35,9 @@ is_thinking_part = content_parts.is_thinking_part
 # the hot path use (StrEnum members cost those comparisons ~4% of a turn's engine time;
 # docs/decisions.md).
 
-# A message's role (SPEC §3.1); `system` only on a view's first message.
+# A message's role (contract §2.3); `system` only on a view's first message.
 Role = Literal["system", "user", "assistant", "tool"]
-# A raw message's kind (SPEC §3.1).
+# A raw message's kind (contract §2.3).
 Kind = Literal[
     "input", "approval_feedback", "runtime_instruction", "text", "tool_call", "tool_result"
 ]
@@ -54,7 +54,7 @@ KIND_TEXT: Final = "text"
 KIND_TOOL_CALL: Final = "tool_call"
 KIND_TOOL_RESULT: Final = "tool_result"
 
-# kind -> the only role it may have (SPEC §3.1)
+# kind -> the only role it may have (contract §2.3)
 ROLE_OF_KIND: dict[str, Role] = {
     KIND_INPUT: ROLE_USER,
     KIND_APPROVAL_FEEDBACK: ROLE_USER,
@@ -68,14 +68,14 @@ NEVER_FOLDABLE_KINDS = frozenset({KIND_INPUT, KIND_APPROVAL_FEEDBACK, KIND_RUNTI
 ANSWER_KINDS = frozenset({KIND_TEXT, KIND_TOOL_CALL})
 
 
-# What a view message is derived from: a ProjectionSource's type (SPEC §4.1).
+# What a view message is derived from: a ProjectionSource's type (contract §4.1).
 DerivedType = Literal["system", "raw", "context_header", "context_fold", "context_state", "masked"]
 DERIVED_SYSTEM: Final = "system"
 DERIVED_RAW: Final = "raw"
 DERIVED_HEADER: Final = "context_header"
 DERIVED_FOLD: Final = "context_fold"
 DERIVED_STATE: Final = "context_state"
-# unified@4: a tool result shown as a one-line stub (SPEC §16). The model message keeps the
+# unified@4: a tool result shown as a one-line stub (contract §9). The model message keeps the
 # raw kind `tool_result` and its toolCallId, so the call stays paired; only the source says
 # it is masked, and names the one original message.
 DERIVED_MASKED: Final = "masked"
@@ -84,7 +84,7 @@ ViewKind = Kind | Literal["system", "context_header", "context_fold", "context_s
 
 
 class RawMessageWire(TypedDict):
-    """A raw message as the API shows it (SPEC §9.1 `messages/`)."""
+    """A raw message as the API shows it (contract §12.1 `messages/`)."""
 
     id: str
     index: int
@@ -114,7 +114,7 @@ class FoldKV(TypedDict):
 
 
 class ModelMessageWire(TypedDict):
-    """A message of a view (SPEC §9.1 `messages[i]`); call fields only where they apply."""
+    """A message of a view (contract §12.1 `messages[i]`); call fields only where they apply."""
 
     role: str
     kind: str
@@ -125,7 +125,7 @@ class ModelMessageWire(TypedDict):
 
 
 class SourceWire(TypedDict):
-    """Which raw messages one view message stands for (SPEC §9.1 `sources[i]`)."""
+    """Which raw messages one view message stands for (contract §12.1 `sources[i]`)."""
 
     derivedType: str
     foldId: str | None
@@ -138,7 +138,7 @@ class SourceWire(TypedDict):
 
 @dataclass(frozen=True, slots=True)
 class RawMessage:
-    """One immutable message of a session's log (SPEC §3.1)."""
+    """One immutable message of a session's log (contract §2.3)."""
 
     id: str
     index: int
@@ -234,7 +234,7 @@ class ModelMessage:
 
 @dataclass(frozen=True, slots=True)
 class ProjectionSource:
-    """Which raw messages (if any) one model message stands for (SPEC §4.1)."""
+    """Which raw messages (if any) one model message stands for (contract §4.1)."""
 
     derived_type: DerivedType
     session_id: str

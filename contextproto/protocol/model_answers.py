@@ -1,4 +1,4 @@
-"""One model answer, read from what a provider's SDK returned (SPEC §9.2, §4.5).
+"""One model answer, read from what a provider's SDK returned (contract §5.2a, §4.5).
 
 Four shapes: an OpenAI `chat.completion`, its `choices[0].message`, an Anthropic `message`,
 or the neutral `{content, toolCalls: [{id, name, arguments}]}`. Each becomes the same
@@ -127,7 +127,7 @@ class _Reading:
         return value or ""
 
     def arguments(self, raw: Any, where: str, call_id: str) -> Any:
-        """A call's arguments as stored (SPEC §9.2): an object as given, JSON text of an
+        """A call's arguments as stored (contract §5.2): an object as given, JSON text of an
         object as that object, any other text as written; nothing at all is `{}`."""
         if isinstance(raw, dict):
             return raw
@@ -331,7 +331,7 @@ def answer_from_host(answer: object, *, root: str = "answer") -> ModelAnswer:
 
     Raises ProtocolError: `answer_shape_unknown` for none of the shapes;
     `answer_invalid` naming the field for a malformed one, and for an answer with neither
-    text nor a call; `tool_call_id_invalid` for an id outside the rule (SPEC §9.2). An
+    text nor a call; `tool_call_id_invalid` for an id outside the rule (contract §5.2). An
     OpenAI refusal (`refusal`, no content) is the answer's text. Other fields the SDKs
     write are ignored.
     """

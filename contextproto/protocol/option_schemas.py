@@ -1,4 +1,4 @@
-"""Option schemas of the catalog's versions (SPEC §1): what a version's `options` may hold."""
+"""Option schemas of the catalog's versions (contract §3): what a version's `options` may hold."""
 
 from __future__ import annotations
 

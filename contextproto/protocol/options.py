@@ -1,4 +1,4 @@
-"""Validate an AgentVersion's protocol options against its catalog schema (SPEC §1, §2)."""
+"""Validate an AgentVersion's protocol options against its catalog schema (contract §3, §2.1)."""
 
 from __future__ import annotations
 

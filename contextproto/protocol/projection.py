@@ -1,4 +1,4 @@
-"""The model's view for one turn (SPEC §4): a pure function of frozen state and raw rows.
+"""The model's view for one turn (contract §4): a pure function of frozen state and raw rows.
 
 `view.py` plans a view, has a source load exactly the rows `plan_reads` names (W's
 messages above C, the current run's inputs, W's folds above C, a few KV keys) and hands
@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import Any, TypedDict
 
 from contextproto.protocol import errors
-from contextproto.protocol.catalog import HeaderStyle, StateStyle, find_version
+from contextproto.protocol.catalog import HeaderStyle, Layout, StateStyle, find_version
 from contextproto.protocol.content_parts import has_image, is_image_part, part_text
 from contextproto.protocol.errors import ProtocolError
 from contextproto.protocol.gateway import state as client_state
@@ -186,7 +186,7 @@ class ProjectionInput:
 
 
 class ProjectionWire(TypedDict):
-    """A view as the API returns and stores it (SPEC §9.1 projection)."""
+    """A view as the API returns and stores it (contract §12.1 projection)."""
 
     messages: list[ModelMessageWire]
     sources: list[SourceWire]
@@ -199,7 +199,7 @@ class ProjectionWire(TypedDict):
 
 
 class ContextPressure(TypedDict):
-    """The unified@4 state message's `contextPressure` (SPEC §16)."""
+    """The unified@4 state message's `contextPressure` (contract §9)."""
 
     viewTokens: int
     maxInputTokens: int | None
@@ -313,7 +313,7 @@ def _history(units: Sequence[_Unit], extra_inputs: Sequence[RawMessage]) -> list
 
     An input whose index falls inside a unit's range (an open group, a fold) thus
     lands right after that unit, never inside it. The same holds for W's own user
-    messages written while a call was open (SPEC §4.1 step 2): they follow their
+    messages written while a call was open (contract §4.1 step 2): they follow their
     group, so a call is always followed directly by its results.
     """
     items: list[_Item] = []
@@ -668,7 +668,7 @@ def _stable(value: Any) -> Any:
 
 def _header_v4(*, window_id: str, kv: Mapping[str, Any], session_inputs: Any) -> str:
     """The unified@4 header: only what changes at a task-memory write, a window switch or a
-    checkpoint commit (SPEC §16); everything else is in the state message."""
+    checkpoint commit (contract §9); everything else is in the state message."""
     record = kv.get(window_key(window_id))
     goal = record.get("goal") if isinstance(record, Mapping) else None
     body = {
@@ -736,7 +736,7 @@ def _dedupe_sorted(messages: Sequence[RawMessage], seen: set[str]) -> list[RawMe
 
 
 def project(inp: ProjectionInput) -> Projection:
-    """Build the model's view for one turn (SPEC §4).
+    """Build the model's view for one turn (contract §4).
 
     Pure and deterministic: equal inputs give equal projections with identical
     JSON. Rows outside the plan (other windows, W at or below C, above U, earlier
@@ -758,11 +758,96 @@ def project(inp: ProjectionInput) -> Projection:
             {"protocol": f"{protocol_id}@{inp.version}"},
         )
     layout = entry.layout
+    options = dict(inp.options)
+
+    def option(name: str) -> Any:
+        # Normalized options hold every key; the version's default covers a caller that
+        # passes fewer.
+        return options[name] if name in options else entry.defaults.get(name)
+
+    visible = _visible(inp, windowed=entry.windowed)
+    items = visible.items
+    masked = (
+        mask_results(
+            [i for i in items if isinstance(i, RawMessage)],
+            window_id=visible.window_id,
+            keep_recent=int(option(MASK_KEEP_RECENT)),
+            step=int(option(MASK_STEP)),
+            min_chars=int(option(MASK_MIN_CHARS)),
+        )
+        if layout.masking
+        else {}
+    )
+    sid = inp.session_id
+    system = (
+        ModelMessage(
+            role=ROLE_SYSTEM,
+            kind=DERIVED_SYSTEM,
+            content=system_text(
+                inp.system_prompt, inp.protocol_prompt, client_state.client_system(inp.kv)
+            ),
+        ),
+        ProjectionSource(derived_type=DERIVED_SYSTEM, session_id=sid),
+    )
+    header = (
+        ModelMessage(
+            role=ROLE_ASSISTANT,
+            kind=DERIVED_HEADER,
+            content=_header_content(
+                layout.header,
+                window_id=visible.window_id,
+                kv=inp.kv,
+                session_inputs=inp.session_inputs,
+            ),
+        ),
+        ProjectionSource(derived_type=DERIVED_HEADER, session_id=sid, window_id=visible.window_id),
+    )
+    history = _render_history(
+        items,
+        session_id=sid,
+        gui=bool(options.get("guiProjection", True)),
+        preview_chars=inp.tool_result_preview_chars,
+        masked=masked,
+    )
+    ordered = _placed(
+        inp, layout, option, visible, before_state=[system, header], history=history, masked=masked
+    )
+    return Projection(
+        messages=tuple(m for m, _ in ordered),
+        sources=tuple(s for _, s in ordered),
+        window_id=visible.window_id,
+        revision=inp.revision,
+        upper_bound=inp.upper_bound,
+        run_id=inp.run_id,
+        protocol=f"{protocol_id}@{inp.version}",
+        options=options,
+        error_tool_call_ids=frozenset(
+            i.tool_call_id
+            for i in items
+            if isinstance(i, RawMessage)
+            and i.kind == KIND_TOOL_RESULT
+            and i.is_error
+            and i.tool_call_id
+        ),
+    )
+
+
+@dataclass(frozen=True)
+class _Visible:
+    """What of the rows the view shows: the window, its covered bound, the history items."""
+
+    window_id: str
+    covered: int
+    items: list[_Item]
+
+
+def _visible(inp: ProjectionInput, *, windowed: bool) -> _Visible:
+    """The window's messages in (C, U], this run's inputs and the folds above C, grouped into
+    history items and checked for pairing; rows outside the plan are ignored."""
     kv = inp.kv
-    window_id = (kv.get(KEY_ACTIVE_WINDOW) or MAIN_WINDOW) if entry.windowed else MAIN_WINDOW
+    window_id = (kv.get(KEY_ACTIVE_WINDOW) or MAIN_WINDOW) if windowed else MAIN_WINDOW
     covered = int(kv.get(covered_key(window_id)) or 0)
     bound = inp.upper_bound
-
     seen: set[str] = set()
     window_messages = _dedupe_sorted(
         [m for m in inp.window_messages if m.window_id == window_id and covered < m.index <= bound],
@@ -781,127 +866,75 @@ def project(inp: ProjectionInput) -> Projection:
     )
     folds = (
         [f for f in inp.folds if f.window_id == window_id and f.first_index > covered]
-        if entry.windowed
+        if windowed
         else []
     )
-
     items = _history(_units(window_messages, folds), extra_inputs)
     _check_pairing(items)
+    return _Visible(window_id=window_id, covered=covered, items=items)
 
-    options = dict(inp.options)
-    sid = inp.session_id
 
-    def option(name: str) -> Any:
-        # Normalized options hold every key; the version's default covers a caller that
-        # passes fewer.
-        return options[name] if name in options else entry.defaults.get(name)
+_Placed = tuple[ModelMessage, ProjectionSource]
 
-    masked = (
-        mask_results(
-            [i for i in items if isinstance(i, RawMessage)],
-            window_id=window_id,
-            keep_recent=int(option(MASK_KEEP_RECENT)),
-            step=int(option(MASK_STEP)),
-            min_chars=int(option(MASK_MIN_CHARS)),
-        )
-        if layout.masking
-        else {}
-    )
-    system = (
-        ModelMessage(
-            role=ROLE_SYSTEM,
-            kind=DERIVED_SYSTEM,
-            content=system_text(
-                inp.system_prompt, inp.protocol_prompt, client_state.client_system(kv)
-            ),
-        ),
-        ProjectionSource(derived_type=DERIVED_SYSTEM, session_id=sid),
-    )
-    header = (
-        ModelMessage(
-            role=ROLE_ASSISTANT,
-            kind=DERIVED_HEADER,
-            content=_header_content(
-                layout.header, window_id=window_id, kv=kv, session_inputs=inp.session_inputs
-            ),
-        ),
-        ProjectionSource(derived_type=DERIVED_HEADER, session_id=sid, window_id=window_id),
-    )
-    history = _render_history(
-        items,
-        session_id=sid,
-        gui=bool(options.get("guiProjection", True)),
-        preview_chars=inp.tool_result_preview_chars,
-        masked=masked,
-    )
 
-    ordered = [system, header]
+def _placed(
+    inp: ProjectionInput,
+    layout: Layout,
+    option: Callable[[str], Any],
+    visible: _Visible,
+    *,
+    before_state: list[_Placed],
+    history: Sequence[_Placed],
+    masked: Mapping[str, str],
+) -> list[_Placed]:
+    """System and header, the history, and the layout's state message at its placement."""
     if layout.state is StateStyle.NONE:
-        ordered.extend(history)
+        return [*before_state, *history]
+    placement = layout.placement or option("stateMessagePlacement") or PLACEMENT_TRAILING_ASSISTANT
+    if placement not in STATE_MESSAGE_PLACEMENTS:
+        # Normalized options never get here; refuse rather than guess a position.
+        raise ProtocolError(
+            errors.OPTION_BAD_ENUM,
+            f"stateMessagePlacement {placement!r} is not one of "
+            f"{', '.join(STATE_MESSAGE_PLACEMENTS)}.",
+            {"option": "stateMessagePlacement", "value": placement},
+        )
+    window_id, kv = visible.window_id, inp.kv
+    if layout.state is StateStyle.PRESSURE:
+        # viewTokens: every message of this view but the state message itself, plus the
+        # tool schemas, as the admin's token breakdown estimates them (docs/decisions.md).
+        view_tokens = inp.tool_tokens + sum(
+            json_tokens(m.to_wire()) for m, _ in [*before_state, *history]
+        )
+        text = _state_v4(
+            window_id=window_id,
+            kv=kv,
+            revision=inp.revision,
+            covered=visible.covered,
+            items=visible.items,
+            masked=len(masked),
+            pressure={
+                "viewTokens": view_tokens,
+                "maxInputTokens": inp.max_input_tokens,
+                "triggerTokens": inp.trigger_tokens,
+                "maintenancePending": bool(inp.maintenance_pending),
+            },
+        )
     else:
-        placement = (
-            layout.placement or option("stateMessagePlacement") or PLACEMENT_TRAILING_ASSISTANT
+        text = _state_content(
+            window_id=window_id,
+            kv=kv,
+            revision=inp.revision,
+            covered=visible.covered,
+            items=visible.items,
         )
-        if placement not in STATE_MESSAGE_PLACEMENTS:
-            # Normalized options never get here; refuse rather than guess a position.
-            raise ProtocolError(
-                errors.OPTION_BAD_ENUM,
-                f"stateMessagePlacement {placement!r} is not one of "
-                f"{', '.join(STATE_MESSAGE_PLACEMENTS)}.",
-                {"option": "stateMessagePlacement", "value": placement},
-            )
-        if layout.state is StateStyle.PRESSURE:
-            # viewTokens: every message of this view but the state message itself, plus the
-            # tool schemas, as the admin's token breakdown estimates them (docs/decisions.md).
-            view_tokens = inp.tool_tokens + sum(
-                json_tokens(m.to_wire()) for m, _ in [system, header, *history]
-            )
-            text = _state_v4(
-                window_id=window_id,
-                kv=kv,
-                revision=inp.revision,
-                covered=covered,
-                items=items,
-                masked=len(masked),
-                pressure={
-                    "viewTokens": view_tokens,
-                    "maxInputTokens": inp.max_input_tokens,
-                    "triggerTokens": inp.trigger_tokens,
-                    "maintenancePending": bool(inp.maintenance_pending),
-                },
-            )
-        else:
-            text = _state_content(
-                window_id=window_id, kv=kv, revision=inp.revision, covered=covered, items=items
-            )
-        role: Role = ROLE_USER if placement == PLACEMENT_TRAILING_USER else ROLE_ASSISTANT
-        state = (
-            ModelMessage(role=role, kind=DERIVED_STATE, content=text),
-            ProjectionSource(derived_type=DERIVED_STATE, session_id=sid, window_id=window_id),
-        )
-        if placement == PLACEMENT_BEFORE_HISTORY_ASSISTANT:
-            ordered.append(state)
-            ordered.extend(history)
-        else:
-            ordered.extend(history)
-            ordered.append(state)
-
-    errored = frozenset(
-        i.tool_call_id
-        for i in items
-        if isinstance(i, RawMessage)
-        and i.kind == KIND_TOOL_RESULT
-        and i.is_error
-        and i.tool_call_id
+    role: Role = ROLE_USER if placement == PLACEMENT_TRAILING_USER else ROLE_ASSISTANT
+    state = (
+        ModelMessage(role=role, kind=DERIVED_STATE, content=text),
+        ProjectionSource(
+            derived_type=DERIVED_STATE, session_id=inp.session_id, window_id=window_id
+        ),
     )
-    return Projection(
-        messages=tuple(m for m, _ in ordered),
-        sources=tuple(s for _, s in ordered),
-        window_id=window_id,
-        revision=inp.revision,
-        upper_bound=bound,
-        run_id=inp.run_id,
-        protocol=f"{protocol_id}@{inp.version}",
-        options=options,
-        error_tool_call_ids=errored,
-    )
+    if placement == PLACEMENT_BEFORE_HISTORY_ASSISTANT:
+        return [*before_state, state, *history]
+    return [*before_state, *history, state]

@@ -1,4 +1,4 @@
-"""Prompt caching settings (SPEC §15): `model.promptCache`, its schema, and the session's key.
+"""Prompt caching settings (contract §8): `model.promptCache`, its schema, and the session's key.
 
 An AgentVersion says whether the adapters mark the request for the provider's prompt cache
 (`mode`: `auto` | `off`) and, on Anthropic, how long an entry lives (`ttl`: `5m` | `1h`).

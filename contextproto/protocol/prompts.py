@@ -1,7 +1,7 @@
 """Protocol prompt texts, inserted where a system prompt says `{{context_protocol}}`.
 
 One constant per catalog version. Changing any text changes the catalog
-fingerprint (SPEC §12), so every node must be redeployed together.
+fingerprint (contract §3), so every node must be redeployed together.
 """
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ continue.
 """
 
 # The two unified decision prompts share everything but "Where you are": v3 must stay
-# position-neutral (SPEC §4.3), v2 names the trailing state message.
+# position-neutral (contract §4.2), v2 names the trailing state message.
 _UNIFIED_DECISION_INTRO = """\
 ## Context protocol
 
@@ -150,7 +150,7 @@ still in that window.
     + _UNIFIED_DECISION_RULES
 )
 
-# Same content as v2 without any wording about message positions (SPEC §4.3): the
+# Same content as v2 without any wording about message positions (contract §4.2): the
 # three experiment groups place the state message differently and must share
 # one prompt that is true for all of them.
 UNIFIED_V3 = (

@@ -1,4 +1,4 @@
-"""KV key names, window record shape and the initial state of a session (SPEC §3.2)."""
+"""KV key names, window record shape and the initial state of a session (contract §2.5)."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ WINDOW_STATUSES: tuple[WindowStatus, ...] = (STATUS_ACTIVE, STATUS_SUSPENDED, ST
 
 
 class WindowKV(TypedDict):
-    """The value of `window/<id>` as the engine writes it (SPEC §3.2).
+    """The value of `window/<id>` as the engine writes it (contract §2.5).
 
     Records read back from KV are plain JSON: code reading them checks each key.
     """
@@ -39,7 +39,7 @@ class WindowKV(TypedDict):
 
 
 class CompletedWindowHandoff(TypedDict):
-    """unified@4's handoff input of a return by `context_window_complete` (SPEC §16): what
+    """unified@4's handoff input of a return by `context_window_complete` (contract §9): what
     the sub-task produced, so the parent's view shows it."""
 
     completedWindowId: str

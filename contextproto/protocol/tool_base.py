@@ -1,5 +1,5 @@
 """What every protocol tool handler shares: the reader port, the call and its context,
-the outcome, refusals and the small text helpers (SPEC §5).
+the outcome, refusals and the small text helpers (contract §5).
 
 `tools` (the dispatcher) and the handler modules `tool_folds` and `tool_windows` import
 this module; it imports none of them, so the graph is one-way:

@@ -1,4 +1,4 @@
-"""History and fold tools: history list and read, fold create, list and read (SPEC §5, §16).
+"""History and fold tools: history list and read, fold create, list and read (contract §5, §9).
 
 Coverage (`coveredThrough/<id>`) is always read from the current committed
 state: a checkpoint committed after the call's view only hides more history,

@@ -1,4 +1,4 @@
-"""What each protocol tool answers (SPEC §5): the JSON of its `tool_result`, by tool.
+"""What each protocol tool answers (contract §5): the JSON of its `tool_result`, by tool.
 
 A success carries `"success": true` and the tool's fields; a refusal carries
 `"success": false` and an `error` object. `success` is the tag that tells them apart.
@@ -13,7 +13,7 @@ from contextproto.protocol.state import WindowStatus
 
 class ToolFailure(TypedDict):
     """A refusal: `error` holds `code`, `message`, `correctable` and the refusal's details
-    (window ids, revisions, the argument at fault, ...) side by side (SPEC §5.1)."""
+    (window ids, revisions, the argument at fault, ...) side by side (contract §5.2)."""
 
     success: Literal[False]
     error: dict[str, object]

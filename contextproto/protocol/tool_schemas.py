@@ -1,4 +1,4 @@
-"""Tool schemas of the unified protocol (SPEC §5): name, description, inputSchema per tool.
+"""Tool schemas of the unified protocol (contract §5): name, description, inputSchema per tool.
 
 Built from a few field helpers; every tool takes `purpose` first, then (v2+) the
 `expectedWindowId` guard, then its own arguments.

@@ -1,4 +1,4 @@
-"""Window tools: open, memory, complete, list, search, read (SPEC §3.2, §5).
+"""Window tools: open, memory, complete, list, search, read (contract §2.5, §5).
 
 Handlers run after the dispatcher's checks, so for the mutating ones the active
 window read here is the window of the call's frozen view (the revisions match).
@@ -48,7 +48,7 @@ from contextproto.protocol.vocabulary import UNIFIED
 
 def return_names_completed_window(version: ProtocolVersion) -> bool:
     """Whether a return by complete hands the parent the completed window and its outcome
-    as the entry's handoff input (unified@4 on, SPEC §16). Without it a model that returned
+    as the entry's handoff input (unified@4 on, contract §9). Without it a model that returned
     saw the parent's old handoff and no trace of what it had just finished, and re-opened
     the finished window; unified@1-3 keep the parent's own input, as published."""
     return version.protocol_id == UNIFIED and version.version >= 4

@@ -1,4 +1,4 @@
-"""Protocol tool dispatch: one entry point over a session-scoped reader port (SPEC §5, §5.1).
+"""Protocol tool dispatch: one entry point over a session-scoped reader port (contract §5, §5.2).
 
 `dispatch` never writes. It returns the KV writes, the new fold and the side
 effects; the Django layer commits the writes with the receipt and the result
@@ -49,7 +49,7 @@ def dispatch(call: ToolCall, ctx: ToolContext, reader: SessionReader) -> ToolOut
     """Run one protocol tool call; return its result and the writes to commit.
 
     Never raises for a model's mistake: every refusal is an error result. The
-    checks run in the order of SPEC §5.1 and the first failure answers:
+    checks run in the order of contract §5.2 and the first failure answers:
     arguments, `expectedWindowId` present (v2+), revision (mutating tools),
     window guard, then the tool's own rules. Reader failures (database errors)
     do propagate: they are not the model's to fix.

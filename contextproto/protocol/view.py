@@ -143,7 +143,7 @@ class ViewRecipe:
 
 
 class ProtectedSizes(TypedDict):
-    """Estimated tokens of what neither folds nor compression can shrink (SPEC §6)."""
+    """Estimated tokens of what neither folds nor compression can shrink (contract §6)."""
 
     system: int
     header: int
@@ -188,7 +188,7 @@ def assemble(
     *,
     maintenance_pending: bool = False,
 ) -> View:
-    """Load the rows the frozen state asks for and project the view (SPEC §4).
+    """Load the rows the frozen state asks for and project the view (contract §4).
 
     `maintenance_pending`: whether a maintenance job of the window is queued or running,
     which a context-pressure layout states. Raises the engine's ProtocolError (pairing,
@@ -196,7 +196,7 @@ def assemble(
     """
     plan = frozen.plan
     window_messages, run_inputs = source.rows(frozen.reads)
-    # A gateway client's tools follow the protocol's and the version's (SPEC §19).
+    # A gateway client's tools follow the protocol's and the version's (contract §14).
     tools = client_state.merged_tools(recipe.tools, client_state.client_tools(frozen.kv))
     tool_tokens = json_tokens(tools) if tools else 0
     projection = project(

@@ -14,12 +14,12 @@ UNIFIED = "unified"
 STABLE = "stable"
 EXPERIMENTAL = "experimental"
 
-# Where a system prompt takes the protocol prompt (SPEC §4).
+# Where a system prompt takes the protocol prompt (contract §4).
 SYSTEM_PLACEHOLDER = "{{context_protocol}}"
-# Where a gateway client's own system text goes (SPEC §19); "" when it sent none.
+# Where a gateway client's own system text goes (contract §14); "" when it sent none.
 CLIENT_SYSTEM_PLACEHOLDER = "{{client_system}}"
 
-# Argument the dispatcher checks itself (SPEC §5.1), after the schema check.
+# Argument the dispatcher checks itself (contract §5.2), after the schema check.
 EXPECTED_WINDOW_ARG = "expectedWindowId"
 
 PLACEMENT_TRAILING_ASSISTANT = "trailing_assistant"
@@ -76,7 +76,7 @@ V2_EXPECTED_WINDOW_TOOLS = frozenset(
 
 PAGE_LIMIT_MAX = 50
 
-# Option names of unified@4's masking tier (SPEC §16).
+# Option names of unified@4's masking tier (contract §9).
 MASK_KEEP_RECENT = "maskKeepRecent"
 MASK_MIN_CHARS = "maskMinChars"
 MASK_STEP = "maskStep"

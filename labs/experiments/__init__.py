@@ -1,4 +1,5 @@
-"""The experiment harness (SPEC §13): run a pre-registered plan of protocol groups.
+"""The experiment harness (docs/architecture.md: Labs): run a pre-registered plan of protocol
+groups.
 
 `plan` loads and validates a plan (experiments/experiment-plan.schema.json plus the
 cross-references a schema cannot express) and `spec` reads it into typed values; `runner`

@@ -1,4 +1,5 @@
-"""Admin pages listing experiment runs (SPEC §13): the per-group table and links into the
+"""Admin pages listing experiment runs (docs/architecture.md: Labs): the per-group table and links
+into the
 session browser for every run's session and snapshots.
 
 Reports are files (report.json under the reports root), not rows: an experiment adds no

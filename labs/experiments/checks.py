@@ -1,4 +1,5 @@
-"""What every experiment run is judged on (SPEC §13), computed from stored rows only.
+"""What every experiment run is judged on (docs/architecture.md: Labs), computed from stored rows
+only.
 
 Everything here reads what the service recorded: the run's messages (hot and archived),
 its projection snapshots (the provider request as sent), receipts, folds, KV and
@@ -42,7 +43,7 @@ PASS, FAIL, NA, INFO = "pass", "fail", "n/a", "info"
 WINDOW_GUARD_CODES = ("context_window_mismatch", "context_window_expectation_required")
 ANSWER_PREVIEW_CHARS = 600
 
-# Where each group's state message is designed to travel (SPEC §4.2, §4.3): (role, position).
+# Where each group's state message is designed to travel (contract §4.2): (role, position).
 TRAILING, BEFORE_HISTORY, MIDDLE = "trailing", "before_history", "middle"
 DESIGNED_STATE = {
     "trailing_assistant": ("assistant", TRAILING),
@@ -356,7 +357,7 @@ def check_read_back(facts: RunFacts) -> Check:
 
 
 def _arguments_of(call: RawMessage) -> dict[str, Any]:
-    """A call's arguments as an object; {} for text that is none (SPEC §9.2)."""
+    """A call's arguments as an object; {} for text that is none (contract §5.2)."""
     return call.arguments if isinstance(call.arguments, dict) else {}
 
 

@@ -2,7 +2,7 @@
 
 `Tokens` sums model calls by kind; `Budget` is the experiment's token budget, charged with
 every agent call and every maintainer call (a maintenance job's usage charged by its delta,
-so a retried job is not counted twice); `group_cost` prices a group's calls (SPEC §15).
+so a retried job is not counted twice); `group_cost` prices a group's calls (contract §8).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ class BudgetExhausted(ApplicationError):
 class Tokens:
     """Tokens of model calls as the provider reported them (or estimated, and then said).
 
-    `input` counts every input token, cache reads and writes included (SPEC §15);
+    `input` counts every input token, cache reads and writes included (contract §8);
     `cache_read` and `cache_write` are the parts of it the provider read from or wrote to
     its prompt cache.
     """
@@ -99,7 +99,7 @@ class Tokens:
 def group_cost(
     tokens: Tokens, maintenance: Tokens, prices: dict[str, Any] | None
 ) -> dict[str, float] | None:
-    """SPEC §15's cost of a group's model calls at the plan's prices; None without prices.
+    """contract §8's cost of a group's model calls at the plan's prices; None without prices.
 
     The formula is linear in the token counts, so the cost of the summed calls is the sum
     of the calls' costs; uncached input is the input less cache reads and writes.

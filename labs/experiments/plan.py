@@ -29,7 +29,7 @@ from sessions_app.providers.scripted import validate_script
 
 SCHEMA_FILE = "experiment-plan.schema.json"
 
-# `--provider` values: the adapter wire formats of SPEC §4.5, plus the scripted model.
+# `--provider` values: the adapter wire formats of contract §4.5, plus the scripted model.
 PROVIDER_SCRIPTED = "scripted"
 PROVIDER_OPENAI = WireFormat.OPENAI_CHAT
 PROVIDER_ANTHROPIC = WireFormat.ANTHROPIC_MESSAGES
@@ -133,7 +133,7 @@ def _reference_errors(plan: dict[str, Any], provider: str) -> list[str]:
                 "other names"
             )
     errors += _group_errors(plan, groups)
-    # The same checks and messages as an AgentVersion's model.prices (SPEC §15).
+    # The same checks and messages as an AgentVersion's model.prices (contract §8).
     errors += [
         f"$.{problem['field']}: {problem['message']} ({problem['code']})"
         for problem in prices_problems(plan.get("prices"), "prices")

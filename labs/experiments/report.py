@@ -109,7 +109,7 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
         out.append(
             f"Cost: agent and maintainer calls at {prices['input']} input, "
             f"{prices['cacheRead']} cache read, {prices['cacheWrite']} cache write, "
-            f"{prices['output']} output per million tokens (the plan's prices; SPEC §15)"
+            f"{prices['output']} output per million tokens (the plan's prices; contract §8)"
             + (" on scripted estimates" if scripted else "")
         )
     else:

@@ -179,7 +179,7 @@ def build_report(
             "exhausted": budget.exhausted,
         },
         "stop": stop,
-        # Per million tokens, SPEC §15; each group's `cost` uses them (null without).
+        # Per million tokens, contract §8; each group's `cost` uses them (null without).
         "prices": plan.prices,
         "stages": [{"id": s.id, "title": s.title} for s in plan.stages],
         "groups": [group_entry(lab, group) for group in lab.groups],

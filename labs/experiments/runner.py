@@ -1,4 +1,4 @@
-"""Drive a validated plan through its stages with the built-in runtime (SPEC §13).
+"""Drive a validated plan through its stages with the built-in runtime (docs/architecture.md: Labs).
 
 The runner walks the stages: per stage, the eligible groups' sessions interleaved by
 repetition, then each group's verdict and whether the experiment stops. `setup` creates the

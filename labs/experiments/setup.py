@@ -29,7 +29,7 @@ from labs.experiments.plan import PROVIDER_ANTHROPIC, PROVIDER_OPENAI, PROVIDER_
 from labs.experiments.records import StageRecord
 from labs.experiments.spec import GroupSpec, Plan
 
-# SPEC §4.5 wire format -> the AgentVersion's model.provider.
+# contract §4.5 wire format -> the AgentVersion's model.provider.
 MODEL_PROVIDER: dict[str, str] = {PROVIDER_OPENAI: "openai", PROVIDER_ANTHROPIC: "anthropic"}
 DEFAULT_MAINTAINER_STEPS = [
     {"text": "Checkpoint: the work above is summarised; raw text stays readable."}

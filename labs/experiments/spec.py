@@ -106,7 +106,7 @@ class Plan:
     agent: AgentSpec
     host_tools: tuple[HostToolSpec, ...]
     groups: tuple[GroupSpec, ...]
-    # Per million tokens, as the plan wrote them (SPEC §15); None without.
+    # Per million tokens, as the plan wrote them (contract §8); None without.
     prices: dict[str, Any] | None
     budget_tokens: int
     stop_on_group_failure: bool

@@ -1,4 +1,4 @@
-"""The session browser: custom admin pages inside one session (SPEC §10).
+"""The session browser: custom admin pages inside one session (docs/architecture.md: Admin).
 
 `pages` holds SessionBrowser (mounted by SessionAdmin.get_urls), which mounts one module
 per page group, each on the base in `browser` (the session check, tabs, rendering):

@@ -60,7 +60,7 @@ def arguments_block(arguments: Any) -> dict[str, Any] | None:
     """
     if arguments is None:
         return None
-    # Text that is no JSON object was stored as the model wrote it (SPEC §9.2): shown so.
+    # Text that is no JSON object was stored as the model wrote it (contract §5.2): shown so.
     text = arguments if isinstance(arguments, str) else pretty(arguments)
     lines = text.count("\n") + 1
     long = lines > ARGUMENTS_OPEN_LINES or len(text) > ARGUMENTS_OPEN_CHARS

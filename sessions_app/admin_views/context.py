@@ -187,7 +187,7 @@ class ViewIndex:
     """Where each raw message of a turn went: its position in the view, or why it is absent.
 
     Every message of the view's window W above the checkpoint (C < index <= U) is in the
-    view, as itself or inside a fold (SPEC §4.1), so a W message that is in neither was
+    view, as itself or inside a fold (contract §4.1), so a W message that is in neither was
     covered by the checkpoint; any other absent message is another window's history.
     """
 

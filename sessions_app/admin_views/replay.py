@@ -1,4 +1,4 @@
-"""Admin pages "replay under…" (SPEC §17): a session's recorded turns, or the newest sessions
+"""Admin pages "replay under…" (contract §10): a session's recorded turns, or the newest sessions
 of an AgentVersion, rebuilt under another protocol version and options (sessions_app/replay.py).
 
 Mounted by SessionAdmin.get_urls. The form is a GET (a replay writes nothing); the page runs

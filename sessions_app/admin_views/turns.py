@@ -116,7 +116,7 @@ class CallStep:
     @property
     def arguments(self) -> str:
         arguments = self.call.arguments
-        # Text that is no JSON object was stored as the model wrote it (SPEC §9.2).
+        # Text that is no JSON object was stored as the model wrote it (contract §5.2).
         return preview(arguments if isinstance(arguments, str) else pretty(arguments or {}), 600)
 
 

@@ -1,4 +1,4 @@
-"""Maintenance of a window over the API (SPEC §9.1): queue a job for the bound maintainer, or
+"""Maintenance of a window over the API (contract §12.1): queue a job for the bound maintainer, or
 run one as an external maintainer (plan, read its pages, commit a checkpoint); list the jobs."""
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ class MaintenancePlanApi(APIView):
     class Input(StrictSerializer):
         # Any JSON integer (not "3", not true): one that is no boundary (0 and below too)
         # is the service's maintenance_boundary_invalid with the nearest valid boundary
-        # (SPEC §9.1).
+        # (contract §12.1).
         throughIndex = StrictIntegerField(required=False, allow_null=True)
 
     class Output(serializers.Serializer):

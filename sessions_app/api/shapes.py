@@ -1,4 +1,4 @@
-"""Response shapes of the session endpoints (SPEC §9.1), for the OpenAPI schema.
+"""Response shapes of the session endpoints (contract §12.1), for the OpenAPI schema.
 
 These serializers describe what the `*_to_wire` builders render; they are not used to
 render (the wire dicts are built where the data is). Each shape is named once, as the

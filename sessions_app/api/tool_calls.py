@@ -1,4 +1,4 @@
-"""A tool call's dispatch and abandonment (SPEC §9.2), each in a path form (the id in the
+"""A tool call's dispatch and abandonment (contract §5.3a), each in a path form (the id in the
 path) and a body form (the id in the JSON body)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`POST sessions/{id}/turns/`: a host records one model answer in one call (SPEC §9.2)."""
+"""`POST sessions/{id}/turns/`: a host records one model answer in one call (contract §5.2a)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Session endpoints (SPEC §9): thin views; the session comes from the credential and path."""
+"""Session endpoints (contract §12): thin views; the session comes from the credential and path."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The session endpoints' own reply shapes (SPEC §9.1), as rendered by their `*_to_wire`
+"""The session endpoints' own reply shapes (contract §12.1), as rendered by their `*_to_wire`
 builders in `api/views.py` (and `job_to_wire` in `api/maintenance.py`).
 
 Shapes built below the edge sit beside their builders: `RawMessageWire`, `ModelMessageWire`

@@ -1,4 +1,4 @@
-"""Prefix compression jobs (SPEC §6), by concern:
+"""Prefix compression jobs (contract §6), by concern:
 
 * `jobs` — the job row and its fence (frozen revision, source hash, lease token): request,
   plan, pages and commit, shared by both kinds of maintainer.

@@ -1,4 +1,4 @@
-"""The snapshot body sweep (issue 33, SPEC §20): bodies a dead process never wrote are
+"""The snapshot body sweep (issue 33, contract §4.6a): bodies a dead process never wrote are
 rebuilt from the state at R and the log through U and written, marked so; bodies older than
 SNAPSHOT_BODY_RETENTION_DAYS are dropped (readers rebuild them)."""
 

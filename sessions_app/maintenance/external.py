@@ -1,4 +1,4 @@
-"""The external maintainer's API (SPEC §6, §9.1): plan a job for a host that writes the
+"""The external maintainer's API (contract §6, §12.1): plan a job for a host that writes the
 checkpoint itself, and find a job of a session window by id. Pages and the commit are the
 shared ones of `jobs`.
 """

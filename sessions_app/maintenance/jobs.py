@@ -1,4 +1,4 @@
-"""Prefix compression jobs (SPEC §6), fenced by the frozen revision and the source hash.
+"""Prefix compression jobs (contract §6), fenced by the frozen revision and the source hash.
 
 A job freezes (R, W, C, B, hash). Every page read and the commit re-check that the session
 is still at revision R; the commit also recomputes the hash, then writes `checkpoint/W` and
@@ -360,7 +360,7 @@ def _source_now(job: MaintenanceJob) -> tuple[str, list[RawMessage]]:
 
 def maintenance_page(*, job: MaintenanceJob, page: int) -> tuple[list[RawMessage], int]:
     """Page `page` (from 0) of the job's raw range, if the revision and source hash are still
-    the frozen ones (SPEC §6: every page read re-checks both).
+    the frozen ones (contract §6: every page read re-checks both).
 
     Raises 409 `maintenance_state_changed` (the reason says which changed) and 409
     `maintenance_job_finished` once the job is no longer the caller's.

@@ -38,7 +38,7 @@ def maintenance_trigger_after_turn(
     *, session: Session, input_tokens: int | None
 ) -> MaintenanceJob | None:
     """Queue maintenance of the active window when a turn's real input tokens reach the
-    version's `maintenanceTriggerRatio * maxInputTokens` (SPEC §6); None otherwise."""
+    version's `maintenanceTriggerRatio * maxInputTokens` (contract §6); None otherwise."""
     version = session.agent_version
     if input_tokens is None or not version.max_input_tokens or version.maintainer_agent_id is None:
         return None

@@ -203,7 +203,7 @@ def maintenance_execute(*, job_id: UUID | str) -> ExecuteOutcome:
     try:
         missing = _protocol_missing(job)
         if missing is not None:
-            # Failed at once, never re-queued (SPEC §12): a skewed deploy shows up as a job
+            # Failed at once, never re-queued (contract §3): a skewed deploy shows up as a job
             # failing with the missing version, not as work drifting between catalogs.
             return _finish(job, MaintenanceJob.Status.FAILED, missing)
         with _Heartbeat(job):

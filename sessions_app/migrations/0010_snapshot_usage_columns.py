@@ -1,4 +1,4 @@
-"""Snapshot usage by kind in columns, so totals are one SUM (SPEC §15, issue 24).
+"""Snapshot usage by kind in columns, so totals are one SUM (contract §8, issue 24).
 
 The backfill reads what the `usage` JSON already holds, under every spelling it was stored
 with: `cachedInputTokens` (OpenAI, external hosts) and `cacheCreationInputTokens` (Anthropic)

@@ -1,4 +1,4 @@
-"""KV history (SPEC §17): every committed KV change kept at its revision; forks of sessions.
+"""KV history (contract §10): every committed KV change kept at its revision; forks of sessions.
 
 KVHistory rows are appended by a trigger on KVEntry (INSERT and UPDATE, so the upsert of
 kv_apply_locked records each key it writes in the same statement). Existing sessions are

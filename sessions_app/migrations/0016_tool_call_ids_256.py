@@ -3,7 +3,7 @@
 from django.db import migrations, models
 
 
-# Tool call ids as providers make them: up to 256 code points (SPEC §9.2). On PostgreSQL,
+# Tool call ids as providers make them: up to 256 code points (contract §5.2). On PostgreSQL,
 # widening a varchar rewrites no row and rebuilds no index.
 class Migration(migrations.Migration):
     dependencies = [

@@ -1,4 +1,4 @@
-"""Model providers the built-in runtime drives (SPEC §8): scripted, OpenAI, Anthropic.
+"""Model providers the built-in runtime drives (contract §7): scripted, OpenAI, Anthropic.
 
 The registry: `provider_for(provider, config)` builds one from an AgentVersion's model
 settings. The provider modules import `base` and nothing of this package, so the graph is

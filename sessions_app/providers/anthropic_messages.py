@@ -2,7 +2,7 @@
 
 Consumes the `anthropic-messages` adapter body `{"system"?, "messages", "tools"?}`; `system`
 is a string or, with prompt caching, text blocks, and `cache_control` breakpoints ride on
-the blocks and tools where the adapter put them (SPEC §15): all pass to the SDK unchanged.
+the blocks and tools where the adapter put them (contract §8): all pass to the SDK unchanged.
 The base URL is the host only (`https://api.anthropic.com`); the SDK appends `/v1/messages`
 and sends `anthropic-version`. The SDK (2.x) sends the key as `Authorization: Bearer`;
 we also send the documented `x-api-key` header, so gateways that only know that one work.
@@ -73,7 +73,7 @@ def _count(usage: Mapping[str, Any], key: str) -> int | None:
 
 
 def _usage(usage_raw: Mapping[str, Any]) -> dict[str, Any]:
-    """SPEC §15 usage of a Messages response.
+    """contract §8 usage of a Messages response.
 
     `input_tokens` counts only the uncached part; inputTokens is the whole prompt, as on
     OpenAI: uncached + cache reads + cache writes. The writes per TTL (`cache_creation`)

@@ -1,4 +1,4 @@
-"""The model provider contract (SPEC §8): one request in, one `ModelReply` out.
+"""The model provider contract (contract §7): one request in, one `ModelReply` out.
 
 A provider consumes the body one engine adapter produced (`wire_format` names which)
 and answers with text and/or tool calls plus token usage. Providers never retry: the
@@ -77,7 +77,7 @@ class ModelReply:
     JSON-compatible data for the snapshot. `notes` lists what parsing had to change
     (e.g. tool arguments that were not a JSON object). `thinking`: an Anthropic answer's
     thinking / redacted_thinking blocks as the model gave them (signatures included), stored
-    with the answer and sent back to Anthropic unchanged (SPEC §4.5).
+    with the answer and sent back to Anthropic unchanged (contract §4.5).
     """
 
     text: str | None
@@ -211,7 +211,7 @@ class Connection:
 
 @dataclass(frozen=True)
 class CallOptions:
-    """How a request-driven run reaches its model (SPEC §19), beside the version's config.
+    """How a request-driven run reaches its model (contract §14), beside the version's config.
 
     `api_key`: the client's `X-Contextproto-Upstream-Key`, used for this request's calls
     only (never stored); it wins over `apiKeyEnv`. `require_key=False`: with no key at all

@@ -106,7 +106,7 @@ def parse_completion(raw: dict[str, Any], request: dict) -> ModelReply:
             "inputTokens": int(usage_raw.get("prompt_tokens") or 0),
             "outputTokens": int(usage_raw.get("completion_tokens") or 0),
         }
-        # `prompt_tokens` includes the cached part (SPEC §15's convention already); OpenAI
+        # `prompt_tokens` includes the cached part (contract §8's convention already); OpenAI
         # reports no cache writes. Details may be null on compatible servers.
         cached = (usage_raw.get("prompt_tokens_details") or {}).get("cached_tokens")
         if isinstance(cached, int | float) and not isinstance(cached, bool):

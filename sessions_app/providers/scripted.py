@@ -1,4 +1,4 @@
-"""The scripted model (SPEC §8): a JSON list of steps, played in order, for tests and demos.
+"""The scripted model (contract §7): a JSON list of steps, played in order, for tests and demos.
 
 The script keeps no cursor of its own: turns of one session run in different Celery
 worker processes, so the caller passes `step`, the 0-based number of model calls this
@@ -35,7 +35,7 @@ STEP_KEYS = frozenset({"expect", "text", "toolCalls", "usage", "comment", "delay
 EXPECT_KEYS = frozenset({"contains", "notContains", "lastMessageKind", "lastRole", "messageCount"})
 TOKENS_KEYS = frozenset({"mode", "inputPerTurn", "outputPerTurn"})
 TOOL_CALL_KEYS = frozenset({"id", "name", "arguments"})
-# The cache counts (SPEC §15) are reported only when a step gives them: a rehearsal of cost.
+# The cache counts (contract §8) are reported only when a step gives them: a rehearsal of cost.
 CACHE_USAGE_KEYS = ("cacheReadInputTokens", "cacheWriteInputTokens")
 USAGE_KEYS = frozenset({"inputTokens", "outputTokens", *CACHE_USAGE_KEYS})
 TOKEN_MODES = ("estimate", "fixed")

@@ -90,7 +90,7 @@ class VersionCost:
 
 @dataclass(frozen=True)
 class GatewayActivity:
-    """Gateway requests (SPEC §19) of the last hour and day: all, refused or failed (a 4xx or
+    """Gateway requests (contract §14) of the last hour and day: all, refused or failed (a 4xx or
     5xx answer), answered from a stored reply."""
 
     requests_hour: int

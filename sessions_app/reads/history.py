@@ -1,4 +1,4 @@
-"""Reads of the KV history (SPEC §17): the state of a session as it was at a revision.
+"""Reads of the KV history (contract §10): the state of a session as it was at a revision.
 
 The state at R is, per key, the newest KVHistory row with revision <= R, unless that row
 records a removal. One statement answers it: the rows <= R of the session with no newer

@@ -158,9 +158,9 @@ def _bool(value: Any) -> bool | None:
 
 
 def _datetime(value: Any) -> datetime:
-    if isinstance(value, str):  # SQLite keeps naive UTC text
-        value = datetime.fromisoformat(value)
-    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+    # SQLite keeps naive UTC text; PostgreSQL gives an aware datetime.
+    moment: datetime = datetime.fromisoformat(value) if isinstance(value, str) else value
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
 
 
 # What the ORM's field converters do to the columns of a MessageValues, by column name, on

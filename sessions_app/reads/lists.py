@@ -1,4 +1,4 @@
-"""The API's list and lookup selectors (SPEC §9): a session by id, and the operator lists
+"""The API's list and lookup selectors (contract §12): a session by id, and the operator lists
 (messages, windows, folds, snapshots, KV), each keyset-paged by contextproto.pagination.
 """
 
@@ -46,7 +46,7 @@ def session_get(*, session_id: Any, application_id: Any = None) -> Session:
     return session
 
 
-# ---------------------------------------------------------------- operator lists (SPEC §9)
+# ---------------------------------------------------------------- operator lists (contract §12)
 # Each list is keyset-paged by contextproto.pagination: a Keyset per list says its order and
 # what its cursor holds.
 

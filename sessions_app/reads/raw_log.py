@@ -1,7 +1,7 @@
 """Reads of the raw log (hot and cold merged) and the state beside it, each bounded.
 
 Every reader of raw messages goes through `log_*` functions here, which merge the cold archive
-(sessions_app.store.cold_store) with the hot table by MessageIndex (SPEC §7).
+(sessions_app.store.cold_store) with the hot table by MessageIndex (contract §2.3).
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ def call_and_answer(
 
     One query while the call is hot; the cold archive is searched only when the hot table
     cannot settle it (the call itself archived, or unknown). A call archived while
-    unanswered gets its result later (SPEC §7). The one lookup of "this call and whether it
+    unanswered gets its result later (contract §2.3). The one lookup of "this call and whether it
     is answered" for dispatch and for message writes.
     """
     rows = [
@@ -75,7 +75,7 @@ def call_and_answer(
     return call, answer
 
 
-# Cold and hot are merged by MessageIndex (SPEC §7). The cold part is #1..B (see
+# Cold and hot are merged by MessageIndex (contract §2.3). The cold part is #1..B (see
 # sessions_app.store.cold_store). A reader takes the hot rows and B in one statement, then
 # decompresses only the chunks overlapping its range, each chunk query reporting B again: if
 # the two disagree, an archive or restore committed in between and the read starts over;

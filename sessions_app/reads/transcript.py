@@ -1,4 +1,4 @@
-"""The tail of a session's transcript (SPEC §19), read off the end of its log.
+"""The tail of a session's transcript (contract §14), read off the end of its log.
 
 A gateway request is compared with the last items of the transcript only (as many as it has
 messages), so the read starts near the log's end and reaches back page by page until it has

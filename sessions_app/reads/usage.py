@@ -1,4 +1,4 @@
-"""Usage and cost totals (SPEC §15): one aggregate query each, whatever the number of turns.
+"""Usage and cost totals (contract §8): one aggregate query each, whatever the number of turns.
 
 Sums the snapshots' usage columns (see ProjectionSnapshot) over a session, some runs or an
 agent version. Turns without reported usage are not counted. A cost is null when the

@@ -1,4 +1,4 @@
-"""Record one model answer (SPEC §4.5, §5.1, §19): its text, its calls, and what the service
+"""Record one model answer (contract §4.5, §5.2, §14): its text, its calls, and what the service
 answers itself, in one transaction.
 
 The one writer of a model's answer, whoever called the model (the built-in runtime, a gateway
@@ -115,7 +115,7 @@ def _session_ids(session: Session, calls: Sequence[AnswerCall]) -> dict[str, str
 
 def _tools_of(session: Session) -> dict[str, dict[str, Any]]:
     """The schemas of the tools a host or client runs: the version's host tools, shadowed by
-    the client tools a gateway request declared (SPEC §19)."""
+    the client tools a gateway request declared (contract §14)."""
     schemas = {t.name: t.input_schema for t in session.agent_version.tools.all()}
     kv = hot_sql.kv_values(session.id, [client_state.KEY_TOOLS])
     names = client_state.tool_names(kv)
@@ -145,7 +145,7 @@ def _refusal(call: AnswerCall, position: int, tools: Mapping[str, Any]) -> ToolF
         )
     problem = arguments_problem(tools[call.name], arguments)
     if problem is not None:
-        # The host only ever receives arguments its tool's schema allows (SPEC §18).
+        # The host only ever receives arguments its tool's schema allows (contract §11).
         return tool_error(
             INVALID_ARGUMENTS,
             f"{call.name}: the arguments at {problem.path} {problem.message} Fix them and "

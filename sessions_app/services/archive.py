@@ -1,4 +1,4 @@
-"""Cold archive moves (SPEC §7): hot rows into compressed chunks and back.
+"""Cold archive moves (contract §2.3): hot rows into compressed chunks and back.
 
 Both directions run in one transaction under the session row lock (FOR NO KEY UPDATE), the
 same lock every writer takes, so no message is written, lost or duplicated mid-move. Hot

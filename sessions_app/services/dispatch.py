@@ -1,4 +1,4 @@
-"""The one dispatcher of protocol tools (SPEC §5.1): HTTP, the runtime and MCP call this.
+"""The one dispatcher of protocol tools (contract §5.2): HTTP, the runtime and MCP call this.
 
 Contract: for each toolCallId exactly one receipt and one tool_result message exist. The
 session row lock serialises dispatches of a session, so a concurrent duplicate waits, then
@@ -55,7 +55,7 @@ logger = logging.getLogger(__name__)
 
 
 class ReceiptWire(TypedDict):
-    """The answer of a dispatch or an abandonment (SPEC §9.1), the same when replayed."""
+    """The answer of a dispatch or an abandonment (contract §12.1), the same when replayed."""
 
     toolCallId: str
     replayed: bool
@@ -186,7 +186,7 @@ def _execute_and_apply(
 ) -> tuple[tools.ToolOutcome, int]:
     """Run the handler and apply its KV writes; any failure becomes an error result.
 
-    A call must never be left without its receipt (SPEC §5.1: errors are receipts, each call
+    A call must never be left without its receipt (contract §5.2: errors are receipts, each call
     gets exactly one result): an open call would fail every later projection and leave the
     session stuck. The savepoint keeps the transaction usable after a database error
     raised by the handler or the write. Only a lost connection propagates: nothing was
@@ -246,7 +246,7 @@ def _execute(
                 "This call has no projection snapshot, so its frozen state is unknown.",
             ),
         )
-    # SPEC §5.1: every call after the first of one model answer gets this error, whatever
+    # contract §5.2: every call after the first of one model answer gets this error, whatever
     # else is wrong with it (a stale revision included): the answer's first call is the one
     # the model acts on.
     earlier = _earlier_call_of_same_answer(session, call, frame) if frame is not None else None
@@ -327,7 +327,7 @@ def tool_call_abandon(
 ) -> Receipt:
     """Answer a call that will never get its result with the error `tool_call_abandoned`.
 
-    For a call the host lost or the user cancelled (SPEC §9.2): the error result
+    For a call the host lost or the user cancelled (contract §5.3a): the error result
     `{"success": false, "error": {"code": "tool_call_abandoned", "message", "correctable":
     true}}` is written in the call's window and run, so the session projects again. A host
     tool's call gets it as a host result would be written, and a built-in run waiting for it

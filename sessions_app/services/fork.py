@@ -1,4 +1,4 @@
-"""Fork a session at a turn (SPEC §17): a new session whose log and state are the original's
+"""Fork a session at a turn (contract §10): a new session whose log and state are the original's
 up to a bound, the original untouched.
 
 What is read of the original never changes once written: messages #1..bound (immutable; the
@@ -60,7 +60,7 @@ COPY_BATCH = 500
 
 
 class ForkPointWire(TypedDict):
-    """A session's `forkedFrom` (SPEC §9.1)."""
+    """A session's `forkedFrom` (contract §12.1)."""
 
     sessionId: str
     throughIndex: int

@@ -1,4 +1,4 @@
-"""The gateway (SPEC §19): a Chat Completions or Messages request drives a session.
+"""The gateway (contract §14): a Chat Completions or Messages request drives a session.
 
 One request: find or start the session, reconcile the request's messages with the session's
 transcript (contextproto.protocol.gateway.reconcile), write what is new, then run the
@@ -97,7 +97,7 @@ from sessions_app.services.runtime import Drive, TurnReport, run_finish, run_tur
 from sessions_app.services.sessions import session_create
 from sessions_app.store.state import KV_DELETE, kv_apply_locked, session_lock
 
-# Idempotency-Key (SPEC §19): the same key within this long answers the stored reply.
+# Idempotency-Key (contract §14): the same key within this long answers the stored reply.
 IDEMPOTENCY_WINDOW = timedelta(hours=24)
 # What a client waits before retrying a busy session or a failed upstream call.
 RETRY_AFTER_SECONDS = 1
@@ -843,7 +843,7 @@ def _scrub(value: Any, secret: str | None) -> Any:
 def upstream_error(
     exc: providers.ProviderError, version: AgentVersion, secret: str | None
 ) -> ApplicationError:
-    """A provider failure as the gateway answers it (SPEC §19), naming the upstream provider
+    """A provider failure as the gateway answers it (contract §14), naming the upstream provider
     and model, never the key: 401 a refused key, 429 a rate limit, 504 no answer in time,
     400 another refusal of the request, 502 anything else."""
     details: Mapping[str, Any] = exc.details or {}

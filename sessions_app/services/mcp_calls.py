@@ -1,4 +1,4 @@
-"""MCP's `tools/call` (SPEC §11): record a protocol call framed by the state its client saw,
+"""MCP's `tools/call` (contract §13): record a protocol call framed by the state its client saw,
 and dispatch it, under one session lock and in one transaction.
 
 A call carries its frame, the (revision R, upper bound U) it acts on, recorded on the
@@ -45,7 +45,7 @@ def tool_call_record_and_dispatch(
 ) -> Receipt:
     """Record a protocol tool call framed by the state its caller saw, then dispatch it once.
 
-    For callers that hold no snapshot id of their own (MCP `tools/call`, SPEC §11). The
+    For callers that hold no snapshot id of their own (MCP `tools/call`, contract §13). The
     recorded call carries its frame (R, U):
 
     * no `state_revision`, or the current one: the current revision and upper bound (the

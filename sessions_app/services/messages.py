@@ -162,7 +162,7 @@ def message_write(
     is_error: bool | None = None,
     snapshot_id: str | None = None,
 ) -> Message:
-    """Write a host message with the checks of SPEC §9.1; every refusal is a 400.
+    """Write a host message with the checks of contract §12.1; every refusal is a 400.
 
     A tool_call needs a snapshot of this session, and assistant text may name one (the view
     it was generated from); other kinds take none. A tool_call records its snapshot's
@@ -200,7 +200,7 @@ def message_write_locked(
 ) -> Message:
     """`message_write` inside the caller's transaction, `session` locked by `session_lock`.
 
-    For a caller that frames a tool_call itself (MCP, SPEC §11: by the state its client
+    For a caller that frames a tool_call itself (MCP, contract §13: by the state its client
     saw): with `frame`, a (revision, upper bound), the call needs no snapshot.
     """
     _write_check(role=role, kind=kind, content=content, snapshot_id=snapshot_id)
@@ -335,7 +335,7 @@ def content_check(content: Any, *, kind: str | None = None) -> None:
     """Refuse (400 `content_invalid`) a content that is neither text nor a list of parts.
 
     Parts are text and images; a model's answer (`kind` text or tool_call) may also carry
-    Anthropic's thinking and redacted_thinking parts, stored as given (SPEC §3.1). Without
+    Anthropic's thinking and redacted_thinking parts, stored as given (contract §2.3). Without
     `kind` (a user input) the base parts only.
     """
     if isinstance(content, str):
@@ -405,7 +405,7 @@ def _tool_call_fields(
 
 
 def arguments_to_store(arguments: Any) -> Arguments:
-    """A call's arguments as stored (SPEC §9.2): an object as given; JSON text of an object
+    """A call's arguments as stored (contract §5.2): an object as given; JSON text of an object
     as that object; any other text as written (its dispatch answers `invalid_arguments`).
 
     Refuses (400 `arguments_invalid`) anything else, and a parsed object that no database
@@ -436,7 +436,7 @@ def arguments_to_store(arguments: Any) -> Arguments:
 
 
 def tool_call_id_check(tool_call_id: object, field: str = "toolCallId") -> None:
-    """Refuse (400 `tool_call_id_invalid`) an id outside SPEC §9.2's rule, naming `field`."""
+    """Refuse (400 `tool_call_id_invalid`) an id outside contract §5.2's rule, naming `field`."""
     problem = tool_call_id_problem(tool_call_id)
     if problem is not None:
         raise ApplicationError(

@@ -1,4 +1,4 @@
-"""Build, adapt and store the model's view of one turn (SPEC §4).
+"""Build, adapt and store the model's view of one turn (contract §4).
 
 The state (revision R, upper bound U, KV, folds) is frozen under the session row lock, so it
 is one consistent snapshot; messages with index <= U are immutable, so they are read after.
@@ -45,7 +45,7 @@ def tools_for(version: AgentVersion, protocol: catalog.ProtocolVersion) -> list[
     """Protocol tool schemas of the version's protocol, then the version's host tools by name.
 
     The order is fixed (a many-to-many read has none): tools are the start of every
-    provider request, so a reordering would re-bill the whole prompt cache (SPEC §15).
+    provider request, so a reordering would re-bill the whole prompt cache (contract §8).
     Sorted in Python, so a prefetched relation costs no query.
     """
     return list(protocol.tools.values()) + _host_tools(version)
@@ -151,7 +151,7 @@ def projection_build(
 
     Refuses with `provider_unknown`, `run_not_found` or the engine's pairing error (400),
     and with 422 `context_capacity_exceeded` when the protected part alone is above the
-    version's `maxInputTokens` (SPEC §6); a refusal stores nothing.
+    version's `maxInputTokens` (contract §6); a refusal stores nothing.
     Query count does not depend on the session's size.
 
     A view with context pressure (unified@4) also states whether a maintenance job of the
@@ -246,7 +246,7 @@ def _cached_view(
 
 
 def trigger_tokens(version: AgentVersion) -> int | None:
-    """The fewest reported input tokens that queue maintenance (SPEC §6), or None."""
+    """The fewest reported input tokens that queue maintenance (contract §6), or None."""
     if not version.max_input_tokens or not version.maintenance_trigger_ratio:
         return None
     return math.ceil(version.maintenance_trigger_ratio * version.max_input_tokens)
@@ -305,7 +305,7 @@ def _run_for(session: Session, run_id: str | None) -> UUID | None:
 
 
 class SnapshotWire(TypedDict):
-    """A stored view as the API lists it (SPEC §9.1): `sources[i]` belongs to `messages[i]`."""
+    """A stored view as the API lists it (contract §12.1): `sources[i]` belongs to `messages[i]`."""
 
     snapshotId: str
     revision: int
@@ -328,7 +328,7 @@ class _RebuiltBody(TypedDict, total=False):
 
 
 class SnapshotDetailWire(SnapshotWire, _RebuiltBody):
-    """One snapshot with how its body was obtained (SPEC §20)."""
+    """One snapshot with how its body was obtained (contract §4.6a)."""
 
     body: str  # "stored" or "rebuilt"
 
@@ -344,7 +344,7 @@ def snapshot_to_wire(
 def snapshot_to_wire(
     snapshot: ProjectionSnapshot, *, provenance: bool = False
 ) -> SnapshotWire | SnapshotDetailWire:
-    """The API's Snapshot shape; `provenance` adds how the body was obtained (SPEC §20):
+    """The API's Snapshot shape; `provenance` adds how the body was obtained (contract §4.6a):
     `body` "stored" or "rebuilt", and for a rebuilt one `bodyHashMatches` (and, when it
     could not be rebuilt, `bodyProblem`)."""
     view = snapshot.view

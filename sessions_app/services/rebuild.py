@@ -1,4 +1,4 @@
-"""Rebuild a recorded turn's view from what the turn read (SPEC §17, §20).
+"""Rebuild a recorded turn's view from what the turn read (contract §10, §4.6a).
 
 Every recorded turn (a projection snapshot) froze its revision R, upper bound U, run and
 window. Its view is rebuilt by the one view builder (`contextproto/protocol/view.py`) over a
@@ -363,7 +363,7 @@ def build_turn(
 
 def snapshot_rebuild(snapshot: ProjectionSnapshot) -> SnapshotView:
     """Rebuild a snapshot's body from the state at its R and the log through its U, as
-    `projection_build` built it, without reading its stored body (SPEC §20): for a body
+    `projection_build` built it, without reading its stored body (contract §4.6a): for a body
     dropped by retention or never written. Installed as `hooks.snapshot_rebuild`.
 
     Reads the session, the KV history through R and the turn's rows (hot and cold). Says

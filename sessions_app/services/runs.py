@@ -1,4 +1,4 @@
-"""Runs: a new user input starts a run (SPEC §9 `POST sessions/{id}/inputs/`).
+"""Runs: a new user input starts a run (contract §12 `POST sessions/{id}/inputs/`).
 
 The run's bookkeeping lives here, below the runtime that advances it: the busy check, and
 queueing the runtime after commit (through `hooks.run_advance_enqueue`).

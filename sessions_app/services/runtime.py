@@ -1,4 +1,4 @@
-"""The built-in runtime (SPEC §8, §19): advance a run turn by turn with the version's model.
+"""The built-in runtime (contract §7, §14): advance a run turn by turn with the version's model.
 
 freeze → project → snapshot → model → answer (with its snapshot id) → dispatch protocol
 tools → next turn, until a final answer, `maxTurnsPerRun`, a host (or client) tool to wait
@@ -143,7 +143,7 @@ def run_advance(*, run_id: UUID | str, on_turn: Callable[[TurnReport], Any] | No
     version = session.agent_version
     try:
         # A version this worker does not carry fails the run with protocol_unknown_on_worker
-        # (SPEC §12), never re-queued: the skew shows instead of a run on another catalog.
+        # (contract §3), never re-queued: the skew shows instead of a run on another catalog.
         nodes.require_protocol(version.context_protocol_id, version.context_protocol_version)
         provider = providers.provider_for(version.model_provider, version.model_config or {})
     except Exception as exc:  # a misconfigured version fails the run loudly, with its reason

@@ -1,4 +1,4 @@
-"""A host's model answer in one call (SPEC §9.2 `POST sessions/{id}/turns/`).
+"""A host's model answer in one call (contract §5.2a `POST sessions/{id}/turns/`).
 
 What a host loop did in three to five requests (write the text, each call, report the usage,
 dispatch the protocol call, write the `single_tool_call_per_turn` results itself) is one:
@@ -58,7 +58,7 @@ class HostCallWire(TypedDict):
 
 
 class TurnWire(TypedDict):
-    """The answer of `POST sessions/{id}/turns/` (SPEC §9.2)."""
+    """The answer of `POST sessions/{id}/turns/` (contract §5.2a)."""
 
     messages: list[RawMessageWire]
     receipt: ReceiptWire | None

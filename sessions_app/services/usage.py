@@ -1,4 +1,4 @@
-"""Provider usage of one turn: stored by kind, priced, counted, and the §6 trigger (SPEC §15).
+"""Provider usage of one turn: stored by kind, priced, counted, and the §6 trigger (contract §8).
 
 The built-in runtime records the usage of the turns it drives itself; a host that calls the
 model on its own reports it here, and the same `turn_usage_record` stores it and decides

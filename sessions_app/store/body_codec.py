@@ -1,5 +1,5 @@
 """The snapshot body codec: a turn's view stored whole (a keyframe) or as a delta against an
-earlier body of the same session (issue 33, SPEC §20). Pure Python, no Django.
+earlier body of the same session (issue 33, contract §4.6a). Pure Python, no Django.
 
 A body is the JSON document `{"messages", "sources", "request"}`, serialized one way only
 (`body_text`: compact separators, non-ASCII kept, key order as built), and that text is what

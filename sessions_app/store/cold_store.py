@@ -1,4 +1,4 @@
-"""The cold archive's store (SPEC §7): the chunk format and every read of chunks.
+"""The cold archive's store (contract §2.3): the chunk format and every read of chunks.
 
 Layout. The cold part of a session is a prefix of its log, #1..B: chunks of `chunk_size`
 consecutive MessageIndexes, never overlapping; everything above B is hot. Readers

@@ -1,5 +1,5 @@
 """Where snapshot bodies are written and the one decoder every reader reads them through
-(issue 33, SPEC §20).
+(issue 33, contract §4.6a).
 
 Writing. The turn commits the snapshot row with what fencing and provenance need (R, U, run,
 window, protocol, build inputs) and the SHA-256 of its request (`snapshot_create`). The body
@@ -88,7 +88,7 @@ LIMIT 1{lock}
 
 
 def request_hash(request: Any) -> str:
-    """SHA-256 of the request's JSON text as stored (SPEC §20 `bodyHashMatches`)."""
+    """SHA-256 of the request's JSON text as stored (contract §4.6a `bodyHashMatches`)."""
     return hashlib.sha256(body_codec.body_text(request).encode()).hexdigest()
 
 

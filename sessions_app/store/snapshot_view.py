@@ -11,7 +11,7 @@ REBUILT = "rebuilt"
 
 @dataclass(frozen=True)
 class SnapshotView:
-    """A snapshot's body (`{"messages", "sources", "request"}`) and its provenance (SPEC §20).
+    """A snapshot's body (`{"messages", "sources", "request"}`) and its provenance (contract §4.6a).
 
     `body`: "stored" when decoded from what the turn wrote, "rebuilt" when rebuilt from the
     state at R and the log through U (the body was dropped by retention, or lost between the

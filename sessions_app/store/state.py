@@ -3,7 +3,7 @@
 Locking contract: every function here that changes state runs inside a transaction and
 holds the session row lock (`SELECT ... FOR NO KEY UPDATE`), so revisions are serial.
 
-History (SPEC §17): `kv_apply_locked` is the one writer of KVEntry, and every row it
+History (contract §10): `kv_apply_locked` is the one writer of KVEntry, and every row it
 upserts is appended to KVHistory at the new revision by a trigger on KVEntry (migration
 0011), in the same statement; removals append their marker here. So the state at any
 revision since the history began can be read back (sessions_app.reads.history).

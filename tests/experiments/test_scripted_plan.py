@@ -191,4 +191,4 @@ def test_with_prices_each_group_costs_its_agent_and_maintainer_tokens(
     # Scripted costs are labelled estimates like the tokens they come from.
     row = next(line for line in stdout.splitlines() if line.startswith("| u4 "))
     assert f"{group(report, 'u4')['cost']['total']:.4f} (est.)" in row
-    assert "per million tokens (the plan's prices; SPEC §15) on scripted estimates" in stdout
+    assert "per million tokens (the plan's prices; contract §8) on scripted estimates" in stdout

@@ -1,4 +1,4 @@
-"""The gateway's pure parts (SPEC §19): transcripts, reconciliation and the two wire formats.
+"""The gateway's pure parts (contract §14): transcripts, reconciliation and the two wire formats.
 
 The gateway lets a client of the OpenAI Chat Completions or Anthropic Messages API drive a
 session by changing its base URL. What does not need the database lives here: the

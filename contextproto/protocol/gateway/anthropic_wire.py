@@ -1,4 +1,4 @@
-"""Anthropic Messages as a gateway client speaks it (SPEC §19).
+"""Anthropic Messages as a gateway client speaks it (contract §14).
 
 Requests as the official SDK sends them (`client.messages.create(...)`), `message` replies
 it parses, the event grammar its stream helper reads to the same message (`message_start`
@@ -40,7 +40,7 @@ FORWARDED_FIELDS = frozenset(
     {"max_tokens", "temperature", "top_p", "stop_sequences", "tool_choice"}
 )
 # Messages of this role (mid-conversation system messages) are system text, not transcript
-# messages, as OpenAI's system messages are (SPEC §19).
+# messages, as OpenAI's system messages are (contract §14).
 SYSTEM_ROLE = "system"
 # Blocks a client may send back that carry nothing of the transcript (a model's thinking is
 # not part of a reply the gateway sends).
@@ -72,7 +72,7 @@ def parse_request(body: Any) -> GatewayRequest:
             items.append(_assistant(message.get("content"), f"{where}.content", position))
         elif role == SYSTEM_ROLE:
             # A mid-conversation system message (Claude Code sends its environment so):
-            # system text like an OpenAI system message, wherever it stands (SPEC §19).
+            # system text like an OpenAI system message, wherever it stands (contract §14).
             system.append(_system(message.get("content"), f"{where}.content"))
         else:
             raise WireError(

@@ -1,4 +1,4 @@
-"""OpenAI Chat Completions as a gateway client speaks it (SPEC §19).
+"""OpenAI Chat Completions as a gateway client speaks it (contract §14).
 
 Requests as the official SDK sends them (`client.chat.completions.create(...)`), replies it
 parses (`chat.completion`), stream chunks its stream helpers read to the same message, and

@@ -1,4 +1,4 @@
-"""Reconciliation (SPEC §19): which of a request's messages are new to the session.
+"""Reconciliation (contract §14): which of a request's messages are new to the session.
 
 A client may resend the whole conversation, drop old messages from the front, or send only
 what is new; it may also send a request again because it lost the reply. `reconcile`

@@ -1,4 +1,4 @@
-"""The client's part of a session's state (SPEC §19): its system text and its tools.
+"""The client's part of a session's state (contract §14): its system text and its tools.
 
 Both are KV, so a view stays a pure function of the state at R and the log: `gateway/system`
 (the text put where the version's prompt says `{{client_system}}`) and `gateway/tools` (the
@@ -79,7 +79,7 @@ def client_state_writes(
 def merged_tools(
     protocol_and_host: Sequence[Mapping[str, Any]], client: Sequence[ClientToolWire]
 ) -> list[dict[str, Any]]:
-    """The view's tools: protocol tools, then host tools, then client tools (SPEC §19).
+    """The view's tools: protocol tools, then host tools, then client tools (contract §14).
 
     A client tool shadows a host tool of the same name (it takes the client's definition,
     at the client's place); protocol tools cannot be shadowed (such names are refused).

@@ -1,4 +1,4 @@
-"""A session's transcript (SPEC §19): what a client that keeps every reply holds.
+"""A session's transcript (contract §14): what a client that keeps every reply holds.
 
 The transcript is the client's own messages (user text and images, its tool results) and
 the gateway's replies as they were sent; never protocol tool calls or their results. It is
@@ -40,7 +40,7 @@ from contextproto.protocol.messages import (
     Role,
 )
 
-# Between the texts of two answers of one reply (SPEC §19: "joined by a blank line").
+# Between the texts of two answers of one reply (contract §14: "joined by a blank line").
 ANSWER_SEPARATOR = "\n\n"
 
 

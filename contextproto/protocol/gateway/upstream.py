@@ -1,9 +1,9 @@
-"""A gateway request's forwarded fields in the upstream provider's words (SPEC §19).
+"""A gateway request's forwarded fields in the upstream provider's words (contract §14).
 
 The client's `max_tokens`, `temperature`, `top_p`, `stop`, `seed` and `tool_choice` go to
 every upstream call of its request, whichever API the upstream speaks: they are merged into
 the adapter's body, which the snapshot stores as the request sent. `tool_choice` keeps
-asking for one call per answer (SPEC §4.5) unless it says `none`.
+asking for one call per answer (contract §4.5) unless it says `none`.
 """
 
 from __future__ import annotations

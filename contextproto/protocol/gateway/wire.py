@@ -1,4 +1,4 @@
-"""What the two client formats share (SPEC §19): a parsed request, a reply, usage, errors.
+"""What the two client formats share (contract §14): a parsed request, a reply, usage, errors.
 
 `openai_wire` and `anthropic_wire` turn their API's request body into a `GatewayRequest`
 and a `Reply` back into their API's reply, stream events and error shape. Everything here
@@ -18,13 +18,13 @@ from contextproto.protocol.gateway.transcript import Call, Item
 INVALID_REQUEST = "invalid_request"
 PARAMETER_UNSUPPORTED = "gateway_parameter_unsupported"
 
-# A reply's end, in OpenAI's words; the Anthropic side maps them (SPEC §19).
+# A reply's end, in OpenAI's words; the Anthropic side maps them (contract §14).
 Finish = Literal["stop", "tool_calls", "length"]
 FINISH_STOP: Finish = "stop"
 FINISH_TOOL_CALLS: Finish = "tool_calls"
 FINISH_LENGTH: Finish = "length"
 
-# The client API's error type for an HTTP status (SPEC §19: Anthropic's names).
+# The client API's error type for an HTTP status (contract §14: Anthropic's names).
 ERROR_TYPES = {
     400: "invalid_request_error",
     401: "authentication_error",
@@ -86,7 +86,7 @@ class ClientTool:
 
 @dataclass(frozen=True)
 class ToolChoice:
-    """`auto`, `none`, or one client tool by `name` (SPEC §19: `required`/`any` refused)."""
+    """`auto`, `none`, or one client tool by `name` (contract §14: `required`/`any` refused)."""
 
     mode: Literal["auto", "none", "tool"]
     name: str | None = None
@@ -94,7 +94,7 @@ class ToolChoice:
 
 @dataclass(frozen=True)
 class Parameters:
-    """The request fields forwarded to every upstream call of the request (SPEC §19)."""
+    """The request fields forwarded to every upstream call of the request (contract §14)."""
 
     max_tokens: int | None = None
     temperature: float | None = None
@@ -161,7 +161,7 @@ class GatewayRequest:
 
 @dataclass(frozen=True)
 class Usage:
-    """Tokens of the model calls of a request, in SPEC §15's convention (input includes the
+    """Tokens of the model calls of a request, in contract §8's convention (input includes the
     cache reads and writes)."""
 
     input_tokens: int = 0

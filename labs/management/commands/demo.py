@@ -3,7 +3,7 @@ print a per-turn progress line, compare the token economy, and create the admin 
 
 The agents of `scenario.DEMO_VIEWS` (unified@2, unified@4 and their prefix@2 twin) work
 through the same five tasks of an ACME sales desk (scenario.STORY: quotes, a delivery, a
-resumed window), turn for turn. One more conversation goes through the gateway (SPEC §19)
+resumed window), turn for turn. One more conversation goes through the gateway (contract §14)
 with the official `openai` client, in process (its HTTP goes to Django's WSGI handler), and
 the demo prints the gateway's base URL and a snippet that continues it against the server.
 Maintenance jobs are executed as a Celery worker beside the runtime would: through the

@@ -1,6 +1,6 @@
 """`manage.py run_experiment PLAN.json --provider scripted|openai-chat|anthropic-messages`.
 
-Runs a pre-registered experiment plan (SPEC §13, experiments/README in the project
+Runs a pre-registered experiment plan (docs/architecture.md: Labs, experiments/README in the project
 README): one progress line per run, a summary table at the end, report.json and report.md
 in the output directory (listed in the admin under Sessions → Experiment runs).
 """
