@@ -1,6 +1,6 @@
 """Console (issue 27): the dashboard and search pages on PostgreSQL with 100k sessions.
 
-Bulk-creates `--sessions` sessions of one version (tests/admin/console_data.py: one run and
+Bulk-creates `--sessions` sessions of one version (tests/builders/bulk.py: one run and
 one reported turn each, every 5th with a maintenance job, every 7th with an error receipt;
 a tenth in the last hour, a tenth in the last day, the rest over a month) plus one session
 of `--messages` raw messages, a few of which hold a rare word. Then it requests each page
@@ -107,7 +107,7 @@ def run(sessions: int, messages: int, repeat: int) -> dict[str, Any]:
     from django.test.utils import override_settings
 
     from sessions_app.models import Session
-    from tests.admin.console_data import bulk_console_data
+    from tests.builders.bulk import bulk_console_data
 
     benchlib.banner(f"Console: dashboard and search with {sessions:,} sessions")
     started = time.perf_counter()

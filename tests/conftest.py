@@ -5,19 +5,21 @@ from __future__ import annotations
 import os
 
 import pytest
+from django.conf import settings
 from django.db import connection
+from rest_framework.test import APIClient
+
+from agents.models import Agent, AgentVersion, Application
+from agents.services import application_create
+from sessions_app.services.sessions import session_create
 
 
 def _is_postgres() -> bool:
-    from django.conf import settings
-
     return settings.DATABASES["default"]["ENGINE"].endswith("postgresql")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     # CI sets REQUIRE_POSTGRES/REQUIRE_REDIS so a misconfigured run fails instead of skipping.
-    from django.conf import settings
-
     on_pg = _is_postgres()
     on_redis = bool(settings.REDIS_URL)
     if os.environ.get("REQUIRE_POSTGRES") == "1" and not on_pg:
@@ -41,8 +43,6 @@ def _no_rate_limits(settings):
 
 @pytest.fixture
 def application(db):
-    from agents.services import application_create
-
     app, _key = application_create(name="Acme")
     return app
 
@@ -50,7 +50,6 @@ def application(db):
 @pytest.fixture
 def make_version(db):
     """Build a published AgentVersion directly (publish validation has its own tests)."""
-    from agents.models import Agent, AgentVersion, Application
 
     def build(
         application: Application,
@@ -85,8 +84,6 @@ def make_version(db):
 
 @pytest.fixture
 def session(application, make_version):
-    from sessions_app.services.sessions import session_create
-
     created, _key = session_create(agent_version=make_version(application), inputs={"user": "x"})
     return created
 
@@ -100,8 +97,6 @@ class KeyClient:
     """An API client that sends `Authorization: Bearer <key>` and JSON bodies."""
 
     def __init__(self, key: str) -> None:
-        from rest_framework.test import APIClient
-
         self.key = key
         self.client = APIClient()
         self.client.credentials(HTTP_AUTHORIZATION=f"Bearer {key}")
@@ -122,7 +117,6 @@ class KeyClient:
 @pytest.fixture
 def tenant(db):
     """An Application with its key and a client speaking with that key."""
-    from agents.services import application_create
 
     def build(name: str = "Acme"):
         app, key = application_create(name=name)

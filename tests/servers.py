@@ -15,6 +15,11 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 
+from django.conf import settings
+from django.db import connection
+
+from contextproto.celery import app
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -36,8 +41,6 @@ def free_port() -> int:
 
 def current_database_url() -> str:
     """The URL of the database this test runs on (PostgreSQL), for a server subprocess."""
-    from django.db import connection
-
     db = connection.settings_dict
     host, port = db["HOST"] or "127.0.0.1", db["PORT"] or 5432
     return f"postgres://{db['USER']}@{host}:{port}/{db['NAME']}"
@@ -80,8 +83,6 @@ def stop_process(process: subprocess.Popen, grace: float) -> None:
 
 def worker_env(**overrides: str) -> dict[str, str]:
     """A Celery worker's environment: this test's database and Redis, role `worker`."""
-    from django.conf import settings
-
     return {
         **os.environ,
         "DATABASE_URL": current_database_url(),
@@ -117,8 +118,6 @@ def wait_for[T](predicate: Callable[[], T], timeout: float, what: str, every: fl
 @contextmanager
 def purged_celery_queue() -> Iterator[None]:
     """An empty broker queue before and after: no task of another test is delivered."""
-    from contextproto.celery import app
-
     app.control.purge()
     try:
         yield

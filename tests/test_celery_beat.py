@@ -13,12 +13,11 @@ from pathlib import Path
 
 from django.conf import settings
 
+from contextproto.celery import app
 from tests.servers import ROOT, stop_process, wait_for
 
 
 def test_the_schedule_file_is_configured_under_var_dir() -> None:
-    from contextproto.celery import app
-
     assert Path(settings.CELERY_BEAT_SCHEDULE_FILENAME).parent == settings.VAR_DIR
     assert app.conf.beat_schedule_filename == settings.CELERY_BEAT_SCHEDULE_FILENAME
 

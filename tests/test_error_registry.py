@@ -14,9 +14,13 @@ import re
 from pathlib import Path
 
 import pytest
+from rest_framework import exceptions
 
+from contextproto.api_errors import api_exception_handler
 from contextproto.errors import ERRORS, ApplicationError, error_catalog, status_of
 from contextproto.protocol import errors as engine
+from contextproto.protocol.errors import ProtocolError
+from contextproto.protocol.tool_results import tool_failure
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("agents", "contextproto", "sessions_app")
@@ -194,8 +198,6 @@ def test_application_error_takes_its_status_from_the_registry():
 
 def test_drf_refusals_are_registered():
     """The codes DRF's own exceptions carry through api_exception_handler's fallback."""
-    from rest_framework import exceptions
-
     for refusal in (
         exceptions.MethodNotAllowed,
         exceptions.NotAcceptable,
@@ -216,9 +218,6 @@ def test_drf_refusals_are_registered():
 )
 def test_an_engine_refusal_answers_with_the_registry_status(code, status):
     """A ProtocolError reaching the API renders with its registered status, not always 400."""
-    from contextproto.api_errors import api_exception_handler
-    from contextproto.protocol.errors import ProtocolError
-
     response = api_exception_handler(ProtocolError(code, "refused", {"at": 3}), {})
     assert response is not None
     assert response.status_code == status == ERRORS[code].status
@@ -227,8 +226,6 @@ def test_an_engine_refusal_answers_with_the_registry_status(code, status):
 
 def test_codes_that_travel_in_results_and_run_errors_are_registered():
     """Tool-result and run-failure codes a client reads are in the registry too."""
-    from contextproto.protocol.tool_results import tool_failure
-
     for code in (
         "snapshot_missing",
         "tool_not_available",

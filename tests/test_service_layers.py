@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from sessions_app.store import hooks
+
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("contextproto", "agents", "sessions_app", "labs")
 PRODUCT = ("contextproto", "agents", "sessions_app")
@@ -368,8 +370,6 @@ def test_the_engine_imports_no_django_and_nothing_above_it():
 
 
 def test_every_hook_is_installed_once_the_apps_are_ready():
-    from sessions_app.store import hooks
-
     declared = {value for value in vars(hooks).values() if isinstance(value, hooks.Hook)}
     assert declared == set(hooks.ALL)
     assert [hook.name for hook in hooks.ALL if not hook.installed] == []

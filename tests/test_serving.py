@@ -13,7 +13,10 @@ import re
 import shlex
 import time
 
+from django.conf import settings
+
 from contextproto import serving
+from sessions_app import nodes
 from tests.servers import ROOT, run_coroutine
 
 LIMIT = 1000
@@ -155,10 +158,6 @@ def test_a_body_that_trickles_past_the_deadline_is_a_408() -> None:
 
 
 def test_lifespan_registers_the_node_at_startup_and_removes_it_at_shutdown(monkeypatch) -> None:
-    from django.conf import settings
-
-    from sessions_app import nodes
-
     events: list[str] = []
     monkeypatch.setattr(nodes, "heartbeat_start", lambda role: events.append(f"start {role}"))
     monkeypatch.setattr(nodes, "heartbeat_stop", lambda: events.append("stop"))

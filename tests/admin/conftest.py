@@ -5,22 +5,21 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth.models import Permission, User
 
-from tests.admin.builders import SYSTEM_PROMPT
+from agents.models import Application
+from agents.services import (
+    agent_create,
+    agent_version_create,
+    agent_version_publish,
+    application_create,
+)
+from tests.builders.sessions import SYSTEM_PROMPT
 
 
 @pytest.fixture
 def published_version(db):
     """A published unified@2 version built through the services, in a fresh Application."""
-    from agents.services import (
-        agent_create,
-        agent_version_create,
-        agent_version_publish,
-        application_create,
-    )
 
     def build(app_name: str = "Acme", version: int = 2, **fields):
-        from agents.models import Application
-
         application = Application.objects.filter(name=app_name).first()
         if application is None:
             application, _ = application_create(name=app_name)

@@ -5,9 +5,12 @@ from __future__ import annotations
 import re
 
 import pytest
+from django.utils.html import escape
 
-from agents.models import AgentVersion
-from tests.admin.builders import SYSTEM_PROMPT
+from agents.models import AgentVersion, Tool
+from agents.services import agent_create, application_create
+from contextproto.protocol import catalog
+from tests.builders.sessions import SYSTEM_PROMPT
 
 ADD_URL = "/admin/agents/agentversion/add/"
 
@@ -49,8 +52,6 @@ def draft_post(agent, **overrides) -> dict:
 
 @pytest.fixture
 def agent(db):
-    from agents.services import agent_create, application_create
-
     application, _ = application_create(name="Acme")
     return agent_create(application=application, name="planner")
 
@@ -184,8 +185,6 @@ def test_changing_the_protocol_reloads_the_form_with_the_new_fields(operator, ag
 
 
 def test_catalog_page_lists_every_protocol_version(operator):
-    from contextproto.protocol import catalog
-
     html = operator.get("/admin/agents/agentversion/catalog/").content.decode()
     for version in catalog.all_versions():
         assert f'id="{version.key}"' in html
@@ -194,15 +193,11 @@ def test_catalog_page_lists_every_protocol_version(operator):
     assert "10 to 1000" in html and "trailing_assistant | before_history_assistant" in html
     unified3 = catalog.find_version("unified", 3)
     first_line = unified3.prompt.strip().splitlines()[0]
-    from django.utils.html import escape
 
     assert escape(first_line) in html
 
 
 def test_cross_application_tool_is_refused_by_the_form(operator, agent):
-    from agents.models import Tool
-    from agents.services import application_create
-
     other, _ = application_create(name="Other")
     foreign = Tool.objects.create(application=other, name="spy")
     response = operator.post(ADD_URL, draft_post(agent, tools=[str(foreign.pk)]))
@@ -212,8 +207,6 @@ def test_cross_application_tool_is_refused_by_the_form(operator, agent):
 
 
 def test_agent_and_tool_choices_name_their_application(operator, agent):
-    from agents.models import Tool
-
     Tool.objects.create(application=agent.application, name="search")
     html = operator.get(ADD_URL).content.decode()
     # Names are unique only within an Application, so every choice says whose it is.

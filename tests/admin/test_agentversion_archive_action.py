@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from django.contrib.auth.models import Permission
+
 from agents.models import AgentVersion
+from agents.services import agent_version_duplicate
 
 CHANGELIST = "/admin/agents/agentversion/"
 
@@ -10,8 +13,6 @@ CHANGELIST = "/admin/agents/agentversion/"
 def test_archive_action_archives_published_versions_and_skips_drafts(
     superuser, admin_client_for, published_version
 ):
-    from agents.services import agent_version_duplicate
-
     version = published_version()
     draft = agent_version_duplicate(version=version)
     client = admin_client_for(superuser)
@@ -30,8 +31,6 @@ def test_archive_action_archives_published_versions_and_skips_drafts(
 def test_archive_action_needs_the_change_permission(
     staff_member, admin_client_for, published_version
 ):
-    from django.contrib.auth.models import Permission
-
     version = published_version()
     user = staff_member("viewer", version.agent.application)
     user.user_permissions.remove(Permission.objects.get(codename="change_agentversion"))

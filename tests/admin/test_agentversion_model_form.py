@@ -8,15 +8,13 @@ import pytest
 
 from agents.model_schema import MODEL_FIELDS
 from agents.models import AgentVersion
-from agents.services import agent_version_create
-from tests.admin.builders import SYSTEM_PROMPT
+from agents.services import agent_create, agent_version_create, application_create
 from tests.admin.test_agentversion_admin import ADD_URL, change_url, draft_post, form_row
+from tests.builders.sessions import SYSTEM_PROMPT
 
 
 @pytest.fixture
 def agent(db):
-    from agents.services import agent_create, application_create
-
     application, _ = application_create(name="Acme")
     return agent_create(application=application, name="planner")
 

@@ -7,14 +7,12 @@ import re
 import pytest
 
 from agents.models import AgentVersion
-from agents.services import agent_version_update_draft
+from agents.services import agent_create, agent_version_update_draft, application_create
 from tests.admin.test_agentversion_admin import ADD_URL, change_url, draft_post, form_row
 
 
 @pytest.fixture
 def agent(db):
-    from agents.services import agent_create, application_create
-
     application, _ = application_create(name="Acme")
     return agent_create(application=application, name="planner")
 

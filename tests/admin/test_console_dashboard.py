@@ -9,14 +9,24 @@ from datetime import timedelta
 from decimal import Decimal
 
 import pytest
+from django.contrib.auth.models import User
 from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from sessions_app.models import MaintenanceJob, ProjectionSnapshot, Run, Session, ToolReceipt
+from agents.services import application_create
+from sessions_app import nodes
+from sessions_app.models import (
+    GatewayExchange,
+    MaintenanceJob,
+    ProjectionSnapshot,
+    Run,
+    Session,
+    ToolReceipt,
+)
 from sessions_app.reads import console as console_reads
-from tests.admin.console_data import bulk_console_data
+from tests.builders.bulk import bulk_console_data
 
 PRICES = {"input": 3, "cacheRead": 0.3, "cacheWrite": 3.75, "output": 15}
 DASHBOARD_MAX_QUERIES = 16  # login session, user, the dashboard's eleven reads, app list
@@ -59,8 +69,6 @@ def _turn(session, *, age: timedelta = timedelta(0), cost: str | None = "0.01"):
 @pytest.fixture
 def scene(application, make_version):
     """Two Applications: Acme (priced) with recent work, Globex (unpriced) with old work."""
-    from agents.services import application_create
-
     acme = make_version(application, prices=PRICES, name="planner")
     globex_app, _ = application_create(name="Globex")
     globex = make_version(globex_app, name="writer")
@@ -188,8 +196,6 @@ def test_a_member_sees_only_their_applications_on_the_dashboard(
 
 
 def test_a_staff_user_without_session_rights_sees_nodes_and_links_only(client, db):
-    from django.contrib.auth.models import User
-
     client.force_login(User.objects.create_user("visitor", password="pw", is_staff=True))
     html = client.get("/admin/").content.decode()
     assert 'id="dash-nodes"' in html and 'id="dash-activity"' not in html
@@ -236,8 +242,6 @@ def test_the_dashboard_query_count_does_not_grow_with_sessions_runs_and_jobs(
 
 
 def test_the_dashboard_lists_each_node_with_role_build_and_fingerprint(admin_client, monkeypatch):
-    from sessions_app import nodes
-
     records = [
         {
             "role": "api",
@@ -269,8 +273,6 @@ def test_the_dashboard_lists_each_node_with_role_build_and_fingerprint(admin_cli
 def test_the_dashboard_counts_gateway_requests_and_links_the_latest_sessions(
     admin_client, application, make_version
 ):
-    from sessions_app.models import GatewayExchange
-
     version = make_version(application)
     via_api = _session(version, "k-api", timedelta(minutes=5))
     via_gateway = _session(version, "k-gw", timedelta(minutes=1))

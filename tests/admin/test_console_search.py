@@ -12,8 +12,9 @@ from django.utils import timezone
 
 from sessions_app.models import Message, ProjectionSnapshot, Run, Session
 from sessions_app.reads import search as search_reads
-from tests.admin.builders import build_session, bulk_messages
-from tests.admin.console_data import bulk_console_data
+from sessions_app.services.archive import archive_session
+from tests.builders.bulk import bulk_console_data, bulk_messages
+from tests.builders.sessions import build_session
 
 SEARCH = "/admin/sessions_app/session/search/"
 
@@ -232,8 +233,6 @@ def test_a_bad_before_index_searches_from_the_newest(admin_client, logged):
 
 
 def test_archived_messages_are_named_as_not_searched(admin_client, logged):
-    from sessions_app.services.archive import archive_session
-
     chunks = archive_session(session_id=logged.pk, keep_last=50, chunk_size=100)
     assert chunks
     html = admin_client.get(browse(logged, "search/"), {"q": "hello"}).content.decode()

@@ -8,8 +8,12 @@ import pytest
 
 from sessions_app.admin_views import context as ctx
 from sessions_app.admin_views.diff import snapshot_diff
+from sessions_app.models import ArchiveChunk
 from sessions_app.providers.base import canonical_json, estimate_tokens
-from tests.admin.builders import build_context_session
+from sessions_app.services.archive import archive_session
+from sessions_app.services.sessions import session_create
+from sessions_app.store.state import kv_commit
+from tests.builders.sessions import HostTurns, build_context_session
 
 
 def browse(session, tail: str = "") -> str:
@@ -173,10 +177,6 @@ def test_a_window_with_its_first_message_under_the_checkpoint_starts_the_range(
     operator, published_version
 ):
     """Without a carried input, the range starts at the window's first message (compressed)."""
-    from sessions_app.services.sessions import session_create
-    from sessions_app.store.state import kv_commit
-    from tests.admin.builders import HostTurns
-
     session, _key = session_create(agent_version=published_version(version=2), inputs={})
     turns = HostTurns(session)
     first_call, first_result = turns.host("lookup", "one")
@@ -191,9 +191,6 @@ def test_a_window_with_its_first_message_under_the_checkpoint_starts_the_range(
 
 
 def test_tool_call_arguments_show_inline_and_fold_only_when_long(operator, published_version):
-    from sessions_app.services.sessions import session_create
-    from tests.admin.builders import HostTurns
-
     session, _key = session_create(agent_version=published_version(version=2), inputs={})
     turns = HostTurns(session)
     short_call, _ = turns.host("crm_lookup", "ok", arguments={"customer": "ACME <Corp>"})
@@ -362,9 +359,6 @@ def test_diff_page_compares_with_the_turn_before_and_handles_the_first(operator,
 
 def test_the_range_counts_hold_when_the_log_is_archived(operator, built):
     """Compressed messages counted in the cold archive as in the hot table."""
-    from sessions_app.models import ArchiveChunk
-    from sessions_app.services.archive import archive_session
-
     session, turns, named, _fold_id = built
     snapshot = turns.views[-1]
     hot = operator.get(browse(session, f"snapshots/{snapshot.pk}/?raw_limit=4")).content.decode()

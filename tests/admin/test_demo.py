@@ -10,6 +10,7 @@ import io
 import re
 from contextlib import redirect_stdout
 
+from django.contrib.auth import get_user_model
 from django.core.management import call_command
 
 from contextproto.tokens import tokenizer_label
@@ -47,8 +48,6 @@ def figures(output: str, label: str) -> tuple[int, ...]:
 def test_demo_tells_the_story_in_estimated_tokens_and_links_the_admin(
     transactional_db, client, live_server
 ):
-    from django.contrib.auth import get_user_model
-
     out = io.StringIO()
     call_command("demo", stdout=out)
     output = out.getvalue()

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from contextproto.protocol.state import new_window_record
+from sessions_app import charts
 from sessions_app.models import Message
-from tests.admin.builders import build_session
+from sessions_app.store.state import kv_commit
+from tests.builders.sessions import build_session
 
 PAYLOAD = "<script>alert(1)</script>"
 ESCAPED = "&lt;script&gt;alert(1)&lt;/script&gt;"
@@ -13,9 +16,6 @@ ESCAPED = "&lt;script&gt;alert(1)&lt;/script&gt;"
 
 @pytest.fixture
 def poisoned(published_version):
-    from contextproto.protocol.state import new_window_record
-    from sessions_app.store.state import kv_commit
-
     version = published_version()
     session, fold_id, snapshot = build_session(version, input_text=PAYLOAD, tool_result=PAYLOAD)
     kv_commit(
@@ -55,8 +55,6 @@ def test_xss_payload_in_messages_and_state_renders_escaped(admin_client_for, sup
 
 
 def test_chart_labels_are_escaped():
-    from sessions_app import charts
-
     svg = charts.input_tokens_chart(
         [charts.Turn("1", 100), charts.Turn("2", 200)],
         [charts.Marker(0.5, charts.FOLD, PAYLOAD)],

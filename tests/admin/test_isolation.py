@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from django.contrib.auth.models import User
 
-from tests.admin.builders import build_session
+from tests.builders.sessions import build_session
 
 
 @pytest.fixture
@@ -112,8 +113,6 @@ def test_add_form_offers_only_the_members_agents(client, tenants):
 
 
 def test_staff_without_view_permission_gets_403_on_the_browser(client, tenants):
-    from django.contrib.auth.models import User
-
     bob = User.objects.create_user("bob", "b@example.com", "pw", is_staff=True)
     tenants["a"][1].application.members.add(bob)
     client.force_login(bob)

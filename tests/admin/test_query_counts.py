@@ -6,9 +6,15 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from agents.models import Application
+from agents.services import agent_version_duplicate
+from contextproto.admin_site import COUNT_CAP
 from contextproto.protocol.state import new_window_record
 from sessions_app.models import MaintenanceJob, ProjectionSnapshot
-from tests.admin.builders import build_session, bulk_messages, sql_bulk_messages
+from sessions_app.services.projection import projection_build
+from sessions_app.store.state import kv_commit
+from tests.builders.bulk import bulk_messages, sql_bulk_messages
+from tests.builders.sessions import build_session
 
 PAGES = (
     "",
@@ -30,9 +36,6 @@ PAGES = (
 
 
 def big_session(published_version, app_name: str, size: int):
-    from sessions_app.services.projection import projection_build
-    from sessions_app.store.state import kv_commit
-
     session, fold_id, _ = build_session(published_version(app_name, version=2))
     kv_commit(
         session_id=session.id,
@@ -73,8 +76,6 @@ def two_sessions(published_version):
 def test_session_pages_query_count_does_not_grow_with_the_log(
     two_sessions, superuser, staff_member, client, user
 ):
-    from agents.models import Application
-
     if user == "superuser":
         client.force_login(superuser)
     else:
@@ -117,8 +118,6 @@ def test_changelists_of_huge_tables_do_not_count_or_grow(two_sessions, superuser
 
 
 def test_message_changelist_says_more_than_the_cap(superuser, client, published_version):
-    from contextproto.admin_site import COUNT_CAP
-
     session, *_ = build_session(published_version())
     bulk_messages(session, COUNT_CAP + 5)
     client.force_login(superuser)
@@ -127,8 +126,6 @@ def test_message_changelist_says_more_than_the_cap(superuser, client, published_
 
 
 def test_agent_version_changelist_query_count_does_not_grow(published_version, superuser, client):
-    from agents.services import agent_version_duplicate
-
     client.force_login(superuser)
 
     def measure() -> int:
@@ -164,8 +161,6 @@ def context_session(published_version, app_name: str, size: int):
     The bulk messages stay out of `main`, so the view stays small while the log and the
     turn's upper bound grow: what the pages read must not grow with them.
     """
-    from sessions_app.services.projection import projection_build
-
     session, fold_id, _ = build_session(published_version(app_name, version=2))
     sql_bulk_messages(session, size)
     snapshot = projection_build(session_id=session.id)

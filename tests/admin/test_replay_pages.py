@@ -12,7 +12,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from sessions_app.models import ProjectionSnapshot
-from tests.sessions_app.replay_builders import flavour, recorded_session
+from tests.builders.sessions import flavour, recorded_session
 
 
 def session_page(session_id, **params) -> str:

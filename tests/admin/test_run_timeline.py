@@ -2,18 +2,28 @@
 
 from __future__ import annotations
 
+import importlib
 import re
 import uuid
 from datetime import timedelta
 
 import pytest
+from django.apps import apps
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from agents.models import Application
+from sessions_app.admin_views import turns as turn_views
 from sessions_app.admin_views.turns import HOST_IDLE_SECONDS, TIMELINE_TURNS
 from sessions_app.models import ProjectionSnapshot, Run, ToolReceipt
-from tests.admin.builders import HostTurns
+from sessions_app.services.messages import message_write
+from sessions_app.services.projection import projection_build
+from sessions_app.services.runs import run_start
+from sessions_app.services.runtime import run_advance
+from sessions_app.services.sessions import session_create
+from sessions_app.services.usage import snapshot_usage_report
+from tests.builders.sessions import HostTurns
 
 PRICES = {"input": 3, "cacheRead": 0.3, "cacheWrite": 3.75, "output": 15}
 
@@ -29,11 +39,6 @@ def timeline_url(session, run) -> str:
 @pytest.fixture
 def host_session(published_version):
     """A host-driven run: a host lookup, a protocol call, then a text answer."""
-    from sessions_app.services.messages import message_write
-    from sessions_app.services.runs import run_start
-    from sessions_app.services.sessions import session_create
-    from sessions_app.services.usage import snapshot_usage_report
-
     version = published_version("Acme", prices=PRICES)
     session, _key = session_create(agent_version=version, inputs={})
     run, _ = run_start(session_id=session.id, content="Find the price.")
@@ -74,11 +79,6 @@ def test_a_host_driven_run_counts_each_model_answer_as_a_turn(host_session):
 
 
 def test_text_and_calls_of_one_host_answer_count_once(published_version):
-    from sessions_app.services.messages import message_write
-    from sessions_app.services.projection import projection_build
-    from sessions_app.services.runs import run_start
-    from sessions_app.services.sessions import session_create
-
     session, _key = session_create(agent_version=published_version(), inputs={})
     run, _ = run_start(session_id=session.id, content="go")
     view = projection_build(session_id=session.id)
@@ -116,10 +116,6 @@ def test_the_runs_table_shows_the_turns_of_a_host_driven_run(host_session, super
 
 def test_the_migration_counts_the_turns_host_driven_runs_had_before(host_session):
     """Migration 0013's backfill, run on runs left at 0 the way earlier code left them."""
-    import importlib
-
-    from django.apps import apps
-
     migration = importlib.import_module("sessions_app.migrations.0013_turn_timings_and_host_turns")
     _session, run, _turns = host_session
     Run.objects.filter(pk=run.pk).update(turns=0)
@@ -159,9 +155,6 @@ def test_the_timeline_shows_each_turn_with_its_projection_tokens_cost_and_calls(
 
 
 def test_a_run_of_another_session_is_not_found(host_session, published_version, superuser, client):
-    from sessions_app.services.runs import run_start
-    from sessions_app.services.sessions import session_create
-
     session, _run, _turns = host_session
     other, _ = session_create(agent_version=published_version("Other"), inputs={})
     foreign, _ = run_start(session_id=other.id, content="hi")
@@ -172,8 +165,6 @@ def test_a_run_of_another_session_is_not_found(host_session, published_version, 
 
 @pytest.fixture
 def scripted_session(application, make_version):
-    from sessions_app.services.sessions import session_create
-
     steps = [
         {
             "toolCalls": [
@@ -201,9 +192,6 @@ def scripted_session(application, make_version):
 def test_the_runtime_records_model_latency_and_dispatch_duration(
     scripted_session, superuser, client
 ):
-    from sessions_app.services.runs import run_start
-    from sessions_app.services.runtime import run_advance
-
     run, _ = run_start(session_id=scripted_session.id, content="please quote")
     assert run_advance(run_id=run.id) == "completed"
     snapshots = list(ProjectionSnapshot.objects.filter(run=run).order_by("created_at", "pk"))
@@ -247,9 +235,6 @@ def test_the_timeline_pages_by_turns(host_session, superuser, client):
 
 
 def _host_run(version, answers: int):
-    from sessions_app.services.runs import run_start
-    from sessions_app.services.sessions import session_create
-
     session, _key = session_create(agent_version=version, inputs={})
     run, _ = run_start(session_id=session.id, content="go")
     turns = HostTurns(session)
@@ -320,8 +305,6 @@ def _live(html: str) -> str:
 
 
 def test_pages_refresh_while_a_run_is_in_progress_and_stop_after(host_session, superuser, client):
-    from sessions_app.services.runs import run_start
-
     session, run, _turns = host_session
     client.force_login(superuser)
     assert _live(client.get(browse(session)).content.decode()) == "1"
@@ -339,9 +322,6 @@ def test_pages_refresh_while_a_run_is_in_progress_and_stop_after(host_session, s
 
 
 def test_a_finished_runtime_run_does_not_refresh(scripted_session, superuser, client):
-    from sessions_app.services.runs import run_start
-    from sessions_app.services.runtime import run_advance
-
     run, _ = run_start(session_id=scripted_session.id, content="please quote")
     client.force_login(superuser)
     assert _live(client.get(timeline_url(scripted_session, run)).content.decode()) == "1"
@@ -379,13 +359,11 @@ def test_timestamps_show_seconds_in_the_browser_and_the_changelists(
 def test_a_turn_followed_by_more_messages_than_a_page_reads_says_so(
     host_session, superuser, client, monkeypatch
 ):
-    from sessions_app.admin_views import turns
-
     session, run, _turns = host_session
     client.force_login(superuser)
     full = client.get(timeline_url(session, run)).content.decode()
     assert 'id="timeline-truncated"' not in full
-    monkeypatch.setattr(turns, "TIMELINE_MESSAGES", 4)
+    monkeypatch.setattr(turn_views, "TIMELINE_MESSAGES", 4)
     cut = client.get(timeline_url(session, run)).content.decode()
     assert 'id="timeline-truncated"' in cut
     # The first messages are still placed in their turns; the rest are not invented.
@@ -403,8 +381,6 @@ def test_the_receipts_page_says_how_long_each_dispatch_took(host_session, superu
 def test_the_timeline_is_scoped_to_the_users_applications(
     host_session, published_version, staff_member, client
 ):
-    from agents.models import Application
-
     session, run, _turns = host_session
     outsider = staff_member("mallory", Application.objects.create(name="Elsewhere"))
     client.force_login(outsider)

@@ -5,8 +5,13 @@ from __future__ import annotations
 import pytest
 from django.utils import timezone
 
+from contextproto.protocol.state import new_window_record
 from sessions_app.models import MaintenanceJob, Message, ProjectionSnapshot
-from tests.admin.builders import build_session
+from sessions_app.services import archive
+from sessions_app.services.runs import run_start
+from sessions_app.store.state import kv_commit
+from tests.builders.bulk import bulk_messages
+from tests.builders.sessions import build_session
 
 
 def browse(session, tail: str = "") -> str:
@@ -31,8 +36,6 @@ def scenario(published_version):
 
 
 def test_overview_shows_active_window_revision_task_memory_and_runs(operator, scenario):
-    from sessions_app.store.state import kv_commit
-
     session, _fold_id, _snapshot = scenario
     kv_commit(session_id=session.id, writes={"taskMemory": "Quote for ACME; budget 9000."})
     session.refresh_from_db()
@@ -44,9 +47,6 @@ def test_overview_shows_active_window_revision_task_memory_and_runs(operator, sc
 
 
 def test_windows_table_marks_the_active_window_with_counts(operator, scenario):
-    from contextproto.protocol.state import new_window_record
-    from sessions_app.store.state import kv_commit
-
     session, _fold_id, _snapshot = scenario
     kv_commit(
         session_id=session.id,
@@ -68,8 +68,6 @@ def test_windows_table_marks_the_active_window_with_counts(operator, scenario):
 
 
 def test_messages_are_keyset_paged_by_index(operator, scenario):
-    from tests.admin.builders import bulk_messages
-
     session, _fold_id, _snapshot = scenario
     bulk_messages(session, 250)
     html = operator.get(browse(session, "messages/?limit=100")).content.decode()
@@ -89,8 +87,6 @@ def test_messages_are_keyset_paged_by_index(operator, scenario):
 
 
 def test_messages_of_one_run(operator, scenario):
-    from sessions_app.services.runs import run_start
-
     session, _fold_id, _snapshot = scenario
     first_run = session.current_run
     run, message = run_start(session_id=session.id, content="second request")
@@ -101,8 +97,6 @@ def test_messages_of_one_run(operator, scenario):
 
 
 def test_fold_shows_range_summary_compressed_flag_and_raw_read_back(operator, scenario):
-    from sessions_app.store.state import kv_commit
-
     session, fold_id, _snapshot = scenario
     html = operator.get(browse(session, "folds/")).content.decode()
     assert fold_id in html and "Looked up the answer: 42." in html and "#2\u2013#3" in html
@@ -197,9 +191,6 @@ def test_admin_tables_of_the_log_are_read_only(operator, scenario):
 
 
 def test_browser_merges_the_cold_archive(operator, scenario):
-    from sessions_app.services import archive
-    from tests.admin.builders import bulk_messages
-
     session, fold_id, _snapshot = scenario
     bulk_messages(session, 300)
     first = Message.objects.get(session=session, index=1)

@@ -6,11 +6,12 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth.models import Permission
 
+from agents.models import Application
 from sessions_app.models import ProjectionSnapshot, Session
 from sessions_app.services.projection import projection_build
 from sessions_app.store.state import kv_commit
-from tests.admin.builders import build_session
 from tests.admin.test_session_browser import browse
+from tests.builders.sessions import build_session
 
 
 @pytest.fixture
@@ -72,8 +73,6 @@ def test_fork_from_this_turn_opens_the_fork_which_links_back(superuser, admin_cl
 def test_only_staff_who_may_add_sessions_of_that_application_fork(
     published_version, staff_member, admin_client_for
 ):
-    from agents.models import Application
-
     session, _fold, last = build_session(published_version("Acme", version=2))
     acme = Application.objects.get(name="Acme")
     viewer = staff_member("viewer", acme)

@@ -12,6 +12,13 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from agents.models import AgentVersion, Tool
+from agents.services import (
+    agent_create,
+    agent_version_create,
+    agent_version_publish,
+    agent_version_update_draft,
+    application_create,
+)
 from agents.services_tools import tool_create
 from tests.admin.test_agentversion_admin import draft_post, form_row
 
@@ -56,8 +63,6 @@ def make_tool(application, name: str = "lookup") -> Tool:
 
 
 def draft_binding(application, tools: list[Tool]) -> AgentVersion:
-    from agents.services import agent_create, agent_version_create
-
     agent = agent_create(application=application, name=f"drafter-{uuid.uuid4().hex[:8]}")
     return agent_version_create(
         agent=agent,
@@ -67,8 +72,6 @@ def draft_binding(application, tools: list[Tool]) -> AgentVersion:
 
 
 def published_binding(application, tools: list[Tool]) -> AgentVersion:
-    from agents.services import agent_version_publish, agent_version_update_draft
-
     draft = draft_binding(application, tools)
     agent_version_update_draft(
         version=draft,
@@ -282,8 +285,6 @@ def test_an_operator_binds_a_registered_tool_to_a_draft(operator, acme):
 
 
 def test_a_tool_of_another_application_is_refused_on_the_version_form(operator, acme):
-    from agents.services import application_create
-
     other, _ = application_create(name="Other")
     foreign = make_tool(other, "foreign")
     agent = acme.agents.get()

@@ -10,7 +10,7 @@ from django.test.utils import CaptureQueriesContext
 
 from sessions_app.models import ProjectionSnapshot
 from sessions_app.services.usage import turn_usage_record
-from tests.admin.builders import build_session
+from tests.builders.sessions import build_session
 
 PRICES = {"input": 3, "cacheRead": 0.3, "cacheWrite": 3.75, "output": 15}
 # One usage per turn of build_session's three snapshots: a cold start that writes the

@@ -8,6 +8,7 @@ from agents.models import AgentVersion
 from agents.services import agent_version_archive
 from contextproto.errors import ApplicationError
 from tests.api.test_agents_api import new_agent, new_version
+from tests.conftest import KeyClient
 
 
 def published(client) -> dict:
@@ -37,8 +38,6 @@ def test_archive_refuses_new_sessions_and_keeps_existing_ones_running(tenant):
     assert refused.json()["error"]["code"] == "agent_version_archived"
 
     # The session started before the archive still reads, takes input and projects.
-    from tests.conftest import KeyClient
-
     session = KeyClient(session_key)
     assert session.get(f"sessions/{session_id}/").status_code == 200
     assert session.post(f"sessions/{session_id}/inputs/", {"content": "go on"}).status_code == 201
@@ -81,7 +80,6 @@ def test_another_applications_version_and_a_session_key_get_404(tenant):
     _, other = tenant("other")
     version = published(owner)
     assert other.post(f"agent-versions/{version['id']}/archive/").status_code == 404
-    from tests.conftest import KeyClient
 
     key = owner.post("sessions/", {"agentVersionId": version["id"]}).json()["sessionKey"]
     assert KeyClient(key).post(f"agent-versions/{version['id']}/archive/").status_code == 404

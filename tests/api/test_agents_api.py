@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from rest_framework.test import APIClient
 
 from agents.models import Tool
 
@@ -145,8 +146,6 @@ def test_catalog_endpoints(tenant):
 
 @pytest.mark.parametrize("header", ["", "Bearer nope", "Basic abc"])
 def test_requests_without_a_valid_key_are_401(db, header):
-    from rest_framework.test import APIClient
-
     client = APIClient()
     if header:
         client.credentials(HTTP_AUTHORIZATION=header)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from agents import services
 from agents.models import ApiKey, hash_key
 from tests.conftest import KeyClient
 
@@ -89,8 +90,6 @@ def test_revoking_twice_keeps_the_first_revocation_time(tenant):
 
 
 def test_active_keys_are_capped(tenant):
-    from agents import services
-
     _, client = tenant()
     for _ in range(services.MAX_ACTIVE_API_KEYS - 1):
         create_key(client)

@@ -8,6 +8,7 @@ import pytest
 from django.db import connection
 
 from sessions_app.models import Message, Run
+from sessions_app.services.archive import archive_session
 
 
 def post(handle, tail: str, body: dict):
@@ -108,8 +109,6 @@ def test_a_refused_write_keeps_its_id_free(api_session):
 
 
 def test_a_replay_finds_an_archived_message(api_session):
-    from sessions_app.services.archive import archive_session
-
     s = api_session()
     first = post(s, "inputs/", {"content": "old", "clientMessageId": "in-old"})
     for n in range(5):

@@ -9,6 +9,9 @@ import pytest
 from django.db import connection
 
 from sessions_app.models import FoldRecord, KVEntry, Message, ProjectionSnapshot, ToolReceipt
+from sessions_app.services.archive import archive_session
+from sessions_app.services.dispatch import tool_dispatch
+from sessions_app.store.state import kv_commit
 
 
 def kv(session_id) -> dict:
@@ -157,8 +160,6 @@ FOLD_CASES = {
 
 @pytest.mark.parametrize("case", sorted(FOLD_CASES))
 def test_fold_rules_each_refused_with_its_own_code(api_session, case):
-    from sessions_app.store.state import kv_commit
-
     options = {"maxFolds": 1} if case == "max_folds" else {}
     s = api_session(version=1, options=options)
     s.input("start")
@@ -307,7 +308,6 @@ def test_sixteen_concurrent_dispatches_of_one_call_make_one_fold(api_session):
         summary="done",
         expectedWindowId="main",
     )
-    from sessions_app.services.dispatch import tool_dispatch
 
     barrier = threading.Barrier(16)
     receipts, errors = [], []
@@ -367,9 +367,6 @@ def test_fold_read_of_another_windows_fold_does_not_switch_window(api_session):
 
 def test_one_call_per_turn_holds_when_the_answer_s_earlier_calls_are_archived(api_session):
     """The dispatcher finds the answer's first call hot, or archived, several calls back."""
-    from sessions_app.models import Message
-    from sessions_app.services.archive import archive_session
-
     s = api_session(version=2)
     s.input("start")
     snapshot = s.project()

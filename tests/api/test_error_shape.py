@@ -5,7 +5,11 @@ from __future__ import annotations
 import json
 
 import pytest
+from django.db import OperationalError
 from django.test import Client, RequestFactory
+
+from contextproto.middleware import api_server_error
+from sessions_app.api import views as apis
 
 
 @pytest.mark.parametrize(
@@ -25,8 +29,6 @@ def test_outside_the_api_a_404_stays_html(db):
 
 
 def test_a_crash_in_a_view_is_a_json_500_carrying_the_request_id(api_session, monkeypatch):
-    from sessions_app.api import views as apis
-
     s = api_session()
 
     def broken(**_kwargs):
@@ -50,8 +52,6 @@ def test_a_callers_request_id_is_kept(api_session):
 
 
 def test_handler500_answers_json_under_the_api_and_html_elsewhere():
-    from contextproto.middleware import api_server_error
-
     api = api_server_error(RequestFactory().get("/api/v1/sessions/"))
     assert api.status_code == 500
     assert api["Content-Type"] == "application/json"
@@ -61,10 +61,6 @@ def test_handler500_answers_json_under_the_api_and_html_elsewhere():
 
 
 def test_a_lost_database_connection_is_a_503_dependency_unavailable(api_session, monkeypatch):
-    from django.db import OperationalError
-
-    from sessions_app.api import views as apis
-
     s = api_session()
 
     def unreachable(**_kwargs):

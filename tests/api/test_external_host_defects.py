@@ -13,8 +13,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from contextproto.protocol import catalog
+from contextproto.parsers import MAX_JSON_DEPTH
+from contextproto.protocol import catalog, tools
 from sessions_app.models import Message, ToolReceipt
+from tests.conftest import KeyClient, SessionHandle
 
 
 def cursor_of(value: object) -> str:
@@ -77,8 +79,6 @@ def test_out_of_range_integer_argument_gets_an_error_receipt(api_session, tool, 
 def test_a_crashing_handler_answers_an_error_receipt_and_the_session_goes_on(
     api_session, monkeypatch
 ):
-    from contextproto.protocol import tools
-
     def explode(_invocation):
         raise ZeroDivisionError("a defect in a handler")
 
@@ -224,8 +224,6 @@ def test_json_nested_thousands_deep_is_body_too_deep(api_session):
 
 
 def test_json_nested_beyond_the_limit_is_body_too_deep(api_session):
-    from contextproto.parsers import MAX_JSON_DEPTH
-
     s = api_session()
     value: object = "x"
     for _ in range(MAX_JSON_DEPTH + 1):
@@ -370,8 +368,6 @@ def test_every_protocol_tool_has_a_base_for_the_property_test():
 @pytest.fixture
 def new_session(api_session):
     """Sessions of one AgentVersion, a fresh one per call (examples share the fixture)."""
-    from tests.conftest import KeyClient, SessionHandle
-
     base = api_session(version=2)
 
     def make() -> SessionHandle:

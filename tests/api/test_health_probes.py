@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from django.core.cache import cache
+from django.db.migrations.executor import MigrationExecutor
 from django.test import Client
 
 
@@ -17,8 +19,6 @@ def test_readiness_checks_database_cache_and_migrations(db):
 
 
 def test_readiness_is_503_with_pending_migrations(db, monkeypatch):
-    from django.db.migrations.executor import MigrationExecutor
-
     monkeypatch.setattr(MigrationExecutor, "migration_plan", lambda self, targets: [object()])
     response = Client().get("/api/v1/health/ready/")
     assert response.status_code == 503
@@ -26,8 +26,6 @@ def test_readiness_is_503_with_pending_migrations(db, monkeypatch):
 
 
 def test_readiness_is_503_when_the_cache_is_down(db, monkeypatch):
-    from django.core.cache import cache
-
     def down(*_args, **_kwargs):
         raise ConnectionError("unreachable")
 

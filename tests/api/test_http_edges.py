@@ -8,9 +8,11 @@ production server: tests/e2e/test_production_limits.py.
 from __future__ import annotations
 
 import pytest
+from django.core.exceptions import DisallowedHost, RequestDataTooBig, SuspiciousOperation
 from django.test import Client
 
 from agents.models import Agent
+from contextproto.middleware import api_bad_request
 
 
 def test_a_wrong_host_under_api_is_the_json_error(db):
@@ -38,10 +40,6 @@ def test_a_hostile_host_header_is_shown_escaped(db):
 
 
 def test_handler400_answers_json_under_the_api(rf):
-    from django.core.exceptions import DisallowedHost, RequestDataTooBig, SuspiciousOperation
-
-    from contextproto.middleware import api_bad_request
-
     request = rf.get("/api/v1/agents/", HTTP_HOST="127.0.0.1")
     cases = [
         (DisallowedHost("x"), 400, "host_not_allowed"),

@@ -10,7 +10,7 @@ import json
 
 import pytest
 from asgiref.sync import sync_to_async
-from django.db import connections
+from django.db import DataError, connections
 from mcp import Client
 
 from sessions_app.auth import credential_for_key
@@ -455,8 +455,6 @@ def test_unstorable_arguments_or_meta_are_a_tool_error_and_never_stored(
 
 
 def test_a_database_failure_in_a_call_is_a_tool_error_without_its_text(api_session, monkeypatch):
-    from django.db import DataError
-
     def fail(**_kwargs):
         raise DataError('invalid input syntax for type json\nDETAIL: Token "Infinity" is invalid.')
 

@@ -15,6 +15,7 @@ import httpx2
 import pytest
 from django.conf import settings
 
+from agents.models import ApiKey
 from sessions_app.mcp_server import mcp_http_app
 from sessions_app.models import Message, ToolReceipt
 from tests.api.test_mcp import run
@@ -116,8 +117,6 @@ def test_no_key_another_scheme_or_an_unknown_key_is_a_401_with_a_bearer_challeng
 
 
 def test_a_revoked_key_is_a_401(tenant):
-    from agents.models import ApiKey
-
     app, client = tenant()
     ApiKey.objects.filter(application=app).update(revoked_at="2020-01-01T00:00:00Z")
     body = '{"jsonrpc": "2.0", "id": 1, "method": "resources/list", "params": {}}'

@@ -9,6 +9,8 @@ import pytest
 from django.core.management import call_command
 from rest_framework.test import APIClient
 
+from contextproto.errors import ERRORS
+
 # The query parameters each operation reads (request.query_params in its view).
 QUERY_PARAMETERS = {
     ("get", "/api/v1/sessions/{session_id}/messages/"): {"window", "afterIndex", "limit"},
@@ -75,8 +77,6 @@ def test_schema_generation_warns_about_nothing():
 
 
 def test_every_operation_lists_its_error_codes_per_status(schema):
-    from contextproto.errors import ERRORS
-
     for method, path, operation in operations(schema):
         refusals = {
             status: response["x-error-codes"]

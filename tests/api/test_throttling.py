@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import pytest
 from django.core.cache import cache
+from django.core.exceptions import ImproperlyConfigured
+
+from contextproto.settings import env_rate
 
 
 @pytest.fixture
@@ -58,10 +61,6 @@ def test_a_cache_outage_lets_requests_through(api_session, limits, monkeypatch):
 
 
 def test_rates_are_validated_when_settings_load(monkeypatch):
-    from django.core.exceptions import ImproperlyConfigured
-
-    from contextproto.settings import env_rate
-
     monkeypatch.setenv("THROTTLE_SESSION_RATE", "fast")
     with pytest.raises(ImproperlyConfigured):
         env_rate("THROTTLE_SESSION_RATE", "50/s")

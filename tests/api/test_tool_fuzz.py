@@ -15,6 +15,7 @@ import base64
 import itertools
 import json
 import os
+from urllib.parse import parse_qs
 
 import pytest
 import schemathesis
@@ -82,8 +83,6 @@ class ToolFront:
             status, body = self._tool_case(path.rsplit("/", 1)[1], raw)
             return self._reply(start_response, status, body)
         if path.startswith("/fuzz/cursor/"):
-            from urllib.parse import parse_qs
-
             raw = parse_qs(environ.get("QUERY_STRING", "")).get("cursor", [""])[0]
             status, body = self._cursor_case(path.rsplit("/", 1)[1], raw)
             return self._reply(start_response, status, body)

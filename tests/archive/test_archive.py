@@ -6,20 +6,26 @@ import itertools
 import json
 import threading
 import zlib
+from datetime import timedelta
 
 import pytest
 from django.core.management import call_command
+from django.core.management.base import CommandError
 from django.db import IntegrityError, InternalError, connection, transaction
 from django.test.utils import override_settings
+from django.utils import timezone
 
-from sessions_app.models import ArchiveChunk, Message, Session
+from sessions_app.models import ArchiveChunk, ImmutableMessageError, Message, Session
 from sessions_app.reads import raw_log
 from sessions_app.services import archive
 from sessions_app.services.messages import message_append
 from sessions_app.services.runs import run_start
+from sessions_app.services.sessions import session_create
 from sessions_app.store import codec, cold_store
-from tests.archive.builders import hot_dump, projections, reader_dump, rich_session
-from tests.sessions_app.bulk import bulk_history
+from sessions_app.tasks_archive import ARCHIVE_SWEEP_TASK, archive_sweep
+from tests.builders.bulk import bulk_history
+from tests.builders.dumps import hot_dump, projections, reader_dump
+from tests.builders.sessions import rich_session
 
 
 def texts(session, count: int) -> None:
@@ -187,8 +193,6 @@ def test_restore_of_a_session_without_chunks_restores_nothing(session):
 
 
 def test_orm_guard_still_refuses_deletes_after_archiving(session):
-    from sessions_app.models import ImmutableMessageError
-
     texts(session, 6)
     archive.archive_session(session_id=session.id, keep_last=2, chunk_size=2)
     with pytest.raises(ImmutableMessageError):
@@ -212,8 +216,6 @@ def test_postgres_archive_passes_the_trigger_only_through_its_flag(session):
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 def test_postgres_plain_delete_fails_after_an_archive_transaction(application, make_version):
-    from sessions_app.services.sessions import session_create
-
     session, _ = session_create(agent_version=make_version(application))
     texts(session, 6)
     archive.archive_session(session_id=session.id, keep_last=2, chunk_size=2)
@@ -229,12 +231,6 @@ def test_postgres_plain_delete_fails_after_an_archive_transaction(application, m
 
 
 def test_sweep_archives_only_old_messages_of_sessions_with_work(application, make_version):
-    from datetime import timedelta
-
-    from django.utils import timezone
-
-    from sessions_app.services.sessions import session_create
-
     version = make_version(application)
     busy, _ = session_create(agent_version=version)
     quiet, _ = session_create(agent_version=version)
@@ -265,10 +261,6 @@ def test_sweep_archives_only_old_messages_of_sessions_with_work(application, mak
     ARCHIVE_SESSIONS_PER_SWEEP=5,
 )
 def test_periodic_task_archives(session):
-    from django.utils import timezone
-
-    from sessions_app.tasks_archive import ARCHIVE_SWEEP_TASK, archive_sweep
-
     texts(session, 11)
     Session.objects.filter(pk=session.pk).update(created_at=timezone.now().replace(year=2000))
     assert archive_sweep.name == ARCHIVE_SWEEP_TASK
@@ -279,8 +271,6 @@ def test_periodic_task_archives(session):
 
 
 def test_management_command_archives_and_restores(session, capsys):
-    from django.core.management.base import CommandError
-
     texts(session, 10)
     log = hot_dump(session.id)
     sid = str(session.id)
@@ -322,8 +312,6 @@ def test_fold_read_and_history_list_read_archived_messages(api_session):
 def test_postgres_archiving_while_writers_append_loses_and_doubles_nothing(
     application, make_version
 ):
-    from sessions_app.services.sessions import session_create
-
     session, _ = session_create(agent_version=make_version(application))
     texts(session, 100)
     writers, per_writer = 4, 60
@@ -368,8 +356,6 @@ def test_postgres_archiving_while_writers_append_loses_and_doubles_nothing(
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 def test_postgres_readers_see_the_whole_log_while_it_moves(application, make_version):
-    from sessions_app.services.sessions import session_create
-
     session, _ = session_create(agent_version=make_version(application))
     texts(session, 120)
     run_start(session_id=session.id, content="go")

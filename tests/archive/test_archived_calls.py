@@ -19,7 +19,7 @@ from sessions_app.services.messages import message_append, message_write
 from sessions_app.services.projection import projection_build
 from sessions_app.services.runs import run_start
 from sessions_app.store import cold_store
-from tests.archive.builders import hot_dump
+from tests.builders.dumps import hot_dump
 
 
 def merged_log(session_id) -> list[dict]:

@@ -23,6 +23,7 @@ BENCH = Path(__file__).resolve().parents[2] / "bench"
 if str(BENCH) not in sys.path:
     sys.path.insert(0, str(BENCH))
 
+import bench_report  # noqa: E402
 import economy  # noqa: E402  (bench/ is a script directory, not a package)
 
 OPENAI_PRICES = Prices(cache_write=1.0)
@@ -150,8 +151,6 @@ def test_without_job_counts_the_jobs_goal_is_not_measured(missing: str) -> None:
 
 
 def test_the_report_lists_the_goals_and_explains_only_the_missed_ones() -> None:
-    import bench_report
-
     stats = {"unified@2": _stats(2, {"tool": 2}), "unified@4": _stats(2, {"tool": 2})}
     _economies, goals = _goals(list(U2_TURNS), stats)
     goals[1] = {**goals[1], "status": "met"}

@@ -9,6 +9,7 @@ BENCH = Path(__file__).resolve().parents[2] / "bench"
 if str(BENCH) not in sys.path:
     sys.path.insert(0, str(BENCH))
 
+import bench_report  # noqa: E402
 import benchlib  # noqa: E402  (bench/ is a script directory, not a package)
 
 SECTION = benchlib.Section("<!-- x:begin -->", "<!-- x:end -->")
@@ -30,8 +31,6 @@ def test_a_full_rewrite_keeps_the_section_of_the_old_text() -> None:
 
 
 def test_a_full_rewrite_keeps_the_long_economy_measured_by_make_bench_long() -> None:
-    import bench_report
-
     heading = bench_report.SECTION_HEADINGS["economy-long"]
     old = f"# old\n\n## 3. Token economy\n\nold 3\n\n{heading}\n\nlong figures\n"
     new = "# new\n\n## 3. Token economy\n\nnew 3\n"

@@ -8,9 +8,13 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from django.contrib.auth.models import User
+
+from tests.browser.playwright_sync import expect, sync_playwright
 
 # Playwright's sync API runs an event loop in this thread; Django's ORM calls from the test
 # body would otherwise be refused as "async unsafe".
@@ -26,6 +30,9 @@ CHROMIUM_ARGS = [
     "--no-first-run",
 ]
 ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts" / "browser"
+# The superuser every browser test signs in as.
+OPERATOR = "operator"
+PASSWORD = "s3cret-pass"
 
 
 def _unavailable(reason: str) -> None:
@@ -44,9 +51,7 @@ def chromium_path() -> str:
 
 @pytest.fixture(scope="session")
 def browser(chromium_path):
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
+    if sync_playwright is None:
         _unavailable("playwright is not installed: pip install playwright==1.65.2")
     with sync_playwright() as playwright:
         launched = playwright.chromium.launch(
@@ -76,3 +81,19 @@ def screenshot(page):
         return target
 
     return take
+
+
+@pytest.fixture
+def log_in(page, transactional_db) -> Callable[[str], None]:
+    """The operator superuser exists; `log_in(base)` signs `page` in to the admin at `base`."""
+    User.objects.create_superuser(OPERATOR, "op@example.com", PASSWORD)
+
+    def sign_in(base: str) -> None:
+        page.goto(f"{base}/admin/login/?next=/admin/")
+        page.fill("#id_username", OPERATOR)
+        page.fill("#id_password", PASSWORD)
+        page.click("input[type=submit]")
+        expect(page.locator("#site-name")).to_be_visible()
+        expect(page.locator("#site-name")).to_have_text("contextproto")
+
+    return sign_in

@@ -4,29 +4,19 @@ from __future__ import annotations
 
 import pytest
 
+from agents.models import AgentVersion
+from agents.services import agent_create, agent_version_duplicate
+from tests.browser.playwright_sync import expect
+
 pytestmark = pytest.mark.browser
 
 PROMPT = "You plan trips.\n{{context_protocol}}"
 
 
-def _login(page, live_server) -> None:
-    from django.contrib.auth.models import User
-    from playwright.sync_api import expect
-
-    User.objects.create_superuser("operator", "op@example.com", "s3cret-pass")
-    page.goto(f"{live_server.url}/admin/login/?next=/admin/")
-    page.fill("#id_username", "operator")
-    page.fill("#id_password", "s3cret-pass")
-    page.click("input[type=submit]")
-    expect(page.locator("#site-name")).to_be_visible()
-
-
 @pytest.mark.django_db(transaction=True)
 def test_the_version_list_fits_a_1400_pixel_window(
-    live_server, page, screenshot, application, make_version
+    live_server, page, log_in, screenshot, application, make_version
 ):
-    from agents.services import agent_version_duplicate
-
     page.set_viewport_size({"width": 1400, "height": 900})
     for n, name in enumerate(("trip-planner-with-a-rather-long-agent-name", "support", "billing")):
         version = make_version(
@@ -39,7 +29,7 @@ def test_the_version_list_fits_a_1400_pixel_window(
         version.save(update_fields=["model_name"])
         for _ in range(n + 1):
             agent_version_duplicate(version=version)
-    _login(page, live_server)
+    log_in(live_server.url)
     page.goto(f"{live_server.url}/admin/agents/agentversion/")
     table = page.locator("#result_list")
     assert table.locator("tbody tr").count() == 9
@@ -58,15 +48,10 @@ def test_the_version_list_fits_a_1400_pixel_window(
 
 @pytest.mark.django_db(transaction=True)
 def test_an_operator_creates_a_draft_through_the_model_form(
-    live_server, page, screenshot, application
+    live_server, page, log_in, screenshot, application
 ):
-    from playwright.sync_api import expect
-
-    from agents.models import AgentVersion
-    from agents.services import agent_create
-
     agent = agent_create(application=application, name="trip-planner")
-    _login(page, live_server)
+    log_in(live_server.url)
     page.goto(f"{live_server.url}/admin/agents/agentversion/add/?agent={agent.pk}")
     page.fill("#id_system_prompt", PROMPT)
     page.select_option("#id_model_provider", "openai")

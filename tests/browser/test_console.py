@@ -7,36 +7,22 @@ import re
 import uuid
 
 import pytest
+from django.utils import timezone
 
-from tests.admin.builders import build_session
+from sessions_app.models import Message, ProjectionSnapshot, Run, ToolReceipt
+from sessions_app.services.usage import turn_usage_record
+from tests.browser.playwright_sync import expect
+from tests.builders.sessions import build_session
 
 pytestmark = pytest.mark.browser
 
 PRICES = {"input": 3, "cacheRead": 0.3, "cacheWrite": 3.75, "output": 15}
 
 
-def _login(page, base: str) -> None:
-    from playwright.sync_api import expect
-
-    page.goto(f"{base}/admin/login/?next=/admin/")
-    page.fill("#id_username", "operator")
-    page.fill("#id_password", "s3cret-pass")
-    page.click("input[type=submit]")
-    expect(page.locator("#site-name")).to_have_text("contextproto")
-
-
 @pytest.mark.django_db(transaction=True)
 def test_the_dashboard_shows_activity_failures_and_cost_and_links_to_them(
-    live_server, page, screenshot, application, make_version
+    live_server, page, log_in, screenshot, application, make_version
 ):
-    from django.contrib.auth.models import User
-    from django.utils import timezone
-    from playwright.sync_api import expect
-
-    from sessions_app.models import Message, ProjectionSnapshot, Run, ToolReceipt
-    from sessions_app.services.usage import turn_usage_record
-
-    User.objects.create_superuser("operator", "op@example.com", "s3cret-pass")
     version = make_version(application, prices=PRICES)
     session, _fold_id, _snapshot = build_session(version)
     for turn in ProjectionSnapshot.objects.filter(session=session):
@@ -58,7 +44,7 @@ def test_the_dashboard_shows_activity_failures_and_cost_and_links_to_them(
         result_message=result,
     )
 
-    _login(page, live_server.url)
+    log_in(live_server.url)
     expect(page).to_have_title("Dashboard | contextproto console")
     expect(page.locator("body")).not_to_contain_text("Django administration")
     expect(page.locator("#dash-nodes tbody tr")).not_to_have_count(0)
@@ -88,17 +74,13 @@ def test_the_dashboard_shows_activity_failures_and_cost_and_links_to_them(
 
 @pytest.mark.django_db(transaction=True)
 def test_search_from_an_id_prefix_to_a_message_and_the_view_that_showed_it(
-    live_server, page, screenshot, application, make_version
+    live_server, page, log_in, screenshot, application, make_version
 ):
-    from django.contrib.auth.models import User
-    from playwright.sync_api import expect
-
-    User.objects.create_superuser("operator", "op@example.com", "s3cret-pass")
     version = make_version(application)
     session, _fold_id, _snapshot = build_session(version, tool_result="sunny in Lisbon")
     build_session(version)  # another session, not to be found by the prefix
 
-    _login(page, live_server.url)
+    log_in(live_server.url)
     page.get_by_role("link", name="Search sessions").click()
     page.fill("#id_created_from", "2020-02-31")
     page.click("#session-search input[type=submit]")

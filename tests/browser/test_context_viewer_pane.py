@@ -4,27 +4,20 @@ from __future__ import annotations
 
 import pytest
 
-from tests.admin.builders import build_context_session
+from tests.browser.playwright_sync import expect
+from tests.builders.sessions import build_context_session
 
 pytestmark = pytest.mark.browser
 
 
 @pytest.mark.django_db(transaction=True)
 def test_the_raw_pane_opens_on_the_views_range_with_its_fold_and_checkpoint(
-    live_server, page, screenshot, application, make_version
+    live_server, page, log_in, screenshot, application, make_version
 ):
-    from django.contrib.auth.models import User
-    from playwright.sync_api import expect
-
-    User.objects.create_superuser("operator", "op@example.com", "s3cret-pass")
     session, turns, named, fold_id = build_context_session(make_version(application, version=2))
     snapshot = turns.views[-1]
 
-    page.goto(f"{live_server.url}/admin/login/?next=/admin/")
-    page.fill("#id_username", "operator")
-    page.fill("#id_password", "s3cret-pass")
-    page.click("input[type=submit]")
-    expect(page.locator("#site-name")).to_be_visible()
+    log_in(live_server.url)
 
     page.goto(
         f"{live_server.url}/admin/sessions_app/session/{session.pk}/browse/snapshots/{snapshot.pk}/"

@@ -6,6 +6,10 @@ import json
 
 import pytest
 
+from agents.models import AgentVersion, Tool
+from agents.services import agent_create, application_create
+from tests.browser.playwright_sync import expect
+
 pytestmark = pytest.mark.browser
 
 SCHEMA = {
@@ -18,29 +22,16 @@ SCHEMA = {
 
 @pytest.fixture
 def operator_setup(transactional_db):
-    from django.contrib.auth.models import User
-
-    from agents.services import agent_create, application_create
-
-    User.objects.create_superuser("operator", "op@example.com", "s3cret-pass")
     application, _key = application_create(name="ACME")
     return agent_create(application=application, name="weather")
 
 
 def test_operator_registers_a_host_tool_and_binds_it_to_a_draft(
-    live_server, page, screenshot, operator_setup
+    live_server, page, log_in, screenshot, operator_setup
 ):
-    from playwright.sync_api import expect
-
-    from agents.models import AgentVersion, Tool
-
     agent = operator_setup
     base = live_server.url
-    page.goto(f"{base}/admin/login/?next=/admin/")
-    page.fill("#id_username", "operator")
-    page.fill("#id_password", "s3cret-pass")
-    page.click("input[type=submit]")
-    expect(page.locator("#site-name")).to_be_visible()
+    log_in(base)
 
     # Register: a schema the runtime cannot check (its $ref would need a fetch) is refused
     # next to its field.

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from tests.admin.builders import build_session
+from agents.models import AgentVersion
+from agents.services import agent_create, application_create
+from sessions_app.models import ProjectionSnapshot
+from tests.browser.playwright_sync import expect
+from tests.builders.sessions import build_session
 
 pytestmark = pytest.mark.browser
 
@@ -13,32 +17,18 @@ PROMPT = "You are the quoting agent of ACME.\n{{context_protocol}}"
 
 @pytest.fixture
 def operator_setup(transactional_db):
-    from django.contrib.auth.models import User
-
-    from agents.services import agent_create, application_create
-
-    User.objects.create_superuser("operator", "op@example.com", "s3cret-pass")
     application, _key = application_create(name="ACME")
     return agent_create(application=application, name="quoter")
 
 
 def test_operator_configures_publishes_and_browses_a_session(
-    live_server, page, screenshot, operator_setup
+    live_server, page, log_in, screenshot, operator_setup
 ):
-    from playwright.sync_api import expect
-
-    from agents.models import AgentVersion
-    from sessions_app.models import ProjectionSnapshot
-
     agent = operator_setup
     base = live_server.url
 
     # Log in.
-    page.goto(f"{base}/admin/login/?next=/admin/")
-    page.fill("#id_username", "operator")
-    page.fill("#id_password", "s3cret-pass")
-    page.click("input[type=submit]")
-    expect(page.locator("#site-name")).to_be_visible()
+    log_in(base)
 
     # Create a unified@3 draft through the generated option form.
     page.goto(f"{base}/admin/agents/agentversion/add/?agent={agent.pk}")

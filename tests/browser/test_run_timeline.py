@@ -7,7 +7,11 @@ import re
 
 import pytest
 
-from tests.admin.builders import HostTurns
+from sessions_app.services.runs import run_start
+from sessions_app.services.sessions import session_create
+from sessions_app.services.usage import snapshot_usage_report
+from tests.browser.playwright_sync import expect
+from tests.builders.sessions import HostTurns
 
 pytestmark = pytest.mark.browser
 
@@ -16,16 +20,8 @@ PRICES = {"input": 3, "cacheRead": 0.3, "cacheWrite": 3.75, "output": 15}
 
 @pytest.mark.django_db(transaction=True)
 def test_the_run_timeline_shows_turns_and_a_new_turn_appears_live(
-    live_server, page, screenshot, application, make_version
+    live_server, page, log_in, screenshot, application, make_version
 ):
-    from django.contrib.auth.models import User
-    from playwright.sync_api import expect
-
-    from sessions_app.services.runs import run_start
-    from sessions_app.services.sessions import session_create
-    from sessions_app.services.usage import snapshot_usage_report
-
-    User.objects.create_superuser("operator", "op@example.com", "s3cret-pass")
     version = make_version(application, prices=PRICES)
     session, _key = session_create(agent_version=version, inputs={})
     run, _ = run_start(session_id=session.id, content="Find the laptop prices.")
@@ -44,11 +40,7 @@ def test_the_run_timeline_shows_turns_and_a_new_turn_appears_live(
         usage={"inputTokens": 5000, "outputTokens": 100, "cacheWriteInputTokens": 4000},
     )
 
-    page.goto(f"{live_server.url}/admin/login/?next=/admin/")
-    page.fill("#id_username", "operator")
-    page.fill("#id_password", "s3cret-pass")
-    page.click("input[type=submit]")
-    expect(page.locator("#site-name")).to_be_visible()
+    log_in(live_server.url)
 
     # The session overview refreshes while the host works: its Runs table counts the turn.
     page.goto(f"{live_server.url}/admin/sessions_app/session/{session.pk}/browse/")

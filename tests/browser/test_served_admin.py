@@ -18,7 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.admin.builders import build_session
+from sessions_app.models import ProjectionSnapshot
+from tests.browser.playwright_sync import expect
+from tests.builders.sessions import build_session
 from tests.servers import current_database_url, free_port, running_server
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -92,14 +94,8 @@ def served(request, collected, transactional_db):
 
 @pytest.mark.django_db(transaction=True)
 def test_served_admin_is_styled_and_the_session_pages_render(
-    served, page, application, make_version
+    served, page, log_in, application, make_version
 ):
-    from django.contrib.auth.models import User
-    from playwright.sync_api import expect
-
-    from sessions_app.models import ProjectionSnapshot
-
-    User.objects.create_superuser("operator", "op@example.com", "s3cret-pass")
     session, fold_id, snapshot = build_session(make_version(application, version=2))
     turns = list(ProjectionSnapshot.objects.filter(session=session).order_by("created_at", "pk"))
     for n, turn in enumerate(turns):
@@ -111,11 +107,7 @@ def test_served_admin_is_styled_and_the_session_pages_render(
     responses: list = []
     page.on("response", lambda response: responses.append(response))
 
-    page.goto(f"{served}/admin/login/?next=/admin/")
-    page.fill("#id_username", "operator")
-    page.fill("#id_password", "s3cret-pass")
-    page.click("input[type=submit]")
-    expect(page.locator("#site-name")).to_be_visible()
+    log_in(served)
 
     # The stylesheet: a hashed name from the manifest, served 200 with a far-future cache.
     css = [r for r in responses if HASHED_BASE_CSS.search(r.url)]

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from tests.admin.builders import build_session
+from sessions_app.models import ProjectionSnapshot
+from sessions_app.services.usage import turn_usage_record
+from tests.browser.playwright_sync import expect
+from tests.builders.sessions import build_session
 
 pytestmark = pytest.mark.browser
 
@@ -29,26 +32,15 @@ def _box(locator) -> dict:
 
 @pytest.mark.django_db(transaction=True)
 def test_the_overview_chart_draws_stacked_input_kinds_and_the_cost_line(
-    live_server, page, screenshot, application, make_version
+    live_server, page, log_in, screenshot, application, make_version
 ):
-    from django.contrib.auth.models import User
-    from playwright.sync_api import expect
-
-    from sessions_app.models import ProjectionSnapshot
-    from sessions_app.services.usage import turn_usage_record
-
-    User.objects.create_superuser("operator", "op@example.com", "s3cret-pass")
     version = make_version(application, prices=PRICES)
     session, _fold_id, _snapshot = build_session(version)
     turns = list(ProjectionSnapshot.objects.filter(session=session).order_by("created_at", "pk"))
     for turn, usage in zip(turns, USAGES, strict=True):
         turn_usage_record(snapshot=turn, usage=usage)
 
-    page.goto(f"{live_server.url}/admin/login/?next=/admin/")
-    page.fill("#id_username", "operator")
-    page.fill("#id_password", "s3cret-pass")
-    page.click("input[type=submit]")
-    expect(page.locator("#site-name")).to_be_visible()
+    log_in(live_server.url)
 
     page.goto(f"{live_server.url}/admin/sessions_app/session/{session.pk}/browse/")
     chart = page.locator("svg.tokens-chart")

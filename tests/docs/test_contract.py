@@ -15,6 +15,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from django.urls import resolve
+
+from contextproto.errors import ERRORS
 
 ROOT = Path(__file__).resolve().parents[2]
 CONTRACT = ROOT / "docs" / "contract.md"
@@ -46,8 +49,6 @@ def _normalized(path: str) -> str:
 
 def routed_operations() -> set[tuple[str, str]]:
     """Every operation of the OpenAPI schema, and the schema itself (which it does not list)."""
-    from django.urls import resolve
-
     assert resolve("/api/v1/schema/").url_name == "api-schema"
     schema = load_generator().openapi_schema()
     return {("GET", "schema/")} | {
@@ -85,8 +86,6 @@ def code_strings() -> set[str]:
 
 def test_every_code_and_field_the_contract_spells_exists_in_the_code():
     """A misspelt error code (or one that was renamed) fails here, not in a host's parser."""
-    from contextproto.errors import ERRORS
-
     spelled = set(re.findall(r"`([a-z][a-z0-9]*(?:_[a-z0-9]+)+)`", CONTRACT.read_text()))
     schema = load_generator().openapi_schema()
     path_parameters = {name for path in schema["paths"] for name in re.findall(r"\{(\w+)\}", path)}

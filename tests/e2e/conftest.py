@@ -15,6 +15,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import redis
+from django.conf import settings
+
+from contextproto.celery import app
+from tests.providers.servers import SDK_ENV
+from tests.servers import start_celery_worker, stop_process, worker_env
 
 E2E_FLAG = "CONTEXTPROTO_E2E"
 # The key the provider SDKs send to the local fake endpoints; never a real credential.
@@ -37,8 +43,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 def services_problem() -> str | None:
     """Why PostgreSQL + Redis are not usable for the e2e suite, or None when they are."""
-    from django.conf import settings
-
     engine = settings.DATABASES["default"]["ENGINE"]
     if not engine.endswith("postgresql"):
         return (
@@ -51,7 +55,6 @@ def services_problem() -> str | None:
             f"{E2E_FLAG}=1 but REDIS_URL is not set: the end-to-end suite needs Redis as the "
             "Celery broker; set REDIS_URL or unset the flag."
         )
-    import redis
 
     try:
         redis.Redis.from_url(settings.REDIS_URL, socket_timeout=3).ping()
@@ -91,9 +94,6 @@ def e2e_worker(django_db_setup, django_db_blocker, tmp_path_factory) -> Iterator
     if problem is not None:
         yield Worker(None, None, problem)
         return
-    from contextproto.celery import app
-    from tests.providers.servers import SDK_ENV
-    from tests.servers import start_celery_worker, stop_process, worker_env
 
     with django_db_blocker.unblock():
         env = worker_env(

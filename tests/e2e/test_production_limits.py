@@ -20,8 +20,11 @@ import time
 from pathlib import Path
 
 import pytest
+import redis
 from django.conf import settings
 
+from agents.models import Agent
+from agents.services import application_create
 from tests.e2e.test_production_server import Http, server_env
 from tests.servers import ROOT, free_port, running_server, stop_process, wait_for
 from tests.test_serving import serve_flags
@@ -218,9 +221,6 @@ def test_a_wrong_host_under_the_api_gets_the_json_error(server):
 
 @pytest.mark.django_db(transaction=True)
 def test_a_post_without_its_trailing_slash_keeps_its_body(server):
-    from agents.models import Agent
-    from agents.services import application_create
-
     _port, base = server
     app, key = application_create(name="no-slash")
     api = Http(base + "/api/v1/", key)
@@ -252,8 +252,6 @@ def node_records(client, parent_pid: int) -> dict[bytes, dict]:
 
 @pytest.mark.django_db(transaction=True)
 def test_sigterm_removes_every_workers_node_record_at_once(tmp_path):
-    import redis
-
     client = redis.Redis.from_url(settings.REDIS_URL)
     port = free_port()
     log = tmp_path / "server.log"

@@ -13,8 +13,12 @@ import json
 import sys
 import time
 
+import httpx2
 import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 
+from agents.services import application_create
 from tests.e2e.test_production_server import Http, server_env
 from tests.servers import free_port, run_coroutine, running_server
 
@@ -41,8 +45,6 @@ def server(django_db_setup, django_db_blocker, tmp_path_factory):
 
 def new_session(server: str) -> tuple[dict, str]:
     """A session of a published unified@2 version for an external host, and its key."""
-    from agents.services import application_create
-
     _app, key = application_create(name="mcp-check")
     api = Http(server + "/api/v1/", key)
     agent = api.call("POST", "agents/", {"name": "host"})[1]
@@ -165,10 +167,6 @@ def mcp_chain(url: str, key: str, first: int, last: int) -> list[dict]:
 async def _chain(url: str, key: str, first: int, last: int) -> list[dict]:
     """Five mutating calls, each sending the previous result's stateRevision, then one more
     naming the revision the first call saw."""
-    import httpx2
-    from mcp import Client
-    from mcp.client.streamable_http import streamable_http_client
-
     calls = [
         (
             "context_window_open",

@@ -15,9 +15,13 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+import httpx2
 import pytest
 from django.conf import settings
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 
+from agents.services import application_create
 from tests.servers import current_database_url, free_port, run_coroutine, running_server
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow]
@@ -74,8 +78,6 @@ def production_server(tmp_path):
 
 @pytest.mark.django_db(transaction=True)
 def test_one_host_turn_and_mcp_against_the_production_server(production_server):
-    from agents.services import application_create
-
     _app, key = application_create(name="production-check")
     api = Http(production_server + "/api/v1/", key)
 
@@ -211,10 +213,6 @@ def mcp(server: str, key: str, calls: list, tool: str = "context_fold_create") -
 
 async def mcp_calls(url: str, key: str, tool: str, calls: list) -> dict:
     """The MCP client scenario of issue 11 over HTTP: listings, the catalog, then `calls`."""
-    import httpx2
-    from mcp import Client
-    from mcp.client.streamable_http import streamable_http_client
-
     http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {key}"}, timeout=30)
     async with http, Client(streamable_http_client(url, http_client=http)) as client:
         seen: dict = {

@@ -38,6 +38,7 @@ from agents.services import (
     agent_version_publish,
     application_create,
 )
+from contextproto.celery import app
 from contextproto.protocol import catalog
 from contextproto.protocol.adapters import DERIVED_EDGE_MARKER
 from contextproto.protocol.folds import fold_id_for
@@ -275,7 +276,6 @@ class Case:
 def make_case(db, e2e_worker: Worker, fake_model: ScriptedAPI, monkeypatch):
     def build(protocol: str, version: int, options: dict[str, Any]) -> Case:
         e2e_worker.require()
-        from contextproto.celery import app
 
         app.control.purge()  # nothing a previous case left behind runs against this one
         monkeypatch.setenv(FAKE_KEY_ENV, FAKE_KEY)

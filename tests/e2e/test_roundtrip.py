@@ -21,6 +21,7 @@ from agents.services import (
     agent_version_publish,
     application_create,
 )
+from contextproto.celery import app
 from labs import scenario
 from sessions_app.models import (
     ArchiveChunk,
@@ -107,8 +108,6 @@ def results(session_id) -> dict[str, dict]:
 
 @pytest.mark.django_db(transaction=True)
 def test_three_runs_roundtrip_with_a_real_worker(unified_session, tmp_path):
-    from contextproto.celery import app
-
     app.control.purge()
     session_id, client = unified_session
     worker = start_worker(tmp_path / "worker.log")

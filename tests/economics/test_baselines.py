@@ -27,6 +27,7 @@ from contextproto.economics.baselines import (
 )
 from contextproto.economics.cache_report import cache_economy
 from contextproto.economics.inputs import EconomySettings, ViewTurn
+from contextproto.economics.stored_views import full_history_projections
 from contextproto.economics.strategies import SUMMARY_REQUEST, Strategy, strategy_turns
 from contextproto.protocol.messages import ModelMessage, RawMessage
 
@@ -288,8 +289,6 @@ def test_trimmable_tools_limit_what_is_trimmed() -> None:
 
 def naive_turns(uses: int, size: int) -> list[ViewTurn]:
     """The naive agent's turn n: system, input, n tool uses, 20 s apart."""
-    from contextproto.economics.stored_views import full_history_projections
-
     log = []
     index = 0
 

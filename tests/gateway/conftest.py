@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from django.test import Client
 
+from agents.services import application_create
 from tests.gateway.live import Live, gateway_server
 
 OPENAI_PATH = "/gateway/openai/v1/chat/completions"
@@ -47,8 +48,6 @@ class Gateway:
 
 @pytest.fixture
 def app_and_key(db):
-    from agents.services import application_create
-
     return application_create(name="Gateway Co")
 
 

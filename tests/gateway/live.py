@@ -19,6 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from django.conf import settings
+
+from agents.models import Agent, AgentVersion
+from agents.services import application_create
 from tests.providers.servers import SDK_ENV, Answer, FakeAPI, serve_api
 from tests.servers import current_database_url, free_port, running_server
 
@@ -35,8 +39,6 @@ class Live:
 
 
 def server_env(tmp: Path, **extra: str) -> dict[str, str]:
-    from django.conf import settings
-
     env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_VERSION", *SDK_ENV)}
     env.update(
         DATABASE_URL=current_database_url(),
@@ -180,8 +182,6 @@ def upstream(wire: str) -> Iterator[Upstream]:
 
 
 def make_app(name: str = "gateway-live") -> tuple[Any, str]:
-    from agents.services import application_create
-
     return application_create(name=f"{name}-{secrets.token_hex(3)}")
 
 
@@ -200,8 +200,6 @@ def make_version(
     **fields: Any,
 ) -> Any:
     """A published version whose model is `provider`: the fake upstream or a script."""
-    from agents.models import Agent, AgentVersion
-
     agent, _ = Agent.objects.get_or_create(application=application, name=name)
     if provider == "scripted":
         model_config: dict[str, Any] = {"steps": steps or [], "wireFormat": wire}

@@ -8,6 +8,7 @@ import json
 import os
 import signal
 import threading
+import urllib.request
 from datetime import timedelta
 
 import anthropic
@@ -140,8 +141,6 @@ def test_thinking_blocks_go_back_to_anthropic_unchanged_and_text_beside_a_call_s
 @pytest.mark.parametrize("fmt", ["openai", "anthropic"])
 @pytest.mark.django_db(transaction=True)
 def test_a_stream_keeps_the_connection_alive_while_the_model_works(tmp_path, fmt):
-    import urllib.request
-
     application, key = make_app()
     with upstream("openai") as model:
         make_version(application, provider="openai", upstream_url=model.url)

@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 
 import pytest
+from prometheus_client import REGISTRY
 
-from sessions_app.models import GatewayExchange, Message, Run, Session
+from sessions_app.models import GatewayExchange, KVEntry, Message, Run, Session
 
 pytestmark = pytest.mark.django_db
 
@@ -190,8 +191,6 @@ def test_a_mismatch_is_refused_with_the_index_and_the_reason(gateway, scripted):
 
 
 def test_metrics_count_gateway_requests_and_their_time_outside_the_model(gateway, scripted):
-    from prometheus_client import REGISTRY
-
     def sample(name: str, **labels: str) -> float:
         return REGISTRY.get_sample_value(name, labels) or 0.0
 
@@ -305,7 +304,6 @@ def test_client_system_text_and_tools_commit_one_revision_only_when_they_change(
     gateway.openai({"messages": history}, key=key)
     session.refresh_from_db()
     assert session.state_revision == revision + 1
-    from sessions_app.models import KVEntry
 
     stored = dict(KVEntry.objects.filter(session=session).values_list("key", "value"))
     assert stored["gateway/system"] == "Be brief."

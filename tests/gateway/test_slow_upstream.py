@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import threading
 import time
+import urllib.error
+import urllib.request
 from typing import Any
 
 import pytest
@@ -33,9 +35,6 @@ API_P95_BOUND = 1.0
 
 
 def _get(url: str, key: str) -> tuple[int | None, float]:
-    import urllib.error
-    import urllib.request
-
     request = urllib.request.Request(url, headers={"Authorization": f"Bearer {key}"})
     started = time.perf_counter()
     try:

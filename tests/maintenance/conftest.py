@@ -2,6 +2,8 @@ from __future__ import annotations
 
 import pytest
 
+from tests.conftest import KeyClient, SessionHandle
+
 # The protected part of a unified@2 view (system prompt with the protocol prompt, header,
 # tool schemas) is about 3400 estimated tokens, so a smaller maxInputTokens is refused as
 # context_capacity_exceeded. These tests keep the small 250-token uncompressed tail they
@@ -20,8 +22,6 @@ def with_maintainer(tenant, make_version):
     """A unified@2 session whose AgentVersion binds a scripted maintainer Agent."""
 
     def build(steps: list[dict], *, page_size: int = 10, interactions: int = 12):
-        from tests.conftest import KeyClient, SessionHandle
-
         app, client = tenant("maintained")
         maintainer = make_version(
             app,

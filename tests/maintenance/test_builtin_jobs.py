@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from sessions_app import maintenance
-from sessions_app.models import KVEntry, MaintenanceJob
+from sessions_app import maintenance, providers
+from sessions_app.models import KVEntry, MaintenanceJob, Session
 from sessions_app.store.state import kv_commit
 
 
@@ -75,7 +75,6 @@ def test_an_empty_or_non_text_answer_is_never_committed(with_maintainer, step, r
 def test_a_state_change_during_summarising_requeues_then_commits(with_maintainer, monkeypatch):
     s = with_maintainer([{"text": "first try"}, {"text": "second try"}])
     job = queue(s)
-    from sessions_app import providers
 
     real = providers.provider_for
     calls = {"n": 0}
@@ -137,8 +136,6 @@ def test_only_one_active_job_per_window(with_maintainer):
 
 
 def test_input_tokens_over_the_threshold_queue_exactly_one_job(with_maintainer):
-    from sessions_app.models import Session
-
     s = with_maintainer([{"text": "x"}], interactions=1)
     session = Session.objects.get(id=s.id)
     # maxInputTokens 4000, ratio 0.75: 2999 is below, 3000 reaches it.

@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 from sessions_app.models import MaintenanceJob
+from tests.api.test_agents_api import GOOD_VERSION, new_agent, new_version
 from tests.api.test_canonical_ids import foreign_spellings
 from tests.maintenance.test_external_maintainer import long_session, plan
 
@@ -59,8 +60,6 @@ def test_job_paths_resolve_only_the_api_spellings(api_session):
     ],
 )
 def test_integer_fields_of_agent_versions_take_json_integers_only(tenant, field, value):
-    from tests.api.test_agents_api import GOOD_VERSION, new_agent, new_version
-
     _, client = tenant()
     agent_id = new_agent(client)
     if field.startswith("model."):

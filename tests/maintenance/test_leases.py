@@ -10,7 +10,7 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from sessions_app import maintenance
+from sessions_app import maintenance, providers, tasks
 from sessions_app.maintenance import LeaseLost, worker
 from sessions_app.models import MaintenanceJob, Session
 from tests.maintenance.test_builtin_jobs import kv, queue
@@ -75,7 +75,6 @@ def test_the_lease_is_renewed_while_a_slow_maintainer_thinks(with_maintainer, se
 def test_a_worker_that_lost_its_lease_leaves_the_job_to_the_new_owner(with_maintainer, monkeypatch):
     s = with_maintainer([{"text": "checkpoint"}])
     job = queue(s)
-    from sessions_app import providers
 
     real = providers.provider_for
     calls = {"n": 0}
@@ -150,7 +149,6 @@ def test_the_sweeper_hands_a_dead_workers_job_on_after_its_lease(
     s = with_maintainer([{"text": "x"}])
     job = queue(s)
     worker._claim(job.id)  # the worker dies right after claiming
-    from sessions_app import tasks
 
     sent = []
     monkeypatch.setattr(tasks.maintenance_job_run, "delay", sent.append)

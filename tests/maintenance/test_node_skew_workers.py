@@ -21,6 +21,7 @@ from agents.models import AgentVersion
 from contextproto.protocol import catalog
 from sessions_app.maintenance import maintenance_request
 from sessions_app.models import MaintenanceJob
+from sessions_app.tasks import maintenance_job_run
 from tests.servers import purged_celery_queue, start_celery_worker, wait_for, worker_env
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow]
@@ -69,8 +70,6 @@ def purged_queue():
 def test_workers_with_different_catalogs_show_skew_and_the_lacking_one_fails_the_job(
     with_maintainer, purged_queue, tmp_path
 ):
-    from sessions_app.tasks import maintenance_job_run
-
     s = with_maintainer([{"text": "checkpoint by the worker carrying unified@3"}])
     AgentVersion.objects.filter(pk=s.agent_version.pk).update(context_protocol_version=3)
     tag = uuid.uuid4().hex[:8]

@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 from django.utils import timezone
 
+from agents.models import AgentVersion
+from sessions_app.maintenance import maintenance_execute, maintenance_request
 from sessions_app.models import KVEntry, MaintenanceJob, Session
 from tests.servers import purged_celery_queue, start_celery_worker, wait_for, worker_env
 
@@ -54,7 +56,6 @@ def test_worker_killed_mid_job_then_a_new_worker_commits_once(
 ):
     # The first answer takes long enough to kill the worker while it "thinks".
     s = with_maintainer([{"text": "slow checkpoint", "delaySeconds": 30}])
-    from sessions_app.maintenance import maintenance_request
 
     log = tmp_path / "worker.log"
     first = start_worker(log)
@@ -89,8 +90,6 @@ def test_worker_killed_mid_job_then_a_new_worker_commits_once(
     lease_left = job_lease(job.id) - killed_at
     assert lease_left <= timedelta(seconds=LEASE_SECONDS + 0.5), lease_left
     # The new worker's script answers at once (step 0 again: no summary was recorded).
-    from agents.models import AgentVersion
-
     AgentVersion.objects.filter(agent=s.agent_version.maintainer_agent).update(
         model_config={"steps": [{"text": "checkpoint after crash"}]}
     )
@@ -115,7 +114,5 @@ def test_worker_killed_mid_job_then_a_new_worker_commits_once(
     assert entries["checkpoint/main"] == "checkpoint after crash"
     assert Session.objects.get(pk=s.id).state_revision == revision_before + 1
     # A late redelivery of the original message changes nothing.
-    from sessions_app.maintenance import maintenance_execute
-
     assert maintenance_execute(job_id=job.id).status == "skipped"
     assert Session.objects.get(pk=s.id).state_revision == revision_before + 1

@@ -9,9 +9,12 @@ from pathlib import Path
 
 import pytest
 
+from contextproto.protocol import adapters
 from contextproto.protocol import tokens as protocol_tokens
+from contextproto.protocol.projection import project
 from sessions_app.providers import ProviderError, ToolCallRequest, base
 from sessions_app.providers.scripted import ScriptedProvider, validate_script
+from tests.protocol.logbuilder import LogBuilder, make_input
 from tests.providers.engine_requests import adapted, history_projection
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "scripted-model.md"
@@ -250,10 +253,6 @@ def test_the_documented_example_is_a_valid_script_that_plays() -> None:
 
 
 def adapted_in_window(window: str) -> dict:
-    from contextproto.protocol import adapters
-    from contextproto.protocol.projection import project
-    from tests.protocol.logbuilder import LogBuilder, make_input
-
     log = LogBuilder(window=window)
     log.input("Prepare a quote for ACME")
     log.text("Working on it.")

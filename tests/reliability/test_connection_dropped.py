@@ -18,8 +18,10 @@ import pytest
 from django.conf import settings
 from django.db import OperationalError
 
+from agents.services import application_create
 from bench import hostloops
 from sessions_app.models import KVEntry, Message, Session, ToolReceipt
+from sessions_app.services import dispatch
 from tests.reliability.conftest import call, database_url
 from tests.servers import wait_for
 
@@ -62,8 +64,6 @@ def tables_written_by(conn: psycopg.Connection, pid: int) -> set[str]:
 def test_connection_killed_inside_the_dispatch_transaction_leaves_nothing_and_retry_applies_once(
     tmp_path,
 ):
-    from agents.services import application_create
-
     server = hostloops.Server(
         env=hostloops.server_env(
             database_url=database_url(), redis_url=settings.REDIS_URL, var_dir=tmp_path
@@ -150,8 +150,6 @@ def test_connection_killed_inside_the_dispatch_transaction_leaves_nothing_and_re
 
 def test_a_database_failure_after_the_kv_write_rolls_back_the_dispatch(api_session, monkeypatch):
     """In process, any database: the failure right after the KV write is a 503; retry once."""
-    from sessions_app.services import dispatch
-
     s = api_session()
     s.input("go")
     call_id = s.call("context_task_memory_set", memory=MEMORY)

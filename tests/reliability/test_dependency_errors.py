@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
+from kombu.exceptions import OperationalError as BrokerUnavailable
+from redis.exceptions import ConnectionError as RedisConnectionError
+
+from sessions_app.api import views as apis
+
 
 def test_a_redis_failure_in_a_request_is_a_503_not_a_500(api_session, monkeypatch):
     """Cache and broker errors reach the one error handler as dependency_unavailable."""
-    from kombu.exceptions import OperationalError as BrokerUnavailable
-    from redis.exceptions import ConnectionError as RedisConnectionError
-
-    from sessions_app.api import views as apis
-
     s = api_session()
     for error in (RedisConnectionError("Connection refused"), BrokerUnavailable("refused")):
 

@@ -17,6 +17,10 @@ import pytest
 
 from bench import hostloops
 from sessions_app.models import KVEntry, MaintenanceJob, Session
+from sessions_app.services.messages import message_write
+from sessions_app.services.projection import projection_build
+from sessions_app.services.runs import run_start
+from sessions_app.services.sessions import session_create
 from tests.reliability.conftest import call, database_url
 from tests.servers import start_celery_worker, wait_for
 
@@ -89,11 +93,6 @@ def dependency_failure_or_success(status: int, answer: dict) -> bool:
 
 def long_session(application, make_version) -> tuple[str, str]:
     """A unified@2 session with a scripted maintainer bound and enough history to compress."""
-    from sessions_app.services.messages import message_write
-    from sessions_app.services.projection import projection_build
-    from sessions_app.services.runs import run_start
-    from sessions_app.services.sessions import session_create
-
     maintainer = make_version(
         application,
         name="context-maintainer",

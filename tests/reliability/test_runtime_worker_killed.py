@@ -23,7 +23,10 @@ from pathlib import Path
 import pytest
 from django.utils import timezone
 
+from agents.models import AgentVersion
 from sessions_app.models import KVEntry, Message, ProjectionSnapshot, Run, ToolReceipt
+from sessions_app.services.runs import run_start
+from sessions_app.services.sessions import session_create
 from tests.servers import purged_celery_queue, start_celery_worker, wait_for, worker_env
 
 VISIBILITY_TIMEOUT = 4
@@ -51,10 +54,6 @@ def purged_queue():
 def test_worker_killed_during_a_model_call_the_run_resumes_and_counts_each_turn_once(
     application, make_version, purged_queue, tmp_path
 ):
-    from agents.models import AgentVersion
-    from sessions_app.services.runs import run_start
-    from sessions_app.services.sessions import session_create
-
     memory_call = {
         "id": "call-memory",
         "name": "context_task_memory_set",

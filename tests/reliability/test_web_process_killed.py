@@ -14,6 +14,7 @@ import threading
 import pytest
 from django.conf import settings
 
+from agents.services import application_create
 from bench import hostloops
 from tests.reliability.conftest import database_url
 from tests.servers import wait_for
@@ -30,8 +31,6 @@ def turns_done(runs: list[hostloops.SessionRun]) -> int:
 
 @pytest.mark.django_db(transaction=True)
 def test_web_processes_killed_mid_load_lose_nothing_and_duplicate_nothing(tmp_path):
-    from agents.services import application_create
-
     server = hostloops.Server(
         env=hostloops.server_env(
             database_url=database_url(), redis_url=settings.REDIS_URL, var_dir=tmp_path

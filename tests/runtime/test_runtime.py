@@ -8,7 +8,9 @@ import pytest
 
 from agents.models import Tool
 from contextproto.errors import ApplicationError
+from sessions_app import providers
 from sessions_app.models import MaintenanceJob, Message, ProjectionSnapshot, Run
+from sessions_app.providers import ProviderError
 from sessions_app.services.messages import message_write
 from sessions_app.services.runs import autostart, run_start, runs_driven_here
 from sessions_app.services.runtime import run_advance
@@ -189,9 +191,6 @@ def test_a_turn_over_the_token_threshold_queues_exactly_one_maintenance_job(
 def test_a_transient_provider_error_requeues_the_run_then_it_fails_after_the_retries(
     scripted, monkeypatch, settings
 ):
-    from sessions_app import providers
-    from sessions_app.providers import ProviderError
-
     settings.RUN_PROVIDER_RETRIES = 2
     settings.RUNTIME_AUTOSTART = False  # advance by hand; eager Celery ignores countdowns
     session = scripted([{"text": "hello"}])

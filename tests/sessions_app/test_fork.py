@@ -23,8 +23,9 @@ from sessions_app.models import (
 )
 from sessions_app.reads import raw_log
 from sessions_app.services.archive import archive_session, restore_session
-from tests.archive.builders import rich_session
+from tests.builders.sessions import rich_session
 from tests.conftest import KeyClient
+from tests.maintenance.test_external_maintainer import commit, long_session, plan
 
 # What a copy keeps of each message (ids, runs and the origin link are checked apart).
 KEPT = ("index", "windowId", "role", "kind", "content", "toolCallId", "toolName", "arguments")
@@ -290,8 +291,6 @@ def test_an_open_call_at_the_bound_moves_the_bound_before_its_group(api_session)
 
 
 def test_fork_after_a_checkpoint_carries_it_and_a_fork_before_it_does_not(api_session):
-    from tests.maintenance.test_external_maintainer import commit, long_session, plan
-
     s = long_session(api_session)
     before_commit = s.project()
     job = plan(s)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from sessions_app.models import Session
-from sessions_app.reads import hot_sql, raw_log
+from sessions_app.reads import hot_sql, raw_log, view_cache
 from sessions_app.services.archive import archive_session, restore_session
 from sessions_app.store.state import kv_commit
 
@@ -159,8 +159,6 @@ def test_log_tail_equals_the_merging_reader_and_leaves_archived_ranges_to_it(api
 def test_the_view_cache_reads_only_new_rows_and_answers_as_a_fresh_read(
     api_session, django_assert_num_queries
 ):
-    from sessions_app.reads import view_cache
-
     s = _session_with_windows_folds_and_runs(api_session)
     session = Session.objects.get(pk=s.id)
     run_hex = session.current_run_id.hex

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import pytest
 from django.db import connection
+from django.db.migrations.executor import MigrationExecutor
 from django.test.utils import CaptureQueriesContext
 
-from sessions_app.models import KVEntry, KVHistory, Session
+from agents.models import Agent, AgentVersion, Application
+from sessions_app.models import KVEntry, KVHistory, Message, Session
 from sessions_app.reads.history import kv_at
 from sessions_app.services.archive import archive_session
 from sessions_app.store.state import KV_DELETE, kv_commit
@@ -82,8 +84,6 @@ def test_a_dispatch_keeps_its_kv_changes_at_the_receipt_revision(api_session):
     assert kv_at(s.id, revision - 1)["activeWindow"] == "main"
     assert kv_at(s.id, revision)["activeWindow"] == "alpha"
     # The result message records the revision before the dispatch's own changes.
-    from sessions_app.models import Message
-
     result = Message.objects.get(session_id=s.id, kind="tool_result", tool_call_id=call)
     assert result.written_at_revision == revision - 1
     later = s.write(role="assistant", kind="text", content="done")
@@ -185,10 +185,6 @@ def test_other_applications_and_sessions_get_404(api_session, tenant):
 def test_the_migration_seeds_existing_sessions_and_sets_their_baseline():
     """Before 0011 a session has KV but no history: afterwards its current KV is its history
     at the entries' revisions, and revisions below its revision then are not recorded."""
-    from django.db.migrations.executor import MigrationExecutor
-
-    from agents.models import Agent, AgentVersion, Application
-
     app = Application.objects.create(name="old")
     agent = Agent.objects.create(application=app, name="a")
     version = AgentVersion.objects.create(

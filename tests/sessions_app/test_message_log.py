@@ -9,6 +9,7 @@ from django.db import IntegrityError, InternalError, connection, transaction
 
 from sessions_app.models import ImmutableMessageError, Message
 from sessions_app.services.messages import message_append
+from sessions_app.services.sessions import session_create
 
 
 def append_text(session, text: str = "hello") -> Message:
@@ -72,8 +73,6 @@ def test_postgres_trigger_allows_delete_only_on_the_archive_path(session):
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 def test_concurrent_appends_get_gapless_unique_indices(application, make_version):
-    from sessions_app.services.sessions import session_create
-
     session, _ = session_create(agent_version=make_version(application))
     threads, per_thread = 8, 200
     barrier = threading.Barrier(threads)

@@ -6,11 +6,12 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from contextproto.errors import ApplicationError
 from sessions_app.models import ProjectionSnapshot
 from sessions_app.services.projection import projection_build
 from sessions_app.services.runs import run_start
 from sessions_app.services.sessions import session_create
-from tests.sessions_app.bulk import bulk_history
+from tests.builders.bulk import bulk_history
 
 
 def build_queries(session) -> tuple[int, ProjectionSnapshot]:
@@ -49,8 +50,6 @@ def test_snapshot_is_cached_by_revision_bound_and_run(session):
 
 
 def test_unknown_provider_is_refused(session):
-    from contextproto.errors import ApplicationError
-
     with pytest.raises(ApplicationError) as refused:
         projection_build(session_id=session.id, provider="grpc")
     assert refused.value.code == "provider_unknown"

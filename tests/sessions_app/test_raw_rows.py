@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
 from uuid import UUID
 
@@ -10,6 +11,7 @@ from django.db import transaction
 from sessions_app.models import Message
 from sessions_app.reads import hot_sql
 from sessions_app.reads.raw_log import log_window
+from sessions_app.services.archive import archive_session
 from sessions_app.services.messages import message_append_locked
 from sessions_app.store.codec import (
     EXTRA_COLUMNS,
@@ -45,10 +47,6 @@ def test_values_rows_map_to_the_same_raw_messages_as_model_rows(api_session):
 
 
 def test_the_outline_is_the_window_without_bodies_hot_and_archived(api_session):
-    from dataclasses import replace
-
-    from sessions_app.services.archive import archive_session
-
     s = api_session()
     for n in range(3):
         s.input(f"input {n}")

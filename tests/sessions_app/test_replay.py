@@ -27,14 +27,8 @@ from sessions_app.replay import (
 )
 from sessions_app.services.rebuild import PRESSURE_ESTIMATED
 from sessions_app.store import body_codec, snapshot_bodies
+from tests.builders.sessions import FLAVOURS, PROVIDERS, flavour, recorded_session, rewrite_bodies
 from tests.conftest import KeyClient
-from tests.sessions_app.replay_builders import (
-    FLAVOURS,
-    PROVIDERS,
-    flavour,
-    recorded_session,
-    rewrite_bodies,
-)
 
 
 def state_of(view_messages: list[dict]) -> dict | None:

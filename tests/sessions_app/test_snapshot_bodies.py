@@ -27,8 +27,8 @@ from sessions_app.services.fork import session_fork
 from sessions_app.services.messages import message_write
 from sessions_app.services.projection import projection_build
 from sessions_app.store import body_codec, snapshot_bodies
+from tests.builders.sessions import PROVIDERS, bind_host_tools
 from tests.conftest import KeyClient
-from tests.sessions_app.replay_builders import PROVIDERS, bind_host_tools
 
 RESULT = "stock list: " + "item {n}: 12 in stock at 1300 EUR, ünïcode; " * 40
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from sessions_app.models import WindowRecord
+from sessions_app.services.archive import archive_session
 from sessions_app.services.messages import message_append
 from sessions_app.store.state import kv_commit
 
@@ -21,8 +22,6 @@ def test_each_append_counts_in_its_window(session):
 
 
 def test_counts_survive_archiving(session):
-    from sessions_app.services.archive import archive_session
-
     for _ in range(6):
         message_append(session_id=session.id, role="assistant", kind="text", content="m")
     archive_session(session_id=session.id, keep_last=0, chunk_size=2)

@@ -1,4 +1,5 @@
-"""A session with windows, folds, several runs and tool work; full dumps of every reader."""
+"""What every reader and view returns for a session, to compare before and after a change
+(an archive, a fork)."""
 
 from __future__ import annotations
 
@@ -8,59 +9,7 @@ from sessions_app.models import Message, Run, Session
 from sessions_app.reads import raw_log
 from sessions_app.services.projection import projection_build, snapshot_to_wire
 from sessions_app.store.codec import raw_from_row
-
-PROVIDERS = ("neutral", "openai-chat", "anthropic-messages")
-
-
-def rich_session(api_session) -> Any:
-    """unified@2, three runs, windows main/alpha/beta, a fold, host and protocol tool work."""
-    s = api_session(version=2)
-    s.input("prepare a quote for ACME, budget 5000")
-    s.host_tool_work("lookup", "price list: 价格 😀 𝄞")
-    s.write(role="assistant", kind="text", content="Working on it.")
-    a1, _ = s.host_tool_work("lookup", "stock: 12")
-    _, a2 = s.host_tool_work("lookup", "shipping: 3 days")
-    assert s.tool(
-        "context_fold_create",
-        fromIndex=a1,
-        throughIndex=a2,
-        summary="looked up stock and shipping",
-        expectedWindowId="main",
-    )["success"]
-    assert s.tool(
-        "context_window_open",
-        windowId="alpha",
-        goal="quote",
-        input="quote 5000",
-        expectedWindowId="main",
-    )["success"]
-    s.host_tool_work("calc", "total 4800")
-    s.write(
-        role="assistant",
-        kind="text",
-        content=[{"type": "text", "text": "draft quote"}, {"type": "text", "text": "€4800"}],
-    )
-    s.input("now schedule the delivery")
-    assert s.tool(
-        "context_window_open",
-        windowId="beta",
-        goal="schedule",
-        input="deliver next week",
-        expectedWindowId="alpha",
-    )["success"]
-    s.host_tool_work("calendar", "free on Tuesday")
-    assert s.tool("context_window_memory_set", memory="Tuesday", expectedWindowId="beta")["success"]
-    s.input("the budget is now 9000")
-    assert s.tool(
-        "context_window_open",
-        windowId="alpha",
-        resume=True,
-        input="budget 9000",
-        expectedWindowId="beta",
-    )["success"]
-    s.host_tool_work("calc", "total 8800")
-    s.write(role="assistant", kind="text", content="Updated quote: 8800.")
-    return s
+from tests.builders.sessions import PROVIDERS
 
 
 def hot_dump(session_id: Any) -> list[dict]:
