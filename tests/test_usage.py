@@ -1,4 +1,4 @@
-"""Usage by kind and its cost (contextproto.usage, SPEC §15): worked by hand, no database."""
+"""Usage by kind and its cost (contextproto.usage, contract §8): worked by hand, no database."""
 
 from __future__ import annotations
 

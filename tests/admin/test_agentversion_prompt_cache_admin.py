@@ -1,4 +1,4 @@
-"""AgentVersion admin: the `model.promptCache` fields generated from their schema (SPEC §15)."""
+"""AgentVersion admin: the `model.promptCache` fields generated from their schema (contract §8)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The admin index warns in red while the live nodes carry different catalogs (SPEC §12)."""
+"""The admin index warns in red while the live nodes carry different catalogs (contract §3)."""
 
 from __future__ import annotations
 

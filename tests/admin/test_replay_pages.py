@@ -1,4 +1,5 @@
-"""The admin's "replay under…" pages (SPEC §17): a session's turns, an AgentVersion's sessions."""
+"""The admin's "replay under…" pages (contract §10): a session's turns, an AgentVersion's
+sessions."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The session browser's time travel (SPEC §17): a turn's state, "fork from this turn", and
+"""The session browser's time travel (contract §10): a turn's state, "fork from this turn", and
 where a fork came from / which forks a session has."""
 
 from __future__ import annotations

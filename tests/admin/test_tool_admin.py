@@ -1,4 +1,5 @@
-"""Host tool admin (SPEC §18): register, change and delete through the services, per Application,
+"""Host tool admin (contract §11): register, change and delete through the services, per
+Application,
 and bind tools to a draft on the AgentVersion page."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Usage and cost in the admin (SPEC §15): the session overview and the AgentVersion page."""
+"""Usage and cost in the admin (contract §8): the session overview and the AgentVersion page."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ USAGES = [
         "cacheWriteInputTokens": 1600,
     },
 ]
-# Costs by the SPEC §15 formula, per turn:
+# Costs by the contract §8 formula, per turn:
 #   (1000 x 3 + 4000 x 3.75 + 100 x 15) / 1e6 = 0.0195
 #   (1600 x 3 + 4000 x 0.3 + 80 x 15) / 1e6 = 0.0072
 #   (800 x 3 + 4000 x 0.3 + 1600 x 3.75 + 60 x 15) / 1e6 = 0.0105   -> 0.0372

@@ -1,4 +1,4 @@
-"""AgentVersion archive (SPEC §2: draft → published → archived) over HTTP."""
+"""AgentVersion archive (contract §2.1: draft → published → archived) over HTTP."""
 
 from __future__ import annotations
 

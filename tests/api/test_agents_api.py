@@ -1,4 +1,4 @@
-"""Agents, versions, publish validation and the catalog over HTTP (SPEC §2, §9)."""
+"""Agents, versions, publish validation and the catalog over HTTP (contract §2.1, §12)."""
 
 from __future__ import annotations
 

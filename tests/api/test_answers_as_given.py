@@ -1,4 +1,4 @@
-"""A model's answer as it gave it, through the API (SPEC §3.1, §4.5; issue 31 item 6).
+"""A model's answer as it gave it, through the API (contract §2.3, §4.5; issue 31 item 6).
 
 A host writes a tool_call with the text its model wrote beside the call and Anthropic's
 thinking blocks; the log returns it unchanged and every later view shows it per provider.

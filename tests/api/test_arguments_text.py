@@ -1,4 +1,4 @@
-"""A call's `arguments` as the JSON text the provider returned (SPEC §9.2), over HTTP.
+"""A call's `arguments` as the JSON text the provider returned (contract §5.2), over HTTP.
 
 Text of an object is stored as that object; any other text is stored as written, projected
 back as the provider wants it, and its dispatch answers the correctable `invalid_arguments`.

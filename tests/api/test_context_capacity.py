@@ -1,4 +1,4 @@
-"""A view whose protected part is above maxInputTokens is refused with 422 (SPEC §6)."""
+"""A view whose protected part is above maxInputTokens is refused with 422 (contract §6)."""
 
 from __future__ import annotations
 

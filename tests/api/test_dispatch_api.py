@@ -1,4 +1,5 @@
-"""Dispatch over HTTP: receipts, stale state, window guard, fold rules, fold read (SPEC §5.1)."""
+"""Dispatch over HTTP: receipts, stale state, window guard, fold rules, fold read (contract
+§5.2)."""
 
 from __future__ import annotations
 

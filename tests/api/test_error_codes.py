@@ -92,7 +92,7 @@ def listed(description: str) -> dict[str, int]:
 
 
 def listed_apart(description: str) -> set[str]:
-    """The codes of the tables without a status: tool results, failed runs (SPEC §9.2)."""
+    """The codes of the tables without a status: tool results, failed runs (contract §12)."""
     return set(re.findall(r"^\| `([a-z0-9_]+)` \| (?!\d{3} \|)", description, re.MULTILINE))
 
 
@@ -105,7 +105,7 @@ def test_the_collection_finds_codes_of_every_kind():
 
 def test_every_code_the_api_can_emit_is_in_the_description(description):
     # An HTTP refusal's code in the table with statuses; a code seen only inside tool results
-    # or failed runs in the tables apart, without a status it never has (SPEC §9.2).
+    # or failed runs in the tables apart, without a status it never has (contract §12).
     shown = set(listed(description)) | listed_apart(description)
     missing = {code: where for code, where in emitted_codes().items() if code not in shown}
     assert missing == {}

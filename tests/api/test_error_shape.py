@@ -1,4 +1,4 @@
-"""Everything under /api/ answers the one JSON error shape, crashes included (SPEC §9)."""
+"""Everything under /api/ answers the one JSON error shape, crashes included (contract §12)."""
 
 from __future__ import annotations
 

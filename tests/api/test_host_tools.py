@@ -1,4 +1,4 @@
-"""Host tools through the API (SPEC §18): `tools/` per Application, bound to versions by id."""
+"""Host tools through the API (contract §11): `tools/` per Application, bound to versions by id."""
 
 from __future__ import annotations
 
@@ -103,7 +103,7 @@ def test_unknown_fields_are_refused(acme):
 
 
 def test_a_name_taken_with_another_definition_is_a_409_naming_the_tool(acme, tenant):
-    # SPEC §9.2: the same name and definition answer the tool (see test_registration_is_
+    # contract §11: the same name and definition answer the tool (see test_registration_is_
     # idempotent); only another definition is refused, with the existing tool's id.
     _, client = acme
     existing = register(client)
@@ -334,7 +334,7 @@ def test_a_bound_tool_reaches_the_models_view(acme):
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("same_definition", [True, False])
 def test_concurrent_registrations_of_one_name_create_one_tool(tenant, same_definition):
-    # SPEC §9.2: the same definition registered at once by several deploys is one tool and
+    # contract §11: the same definition registered at once by several deploys is one tool and
     # a 200 for every loser of the race; other definitions lose with 409 tool_name_taken.
     _, client = tenant("Racers")
     workers = 6
@@ -417,7 +417,7 @@ def test_a_delete_racing_a_publish_never_leaves_a_published_version_without_its_
 
 
 def test_registration_is_idempotent_for_the_same_definition(acme):
-    # SPEC §9.2: a deploy that registers its tools every time gets the same tool back.
+    # contract §11: a deploy that registers its tools every time gets the same tool back.
     _, client = acme
     first = client.post("tools/", tool_body())
     assert first.status_code == 201

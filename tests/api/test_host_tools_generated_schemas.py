@@ -1,4 +1,4 @@
-"""Host tools whose schemas a framework generated (SPEC §9.2, §18): pydantic models in, checked
+"""Host tools whose schemas a framework generated (contract §12, §11): pydantic models in, checked
 arguments out.
 
 The schemas here are not written by hand: `BaseModel.model_json_schema()` makes them, with the

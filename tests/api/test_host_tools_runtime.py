@@ -1,4 +1,4 @@
-"""A built-in-runtime agent given a host tool through the API alone (SPEC §8, §18).
+"""A built-in-runtime agent given a host tool through the API alone (contract §7, §11).
 
 An operator registers the tool (`POST tools/`), binds it to a scripted version and
 publishes; a host starts a session and sends input. The model sees the tool, calls it with

@@ -1,4 +1,4 @@
-"""MCP (SPEC §11) with the official client: catalog resources, prompts, a session's tools.
+"""MCP (contract §13) with the official client: catalog resources, prompts, a session's tools.
 
 In memory against `build_server`, with the credential resolved as a key would; the same
 flow over HTTP against the production server runs in tests/e2e/test_production_server.py.
@@ -427,7 +427,7 @@ def deep(levels: int) -> object:
             "_meta.stateRevision" + "[0]" * 62,
         ),
         ({"memory": "m"}, {"toolCallId": 7}, "tool_call_id_invalid", "_meta.toolCallId"),
-        # SPEC §9.2: ids are 1-256 code points without control characters (was 1-200).
+        # contract §5.2: ids are 1-256 code points without control characters (was 1-200).
         ({"memory": "m"}, {"toolCallId": "x" * 257}, "tool_call_id_invalid", "_meta.toolCallId"),
         ({"memory": "m"}, {"toolCallId": "a\tb"}, "tool_call_id_invalid", "_meta.toolCallId"),
     ],

@@ -1,4 +1,4 @@
-"""`model.prices` is checked at publish (SPEC §15): all four prices, numbers >= 0, or null."""
+"""`model.prices` is checked at publish (contract §8): all four prices, numbers >= 0, or null."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`model.promptCache` over HTTP (SPEC §15): effective value, publish validation, normalizing."""
+"""`model.promptCache` over HTTP (contract §8): effective value, publish validation, normalizing."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Usage reported in the provider's own shape (SPEC §9.2, §15), over HTTP.
+"""Usage reported in the provider's own shape (contract §8.2, §8), over HTTP.
 
 `POST sessions/{id}/snapshots/{snapshotId}/usage/` `{"usage": {...}}` takes the usage object
 as the OpenAI or Anthropic SDK returned it and stores §15's counts.

@@ -114,7 +114,7 @@ def test_every_operation_answers_in_its_documented_shape(schema, walk, api_sessi
     # Host tools.
     tool_body = {"name": "lookup", "description": "d", "inputSchema": {"type": "object"}}
     tool = check(app.post("tools/", tool_body), 201)
-    # SPEC §9.2: the same definition again is the tool (200); another one is the 409.
+    # contract §11: the same definition again is the tool (200); another one is the 409.
     check(app.post("tools/", tool_body), 200)
     check(app.post("tools/", {**tool_body, "description": "other"}), 409)
     check(app.get("tools/", name="lookup"), 200)

@@ -63,7 +63,7 @@ def test_every_query_parameter_is_declared_where_it_is_read(schema):
 def test_operation_ids_are_unique_and_not_numbered(schema):
     ids = Counter(operation["operationId"] for _, _, operation in operations(schema))
     assert [name for name, count in ids.items() if count > 1] == []
-    # SPEC §9.2: ids say what the operation does (they were drf-spectacular's path-derived
+    # contract §12: ids say what the operation does (they were drf-spectacular's path-derived
     # `protocols_list`, `protocols_retrieve`, `agents_retrieve` for a list, …).
     assert "protocol_list" in ids and "protocol_get" in ids and "agent_list" in ids
 

@@ -1,4 +1,4 @@
-"""`GET sessions/{id}/` carries the session's usage and cost (SPEC §15), in one query."""
+"""`GET sessions/{id}/` carries the session's usage and cost (contract §8), in one query."""
 
 from __future__ import annotations
 

@@ -142,7 +142,7 @@ def test_the_operation_is_declared_in_the_openapi_schema(db):
     operation = schema["paths"]["/api/v1/sessions/{session_id}/snapshots/{snapshot_id}/usage/"]
     post = operation["post"]
     ref = post["requestBody"]["content"]["application/json"]["schema"]["$ref"]
-    # SPEC §9.2: the body is the counts or {"usage": <the provider's usage object>}.
+    # contract §8.2: the body is the counts or {"usage": <the provider's usage object>}.
     report_schema = schema["components"]["schemas"][ref.rsplit("/", 1)[1]]
     counts_ref, provider_ref = (form["$ref"] for form in report_schema["oneOf"])
     provider = schema["components"]["schemas"][provider_ref.rsplit("/", 1)[1]]

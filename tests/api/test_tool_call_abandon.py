@@ -1,4 +1,4 @@
-"""A call whose result will never come is abandoned, and the session goes on (SPEC §9.2).
+"""A call whose result will never come is abandoned, and the session goes on (contract §5.3a).
 
 Issue 32's story: a new input while a host call is pending is accepted, and from then on
 nothing can be projected (`projection_pairing_violation`) until the result is written; a

@@ -1,4 +1,4 @@
-"""Tool call ids as providers make them (SPEC §9.2), over HTTP.
+"""Tool call ids as providers make them (contract §5.2), over HTTP.
 
 The story of issue 32: a `toolCallId` with `/` was accepted (201) but its dispatch route
 404'd, so its result could never be written and every later projection failed with

@@ -1,4 +1,4 @@
-"""`POST sessions/{id}/turns/`: one model answer in one call (SPEC §9.2), over HTTP.
+"""`POST sessions/{id}/turns/`: one model answer in one call (contract §5.2a), over HTTP.
 
 A host sends what its provider's SDK returned (an OpenAI chat.completion or its message, an
 Anthropic message) or the neutral form; the service writes the text and every call, records

@@ -1,4 +1,4 @@
-"""/metrics counts recorded tokens by kind and their cost per agent version (SPEC §15)."""
+"""/metrics counts recorded tokens by kind and their cost per agent version (contract §8)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Cold archive (SPEC §7): every reader merges hot and cold; restore gives the same log back."""
+"""Cold archive (contract §2.3): every reader merges hot and cold; restore gives the same log
+back."""
 
 from __future__ import annotations
 

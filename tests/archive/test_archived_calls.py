@@ -1,4 +1,4 @@
-"""Tool calls in the archive (SPEC §7, §14): a result that arrives after its call was archived.
+"""Tool calls in the archive (contract §2.3): a result that arrives after its call was archived.
 
 The write paths find an archived call through `archived_message_by_tool_call`
 (sessions_app.services.messages and .dispatch), as a frozen RawMessage.

@@ -1,4 +1,4 @@
-"""An operator registers a host tool in the admin and binds it to a draft (SPEC §18)."""
+"""An operator registers a host tool in the admin and binds it to a draft (contract §11)."""
 
 from __future__ import annotations
 

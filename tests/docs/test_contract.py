@@ -92,7 +92,7 @@ def test_every_code_and_field_the_contract_spells_exists_in_the_code():
     known = code_strings() | set(ERRORS) | path_parameters
     assert spelled - known == set()
     # Every registered code is in the reference: an HTTP refusal's with its status, a code
-    # seen only in tool results or failed runs in the tables without one (SPEC §9.2).
+    # seen only in tool results or failed runs in the tables without one (contract §12).
     reference = REFERENCE.read_text()
     for code, entry in ERRORS.items():
         row = f"| `{code}` | {entry.status} |" if "http" in entry.seen_in else f"| `{code}` | "

@@ -129,7 +129,7 @@ def test_one_host_turn_and_mcp_against_the_production_server(production_server):
     assert status == 200 and receipt["result"]["success"] is True, receipt
     assert host.call("GET", "")[1]["activeWindow"] == "quote"
 
-    # An id with `/` (SPEC §9.2): uvicorn decodes %2F before Django routes, and the route
+    # An id with `/` (contract §5.2): uvicorn decodes %2F before Django routes, and the route
     # takes it whole; dispatched by path, replayed by the body form, and the view builds.
     status, view = host.call("POST", "projection/", {})
     assert status == 201, view

@@ -85,7 +85,7 @@ HOST_TOOL = "lookup"
 MAX_INPUT_TOKENS = 32_000
 TRIGGER_RATIO = 0.75
 QUIET_TOKENS = 200  # provider-reported usage of an ordinary turn: far below the trigger
-TRIGGER_TOKENS = 30_000  # at least 0.75 * 32000: this turn queues maintenance (SPEC §6)
+TRIGGER_TOKENS = 30_000  # at least 0.75 * 32000: this turn queues maintenance (contract §6)
 SESSION_INPUTS = {"customer": "Zoë Café"}  # non-ASCII: v1 escapes it, v2+ keep it
 RUN_1 = "Prepare a quote for 3 laptops for Zoë; the budget is 5000."
 RUN_2 = "The budget is now 9000. Confirm the quote; do not change it."
@@ -459,7 +459,7 @@ def assert_pairing(body: dict[str, Any], provider: str) -> None:
 
 
 def assert_breakpoints(body: dict[str, Any]) -> None:
-    """Anthropic prompt caching (SPEC §15): at most four markers, one on the last tool and
+    """Anthropic prompt caching (contract §8): at most four markers, one on the last tool and
     one on the system prompt; in the messages one on the last history block (never on a
     header, a state or a prefill) and at most one earlier."""
     tools = [i for i, t in enumerate(body["tools"]) if "cache_control" in t]
@@ -571,7 +571,7 @@ def test_unified_roundtrip(e2e_worker, make_case, fake_model, mapping, provider)
     protocol, version, options = UNIFIED_MAPPINGS[mapping]
     case = make_case(protocol, version, options)
     api = fake_model
-    guarded = version >= 2  # v2+: expectedWindowId is a required guard (SPEC §5)
+    guarded = version >= 2  # v2+: expectedWindowId is a required guard (contract §5)
 
     def guard(window: str) -> dict[str, str]:
         return {"expectedWindowId": window} if guarded else {}

@@ -1,4 +1,4 @@
-"""End to end on PostgreSQL + Redis with a real Celery worker (SPEC §13 stage 3, §14).
+"""End to end on PostgreSQL + Redis with a real Celery worker (docs/architecture.md: Labs, §14).
 
 One unified@2 session with a scripted model and a bound maintainer runs three runs:
 (1) a quote in window alpha, (2) scheduling in beta, (3) "the budget is now 9000" and back

@@ -51,7 +51,7 @@ ANTHROPIC_TEXT_REPLY = {
         "output_tokens": 9,
     },
 }
-# Per million tokens (SPEC §15).
+# Per million tokens (contract §8).
 PRICES = {"input": 2.5, "cacheRead": 0.25, "cacheWrite": 3.75, "output": 10}
 
 

@@ -3,7 +3,8 @@
 * The OpenAI Agents SDK (`openai-agents`, pinned in pyproject.toml's `agents-sdk` extra) runs
   in a virtualenv of its own under var/clients/: it installs a top-level package `agents`,
   like this project's Django app, so it can never be imported beside the project
-  (FIELD_NOTES, "Serving a gateway"). Its clients run as scripts in a subprocess.
+  (docs/decisions.md, "The OpenAI Agents SDK runs from a virtualenv of its own"). Its clients run
+  as scripts in a subprocess.
 * Claude Code is the npm package `@anthropic-ai/claude-code` at CLAUDE_CODE_VERSION (its
   native CLI comes in a platform package from the same registry).
 

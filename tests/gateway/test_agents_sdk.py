@@ -1,4 +1,4 @@
-"""The OpenAI Agents SDK, unchanged, against the gateway (SPEC §19).
+"""The OpenAI Agents SDK, unchanged, against the gateway (contract §14).
 
 `Agent` + `Runner.run_sync` on an `OpenAIChatCompletionsModel` built on an `AsyncOpenAI`
 client whose base URL is the gateway, with a `function_tool` whose schema the SDK generates

@@ -1,4 +1,4 @@
-"""Claude Code, unchanged, against the gateway (SPEC §19): `claude -p` with ANTHROPIC_BASE_URL.
+"""Claude Code, unchanged, against the gateway (contract §14): `claude -p` with ANTHROPIC_BASE_URL.
 
 The pinned CLI (tests/gateway/installs.py) runs non-interactively in a scratch project with
 a file to read. The upstream is a fake model behind the version (tests/gateway/live.py):

@@ -1,4 +1,4 @@
-"""The gateway when things go wrong on the way (SPEC §19), against uvicorn: the serving process
+"""The gateway when things go wrong on the way (contract §14), against uvicorn: the serving process
 dies mid-request, the upstream fails after the stream has begun; and what the model said
 (thinking included) stays in the session for the next turn."""
 

@@ -1,4 +1,4 @@
-"""The gateway through the Django test client: sessions, turns, reconciliation (SPEC §19)."""
+"""The gateway through the Django test client: sessions, turns, reconciliation (contract §14)."""
 
 from __future__ import annotations
 

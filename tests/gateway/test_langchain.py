@@ -1,4 +1,4 @@
-"""LangChain's ChatOpenAI, unchanged, against the gateway (SPEC §19).
+"""LangChain's ChatOpenAI, unchanged, against the gateway (contract §14).
 
 `ChatOpenAI(base_url=…/gateway/openai/v1, api_key=<session key>)` with `bind_tools`: an
 `invoke` the model answers with a call of the client's tool (after a protocol call the

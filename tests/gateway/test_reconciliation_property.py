@@ -1,4 +1,4 @@
-"""Reconciliation, as a property (SPEC §19): however a client sends its conversation (all of it,
+"""Reconciliation, as a property (contract §14): however a client sends its conversation (all of it,
 trimmed from the front, only what is new) and however often it retries a request whose reply
 it lost, the session's log is the one a plain full-history client leaves."""
 

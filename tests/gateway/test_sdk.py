@@ -1,4 +1,4 @@
-"""The gateway driven by the official `openai` and `anthropic` SDKs against uvicorn (SPEC §19).
+"""The gateway driven by the official `openai` and `anthropic` SDKs against uvicorn (contract §14).
 
 Both client formats on both upstream providers, streamed and not: the upstream is a fake
 OpenAI or Anthropic endpoint in this process (tests/gateway/live.py) that answers what each

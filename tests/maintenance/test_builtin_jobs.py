@@ -1,4 +1,4 @@
-"""Built-in maintenance jobs run by the service with the bound maintainer model (SPEC §6)."""
+"""Built-in maintenance jobs run by the service with the bound maintainer model (contract §6)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""External maintainer API: plan / page / commit fenced by the frozen revision (SPEC §6, §9.1)."""
+"""External maintainer API: plan / page / commit fenced by the frozen revision (contract §6,
+§12.1)."""
 
 from __future__ import annotations
 

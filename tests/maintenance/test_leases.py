@@ -1,4 +1,5 @@
-"""Leases of built-in maintenance jobs: renewed while a worker runs, fenced by a token (SPEC §6)."""
+"""Leases of built-in maintenance jobs: renewed while a worker runs, fenced by a token (contract
+§6)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Two real workers with different catalogs on PostgreSQL + Redis (SPEC §12).
+"""Two real workers with different catalogs on PostgreSQL + Redis (contract §3).
 
 Worker A carries the whole catalog; worker B hides unified@3 (NODE_HIDE_PROTOCOLS). Each
 consumes its own queue, so a job goes to the worker the test picks.

@@ -1,4 +1,4 @@
-"""Page reads and the commit re-check the source hash, not only the revision (SPEC §6)."""
+"""Page reads and the commit re-check the source hash, not only the revision (contract §6)."""
 
 from __future__ import annotations
 

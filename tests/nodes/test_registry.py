@@ -1,4 +1,4 @@
-"""The node registry and health/ (SPEC §12): what a process carries, skew, the no-Redis case."""
+"""The node registry and health/ (contract §3): what a process carries, skew, the no-Redis case."""
 
 from __future__ import annotations
 

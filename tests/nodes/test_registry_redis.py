@@ -1,4 +1,4 @@
-"""The node registry on a real Redis: records expire, heartbeats refresh them (SPEC §12)."""
+"""The node registry on a real Redis: records expire, heartbeats refresh them (contract §3)."""
 
 from __future__ import annotations
 

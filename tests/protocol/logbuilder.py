@@ -1,7 +1,7 @@
 """Build raw message logs and projection inputs for engine tests, the way a session writes them.
 
 Indices are gapless from 1, ids are `m<index>`, and a tool result takes the
-window of its call (SPEC §3.1), so tests read like the conversation they model.
+window of its call (contract §2.3), so tests read like the conversation they model.
 """
 
 from __future__ import annotations

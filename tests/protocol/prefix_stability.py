@@ -1,4 +1,4 @@
-"""Compare two turns' provider requests up to the first appended message (SPEC §15).
+"""Compare two turns' provider requests up to the first appended message (contract §8).
 
 A request is cut into units in the order the provider renders it, each unit one canonical
 JSON string with the `cache_control` markers removed (the markers move by design):

@@ -1,4 +1,4 @@
-"""Provider adapters (SPEC §4.5): neutral, OpenAI Chat Completions, Anthropic Messages."""
+"""Provider adapters (contract §4.5): neutral, OpenAI Chat Completions, Anthropic Messages."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Tool argument validation, step 1 of dispatch (SPEC §5, §5.1)."""
+"""Tool argument validation, step 1 of dispatch (contract §5, §5.2)."""
 
 from __future__ import annotations
 

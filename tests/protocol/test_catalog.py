@@ -1,4 +1,4 @@
-"""The protocol catalog: versions, option schemas, prompts and tool schemas (SPEC §1, §5)."""
+"""The protocol catalog: versions, option schemas, prompts and tool schemas (contract §3, §5)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Fold rules of `context_fold_create` (SPEC §5), one test per refusal code."""
+"""Fold rules of `context_fold_create` (contract §5), one test per refusal code."""
 
 from __future__ import annotations
 

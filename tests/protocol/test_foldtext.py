@@ -1,4 +1,4 @@
-"""Fold raw text and its UTF-16 slicing (SPEC §5, context_fold_read)."""
+"""Fold raw text and its UTF-16 slicing (contract §5, context_fold_read)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Where a fork may cut the log (SPEC §17): never inside a group with an unanswered call."""
+"""Where a fork may cut the log (contract §10): never inside a group with an unanswered call."""
 
 from __future__ import annotations
 

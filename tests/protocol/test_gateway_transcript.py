@@ -1,4 +1,5 @@
-"""The transcript read off a log (SPEC §19), and reconciliation against it, without a database."""
+"""The transcript read off a log (contract §14), and reconciliation against it, without a
+database."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The gateway's two wire formats (SPEC §19), without a server: requests in, replies and
+"""The gateway's two wire formats (contract §14), without a server: requests in, replies and
 stream events out, read back by the official SDKs' own parsers."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Interaction groups of one window's history (SPEC §3.3)."""
+"""Interaction groups of one window's history (contract §2.7)."""
 
 from __future__ import annotations
 

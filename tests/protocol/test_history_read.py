@@ -1,4 +1,4 @@
-"""`context_history_read` (SPEC §16): one raw message by index, paged like context_fold_read."""
+"""`context_history_read` (contract §9): one raw message by index, paged like context_fold_read."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Host tools in the engine (SPEC §18): names, reserved names, input schemas, argument checks."""
+"""Host tools in the engine (contract §11): names, reserved names, input schemas, argument
+checks."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""What hosts send, normalised by the engine (SPEC §9.2): ids, argument text, usage objects."""
+"""What hosts send, normalised by the engine (contract §8.2): ids, argument text, usage objects."""
 
 from __future__ import annotations
 

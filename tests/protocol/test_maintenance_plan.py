@@ -1,4 +1,4 @@
-"""Prefix compression planning (SPEC §6): boundary rules, source hash, pages, checkpoints."""
+"""Prefix compression planning (contract §6): boundary rules, source hash, pages, checkpoints."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""unified@4's view (SPEC §16): the masking tier, the cache-stable layout, context pressure."""
+"""unified@4's view (contract §9): the masking tier, the cache-stable layout, context pressure."""
 
 from __future__ import annotations
 

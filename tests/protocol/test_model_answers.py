@@ -1,4 +1,4 @@
-"""Reading a model answer in the four shapes a host sends (SPEC §9.2): no database."""
+"""Reading a model answer in the four shapes a host sends (contract §5.2a): no database."""
 
 from __future__ import annotations
 

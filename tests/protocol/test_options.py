@@ -1,4 +1,4 @@
-"""Publish-time option validation (SPEC §1, §2)."""
+"""Publish-time option validation (contract §3, §2.1)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Byte-stable prefixes (SPEC §15): an append-only turn repeats the previous request.
+"""Byte-stable prefixes (contract §8): an append-only turn repeats the previous request.
 
 For every protocol version and state placement, and every adapter: a random log (texts,
 inputs, single and parallel tool calls with results, approval feedback, long results that
@@ -10,8 +10,8 @@ equal the request of N up to M's first appended message, markers aside
 
 Answers carry what models write: text beside the first call of an answer, and Anthropic
 thinking parts on an answer that follows a user or tool message. Kept out by design: a new
-run (it drops the previous run's inputs that a checkpoint covers, SPEC §4.1), images (the
-GUI projection replaces the oldest of more than three, SPEC §4.4), a fold of the last group
+run (it drops the previous run's inputs that a checkpoint covers, contract §4.1), images (the
+GUI projection replaces the oldest of more than three, contract §4.4), a fold of the last group
 of N (a fold is always followed by the call that made it), and thinking on an answer
 written right after another assistant message (Anthropic wants thinking first in the merged
 assistant turn, so it moves ahead of the earlier message's blocks; no model answers twice

@@ -1,4 +1,4 @@
-"""The model's view for one turn (SPEC §4): order, filtering, folds, state, previews."""
+"""The model's view for one turn (contract §4): order, filtering, folds, state, previews."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def _json_of(text: str) -> dict:
     return json.loads(text.split("\n", 1)[1])
 
 
-# ----------------------------------------------------------------- SPEC §4.1 example
+# ----------------------------------------------------------------- contract §4.1 example
 
 
 def _worked_example() -> tuple[LogBuilder, Fold]:

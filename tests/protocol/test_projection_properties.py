@@ -268,7 +268,7 @@ def test_sources_describe_their_messages(case: Case) -> None:
             assert message.kind == source.derived_type
             assert source.first_index is None and source.last_index is None
     # W's history keeps index order, except that user messages written while a call was
-    # open follow its group (SPEC §4.1 step 2): in order among themselves, and never
+    # open follow its group (contract §4.1 step 2): in order among themselves, and never
     # between a call and its results.
     others = [index for index, role in raw_indices_of_w if role != "user"]
     users = [index for index, role in raw_indices_of_w if role == "user"]

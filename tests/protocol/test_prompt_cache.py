@@ -1,4 +1,4 @@
-"""`model.promptCache` (SPEC §15): schema, validation, the effective setting, the cache key."""
+"""`model.promptCache` (contract §8): schema, validation, the effective setting, the cache key."""
 
 from __future__ import annotations
 

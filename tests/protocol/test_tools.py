@@ -1,4 +1,4 @@
-"""Protocol tool dispatch over the in-memory reader (SPEC §5, §5.1)."""
+"""Protocol tool dispatch over the in-memory reader (contract §5, §5.2)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """unified@4: after a return by `context_window_complete`, the state message names the window
-that was completed and its outcome, as the entry's handoff input (SPEC §16).
+that was completed and its outcome, as the entry's handoff input (contract §9).
 
 A model re-opened a finished window six times because the parent's view had no trace of
 what the sub-task produced. unified@1-3 do not change.

@@ -50,7 +50,7 @@ def test_request_as_sent_matches_the_messages_shape(anthropic_api: FakeAPI) -> N
     assert all(m["role"] in ("user", "assistant") for m in body["messages"])
     assert body["messages"] == request.body["messages"]  # the adapter body, unchanged
     assert body["tools"] == request.body["tools"]
-    # One tool call per answer (SPEC §4.5), as the adapter asked.
+    # One tool call per answer (contract §4.5), as the adapter asked.
     assert body["tool_choice"] == {"type": "auto", "disable_parallel_tool_use": True}
     assert set(body) == {"model", "max_tokens", "system", "messages", "tools", "tool_choice"}
 
@@ -174,7 +174,7 @@ def test_cache_tokens_count_into_the_prompt_size(anthropic_api: FakeAPI) -> None
 
 
 def test_cache_writes_per_ttl_are_kept_beside_their_total(anthropic_api: FakeAPI) -> None:
-    # The current Messages usage: cache_creation splits the writes by TTL (SPEC §15 prices
+    # The current Messages usage: cache_creation splits the writes by TTL (contract §8 prices
     # one cacheWrite, the version's TTL's price; the split stays in the stored usage).
     anthropic_api.answer(
         200,

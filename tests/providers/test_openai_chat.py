@@ -42,7 +42,7 @@ def test_request_as_sent_matches_the_chat_completions_shape(openai_api: FakeAPI)
     assert body["tools"] == request.body["tools"]
     assert body["max_completion_tokens"] == 256
     assert "max_tokens" not in body
-    # One tool call per answer (SPEC §4.5), as the adapter asked.
+    # One tool call per answer (contract §4.5), as the adapter asked.
     assert body["parallel_tool_calls"] is False
     assert set(body) == {
         "model",

@@ -1,4 +1,4 @@
-"""Prompt caching on the wire (SPEC §15): what the official SDKs send, for every mapping.
+"""Prompt caching on the wire (contract §8): what the official SDKs send, for every mapping.
 
 Requests are built by the real engine (log -> projection -> adapter) and sent through the
 `anthropic` and `openai` SDKs to a local recording endpoint; the assertions read the body

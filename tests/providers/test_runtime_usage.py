@@ -1,4 +1,4 @@
-"""The built-in runtime records each SDK's usage by kind and prices the turn (SPEC §15).
+"""The built-in runtime records each SDK's usage by kind and prices the turn (contract §8).
 
 Real `openai` / `anthropic` SDK calls against local fake endpoints: what the provider
 reports ends on the turn's snapshot as input (every input token), cache read, cache write

@@ -6,7 +6,7 @@ answer, the turn count and the usage are written after the model call), so a new
 replays that turn: the run completes, each model answer is written once, and the turn
 count is the number of answers, not of attempts.
 
-Recovery rests on what FIELD_NOTES asks of Celery: late acks (the broker redelivers the
+Recovery rests on what docs/decisions.md asks of Celery: late acks (the broker redelivers the
 killed worker's task once its visibility timeout has passed) and the run's lease (a
 delivery finds a live worker's run leased and does nothing). The test shortens both
 (CELERY_VISIBILITY_TIMEOUT, RUN_LEASE_SECONDS); with the defaults, 3600 s and 300 s,

@@ -81,7 +81,7 @@ class Model:
         return [m for m in self.log if m.window == window and m.index > above]
 
     def groups(self, window: str) -> list[tuple[int, int, bool]]:
-        """(first, last, foldable) of the window's groups above its coverage (SPEC §3.3)."""
+        """(first, last, foldable) of the window's groups above its coverage (contract §2.7)."""
         groups: list[tuple[int, int, bool]] = []
         current: list[Msg] = []
         open_calls: set[str] = set()

@@ -1,4 +1,4 @@
-"""The built-in runtime fails a run whose protected view is above maxInputTokens (SPEC §6)."""
+"""The built-in runtime fails a run whose protected view is above maxInputTokens (contract §6)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A run whose protocol version this worker does not carry fails at once, loudly (SPEC §12)."""
+"""A run whose protocol version this worker does not carry fails at once, loudly (contract §3)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The built-in runtime with the scripted model (SPEC §8)."""
+"""The built-in runtime with the scripted model (contract §7)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Fork a session at any turn (SPEC §17): `POST sessions/{id}/fork/`.
+"""Fork a session at any turn (contract §10): `POST sessions/{id}/fork/`.
 
 The fork's log is the original's #1..bound with new ids, its state the state at the fork's
 revision; it can be projected and continued; the original does not change.

@@ -1,4 +1,4 @@
-"""The KV history (SPEC §17): every committed KV change kept at its revision, and the state
+"""The KV history (contract §10): every committed KV change kept at its revision, and the state
 at any revision read back, by the selector and by `GET sessions/{id}/kv/?revision=R`."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The frame an MCP call is recorded with, and what a call costs (SPEC §11, issues 23.1, 35.2).
+"""The frame an MCP call is recorded with, and what a call costs (contract §13, issues 23.1, 35.2).
 
 `tool_call_record_and_dispatch` records a call with its frame, the (revision, upper bound)
 of the state its client saw, on the tool_call row: at the current state the session's own

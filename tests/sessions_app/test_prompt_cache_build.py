@@ -1,4 +1,5 @@
-"""projection_build applies the version's `model.promptCache` to the stored request (SPEC §15)."""
+"""projection_build applies the version's `model.promptCache` to the stored request (contract
+§8)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Replay recorded turns under another protocol version (SPEC §17, issue 28 part 2).
+"""Replay recorded turns under another protocol version (contract §10, issue 28 part 2).
 
 Replaying a session under the version it ran reproduces every recorded request byte for
 byte, for every protocol version and adapter; under another version it shows what a session

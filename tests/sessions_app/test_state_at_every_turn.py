@@ -1,5 +1,5 @@
 """The state at a turn's revision is the state the turn was built from, for every turn of
-the demo story (SPEC §17): windows, folds, a resumed window and worker checkpoints.
+the demo story (contract §10): windows, folds, a resumed window and worker checkpoints.
 
 The story (labs.scenario.STORY, unified@2, scripted model) runs as `manage.py demo`
 runs it, the maintenance worker played one turn late. Each snapshot froze revision R; the

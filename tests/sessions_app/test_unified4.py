@@ -1,4 +1,4 @@
-"""unified@4 through the service (SPEC §16): pressure from the AgentVersion and the job table,
+"""unified@4 through the service (contract §9): pressure from the AgentVersion and the job table,
 the projection cache, context_history_read on archived messages, raw maintenance pages."""
 
 from __future__ import annotations
@@ -157,7 +157,7 @@ def test_the_context_viewer_shows_a_stub_beside_the_message_it_masks(api_session
 
 
 def test_after_a_return_the_parents_view_shows_what_the_sub_task_produced(api_session):
-    # SPEC §16: the state message names the completed window and its outcome, so the model
+    # contract §9: the state message names the completed window and its outcome, so the model
     # does not re-open a finished window to find out what it did.
     s = v4_session(api_session)
     s.input("quote ACME, then schedule delivery")
