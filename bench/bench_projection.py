@@ -83,7 +83,7 @@ def engine_stopwatch() -> Iterator[Stopwatch]:
 def snapshot_stopwatch() -> Iterator[Stopwatch]:
     """Time the snapshot write inside projection_build (`snapshot_create`: the INSERT and the
     request hash; the body, by default, is written after the turn by the writer thread, which
-    `measure` lets drain untimed after every turn: bench_snapshots.py times it)."""
+    `measure` lets drain untimed after every turn: snapshots_measure.py times it)."""
     from sessions_app.services import projection
 
     watch = Stopwatch()

@@ -384,9 +384,9 @@ def render(results: dict[str, Any], verdicts: list[dict[str, str]], ctx: dict[st
             "",
         ]
     if "gateway" in results:
-        import bench_gateway
+        import gateway_report
 
-        lines += bench_gateway.section_lines(results["gateway"])
+        lines += gateway_report.section_lines(results["gateway"])
     return "\n".join(lines)
 
 

@@ -6,12 +6,9 @@ or the neutral `{content, toolCalls: [{id, name, arguments}]}`. Each becomes the
 or the provider's text as written when it is no JSON object), the provider's usage object
 and the stop reason.
 
-Two readers share the rules. A host's answer (`answer_from_host`) is read strictly: a
-malformed field is refused with a ProtocolError naming it, because the host can fix it. The
-built-in runtime reads the model's reply leniently (`read_openai_message`,
-`read_anthropic_content` with `strict=False`): a model's answer cannot be refused, so what is
-missing gets a stand-in and a note. What the model itself got wrong (arguments that are no
-JSON object) is kept as written in both: the dispatch answers it with `invalid_arguments`.
+A host's answer (`answer_from_host`) is read strictly: a malformed field is refused with a
+ProtocolError naming it, because the host can fix it. The message readers it shares with the
+built-in runtime (which reads the model's reply leniently) are in protocol/answer_parts.py.
 """
 
 from __future__ import annotations
@@ -21,13 +18,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import (
-    ANSWER_INVALID,
-    ANSWER_SHAPE_UNKNOWN,
-    TOOL_CALL_ID_INVALID,
-    ProtocolError,
+from .answer_parts import (
+    THINKING_BLOCKS,
+    AnswerCall,
+    AnswerReading,
+    check_thinking_block,
+    read_anthropic_content,
+    read_openai_message,
+    type_in_words,
 )
-from .host_wire import arguments_from_text, tool_call_id_problem
+from .errors import ANSWER_INVALID, ANSWER_SHAPE_UNKNOWN, ProtocolError
 
 SHAPE_OPENAI_COMPLETION = "openai-chat-completion"
 SHAPE_OPENAI_MESSAGE = "openai-chat-message"
@@ -35,38 +35,10 @@ SHAPE_ANTHROPIC_MESSAGE = "anthropic-message"
 SHAPE_NEUTRAL = "neutral"
 NEUTRAL_FIELDS = ("content", "toolCalls")
 NEUTRAL_CALL_FIELDS = ("id", "name", "arguments")
-THINKING_BLOCKS = ("thinking", "redacted_thinking")
-# What a message row holds of a call's tool name (Message.tool_name); tool names are 1-64.
-NAME_MAX_CHARS = 128
 SHAPES_IN_WORDS = (
     "an OpenAI chat.completion, its choices[0].message, an Anthropic message (type: "
     '"message"), or {content, toolCalls: [{id, name, arguments}]}'
 )
-
-
-@dataclass(frozen=True)
-class AnswerCall:
-    """A call of the answer: its id as the provider made it, the tool, the arguments.
-
-    `arguments` is an object, or the provider's text as written when that is no JSON text
-    of an object. `field` is where the arguments are in the answer (for refusals).
-    """
-
-    id: str
-    name: str
-    arguments: Any
-    field: str
-
-
-@dataclass(frozen=True)
-class AnswerParts:
-    """What one assistant message holds: text, thinking blocks, calls; notes on what was
-    changed or left out while reading it."""
-
-    text: str | None
-    calls: tuple[AnswerCall, ...]
-    thinking: tuple[dict[str, Any], ...] = ()
-    notes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -86,229 +58,6 @@ class ModelAnswer:
     usage_field: str = ""
     stop_reason: str | None = None
     notes: tuple[str, ...] = ()
-
-
-class _Reading:
-    """Where problems go: refused at once (a host's answer) or noted (a model's reply)."""
-
-    def __init__(self, *, strict: bool) -> None:
-        self.strict = strict
-        self.notes: list[str] = []
-
-    def problem(self, where: str, message: str, note: str | None = None) -> None:
-        """Refuse `where` when strict; else keep `note` (if any) and go on."""
-        if self.strict:
-            raise ProtocolError(ANSWER_INVALID, f"{where}: {message}", {"field": where})
-        if note is not None:
-            self.notes.append(note)
-
-    def call_id(self, value: Any, where: str, stand_in: str) -> str:
-        if self.strict:
-            problem = tool_call_id_problem(value)
-            if problem is not None:
-                raise ProtocolError(
-                    TOOL_CALL_ID_INVALID,
-                    f"{where}: {problem}. Send the id as the provider made it (1-256 "
-                    "characters, no control characters).",
-                    {"field": where},
-                )
-            return str(value)
-        # The runtime's providers: a missing id gets a stand-in (answer_record replaces one
-        # outside the id rule).
-        return value or stand_in
-
-    def name(self, value: Any, where: str) -> str:
-        if self.strict and (not isinstance(value, str) or not 1 <= len(value) <= NAME_MAX_CHARS):
-            raise ProtocolError(
-                ANSWER_INVALID,
-                f"{where}: the tool's name, a string of 1 to {NAME_MAX_CHARS} characters.",
-                {"field": where},
-            )
-        return value or ""
-
-    def arguments(self, raw: Any, where: str, call_id: str) -> Any:
-        """A call's arguments as stored (contract §5.2): an object as given, JSON text of an
-        object as that object, any other text as written; nothing at all is `{}`."""
-        if isinstance(raw, dict):
-            return raw
-        if raw is None or raw == "":
-            return {}
-        if isinstance(raw, str):
-            try:
-                parsed = arguments_from_text(raw)
-            except RecursionError:
-                parsed = None
-                self.problem(where, "JSON text nested too deeply to read; flatten it.")
-            if parsed is not None:
-                return parsed
-            self.notes.append(_not_an_object(call_id))
-            return raw
-        self.problem(
-            where,
-            "the arguments are a JSON object, or the JSON text the provider returned (a "
-            f"string), not {_type_name(raw)}.",
-        )
-        self.notes.append(_not_an_object(call_id))
-        return json.dumps(raw)
-
-
-def _not_an_object(call_id: str) -> str:
-    return f"tool call {call_id}: arguments are not a JSON object; kept as written"
-
-
-def _type_name(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, list):
-        return "an array"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, int | float):
-        return "a number"
-    return "an object" if isinstance(value, Mapping) else type(value).__name__
-
-
-def _text_of_parts(parts: list[Any], where: str, reading: _Reading) -> str:
-    texts = []
-    for n, part in enumerate(parts):
-        if isinstance(part, Mapping) and part.get("type", "text") == "text":
-            text = part.get("text", "")
-            if isinstance(text, str):
-                texts.append(text)
-                continue
-        # Compatible servers answer with parts; only text parts carry the answer.
-        reading.problem(f"{where}[{n}]", 'a part of the text is {"type": "text", "text"}.')
-        if isinstance(part, Mapping) and isinstance(part.get("text"), str):
-            texts.append(part["text"])
-    return "".join(texts)
-
-
-# ---------------------------------------------------------------- OpenAI Chat Completions
-
-
-def read_openai_message(message: Mapping[str, Any], *, where: str, strict: bool) -> AnswerParts:
-    """Text and calls of an OpenAI `choices[0].message` (or a compatible server's).
-
-    A `function` call's arguments are the model's JSON text; a `custom` tool's call keeps
-    its free-form input text (noted). Content given as parts is joined.
-    """
-    reading = _Reading(strict=strict)
-    raw_calls = message.get("tool_calls")
-    if raw_calls is not None and not isinstance(raw_calls, list):
-        reading.problem(f"{where}.tool_calls", "a list of tool calls, or null.")
-        raw_calls = None
-    calls = []
-    for n, call in enumerate(raw_calls or (), start=1):
-        at = f"{where}.tool_calls[{n - 1}]"
-        if not isinstance(call, Mapping):
-            reading.problem(at, "a tool call is an object {id, type, function}.")
-            call = {}
-        call_id = reading.call_id(call.get("id"), f"{at}.id", f"call_missing_id_{n}")
-        kind = call.get("type", "function")
-        if kind == "function":
-            function = call.get("function")
-            if strict and not isinstance(function, Mapping):
-                reading.problem(f"{at}.function", "an object {name, arguments}.")
-            function = function or {}
-            name = reading.name(function.get("name"), f"{at}.function.name")
-            arguments = reading.arguments(
-                function.get("arguments"), f"{at}.function.arguments", call_id
-            )
-            calls.append(AnswerCall(call_id, name, arguments, f"{at}.function.arguments"))
-            continue
-        if strict and kind != "custom":
-            reading.problem(f"{at}.type", f'"function" or "custom", not {json.dumps(kind)[:40]}.')
-        # e.g. a `custom` tool: free-form input, no JSON arguments.
-        body = call.get(kind) if isinstance(kind, str) else None
-        body = body if isinstance(body, Mapping) else {}
-        name = reading.name(body.get("name"), f"{at}.{kind}.name")
-        raw_input = body.get("input")
-        if strict and not isinstance(raw_input, str):
-            reading.problem(f"{at}.{kind}.input", "the custom tool's input text.")
-        arguments = raw_input if isinstance(raw_input, str) else json.dumps(raw_input)
-        reading.notes.append(f"tool call {call_id}: type {kind!r} kept as its text input")
-        calls.append(AnswerCall(call_id, name, arguments, f"{at}.{kind}.input"))
-    content = message.get("content")
-    text: str | None
-    if isinstance(content, list):
-        text = _text_of_parts(content, f"{where}.content", reading) or None
-    elif content is None or isinstance(content, str):
-        text = content or None
-    else:
-        reading.problem(f"{where}.content", "the answer's text, a list of text parts, or null.")
-        text = None
-    return AnswerParts(text=text, calls=tuple(calls), notes=tuple(reading.notes))
-
-
-# ---------------------------------------------------------------- Anthropic Messages
-
-
-def read_anthropic_content(blocks: list[Any], *, where: str, strict: bool) -> AnswerParts:
-    """Text, thinking blocks and calls of an Anthropic message's `content` blocks.
-
-    Text blocks split by citations belong together: joined without a separator. Thinking and
-    redacted_thinking blocks are kept as given (Anthropic wants them back unchanged, §4.5);
-    blocks of other types (server tools, their results) are left out, noted.
-    """
-    reading = _Reading(strict=strict)
-    texts: list[str] = []
-    thinking: list[dict[str, Any]] = []
-    calls: list[AnswerCall] = []
-    for n, block in enumerate(blocks):
-        at = f"{where}[{n}]"
-        kind = block.get("type") if isinstance(block, Mapping) else None
-        if not isinstance(block, Mapping) or not isinstance(kind, str):
-            reading.problem(at, 'a content block is an object with a "type".')
-            reading.notes.append(f"anthropic: content block {n} of type {kind!r} was not used")
-            continue
-        if kind == "text":
-            text = block.get("text")
-            if strict and not isinstance(text, str):
-                reading.problem(f"{at}.text", "a text block's text, a string.")
-            texts.append(text or "")
-        elif kind == "tool_use":
-            call_id = reading.call_id(block.get("id"), f"{at}.id", f"toolu_missing_id_{n}")
-            name = reading.name(block.get("name"), f"{at}.name")
-            arguments = reading.arguments(block.get("input"), f"{at}.input", call_id)
-            calls.append(AnswerCall(call_id, name, arguments, f"{at}.input"))
-        elif kind in THINKING_BLOCKS:
-            if strict:
-                _thinking_check(block, at)
-            thinking.append(dict(block))
-        else:
-            reading.notes.append(f"anthropic: content block {n} of type {kind!r} was not used")
-    return AnswerParts(
-        text="".join(texts) or None,
-        calls=tuple(calls),
-        thinking=tuple(thinking),
-        notes=tuple(reading.notes),
-    )
-
-
-def _thinking_check(block: Mapping[str, Any], where: str) -> None:
-    # As Anthropic gives them (an omitted thinking text is ""); the signature is checked by
-    # Anthropic when the block goes back.
-    if block.get("type") == "thinking":
-        for name in ("thinking", "signature"):
-            if not isinstance(block.get(name), str):
-                raise ProtocolError(
-                    ANSWER_INVALID,
-                    f"{where}.{name}: a thinking block carries its {name} as a string; send "
-                    "the block as the provider returned it.",
-                    {"field": f"{where}.{name}"},
-                )
-    elif not isinstance(block.get("data"), str):
-        raise ProtocolError(
-            ANSWER_INVALID,
-            f"{where}.data: a redacted_thinking block carries its data as a string; send the "
-            "block as the provider returned it.",
-            {"field": f"{where}.data"},
-        )
-
-
-# ---------------------------------------------------------------- a host's answer
 
 
 def answer_shape(answer: object) -> str | None:
@@ -337,7 +86,9 @@ def answer_from_host(answer: object, *, root: str = "answer") -> ModelAnswer:
     """
     shape = answer_shape(answer)
     if shape is None or not isinstance(answer, Mapping):
-        got = "an object with other fields" if isinstance(answer, Mapping) else _type_name(answer)
+        got = (
+            "an object with other fields" if isinstance(answer, Mapping) else type_in_words(answer)
+        )
         raise ProtocolError(
             ANSWER_SHAPE_UNKNOWN,
             f"{root} is the model's answer as the provider's SDK returned it: {SHAPES_IN_WORDS}"
@@ -460,7 +211,7 @@ def _neutral(answer: Mapping[str, Any], root: str) -> ModelAnswer:
             f"{', '.join(NEUTRAL_FIELDS)}.",
             {"field": f"{root}.{unknown[0]}"},
         )
-    reading = _Reading(strict=True)
+    reading = AnswerReading(strict=True)
     content = answer.get("content")
     text: str | None = None
     thinking: list[dict[str, Any]] = []
@@ -470,7 +221,7 @@ def _neutral(answer: Mapping[str, Any], root: str) -> ModelAnswer:
             at = f"{root}.content[{n}]"
             kind = part.get("type") if isinstance(part, Mapping) else None
             if isinstance(part, Mapping) and kind in THINKING_BLOCKS:
-                _thinking_check(part, at)
+                check_thinking_block(part, at)
                 thinking.append(dict(part))
             elif isinstance(part, Mapping) and kind == "text" and isinstance(part.get("text"), str):
                 texts.append(part["text"])

@@ -21,7 +21,7 @@ from contextproto.errors import (
     PROVIDER_UNAVAILABLE,
 )
 from contextproto.protocol.adapters import WireFormat
-from contextproto.protocol.model_answers import read_anthropic_content
+from contextproto.protocol.answer_parts import read_anthropic_content
 from sessions_app.providers.base import (
     CallOptions,
     ModelReply,

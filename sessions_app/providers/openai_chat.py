@@ -19,7 +19,7 @@ from contextproto.errors import (
     PROVIDER_UNAVAILABLE,
 )
 from contextproto.protocol.adapters import WireFormat
-from contextproto.protocol.model_answers import read_openai_message
+from contextproto.protocol.answer_parts import read_openai_message
 from sessions_app.providers.base import (
     CallOptions,
     ModelReply,

@@ -11,8 +11,8 @@ BENCH = Path(__file__).resolve().parents[2] / "bench"
 if str(BENCH) not in sys.path:
     sys.path.insert(0, str(BENCH))
 
-import bench_gateway  # noqa: E402  (bench/ is a script directory, not a package)
-import bench_report  # noqa: E402
+import bench_report  # noqa: E402  (bench/ is a script directory, not a package)
+import gateway_report  # noqa: E402
 
 
 def _row(key: str, p50: float, *, calls: int = 1, gateway: bool = True) -> dict[str, Any]:
@@ -89,9 +89,9 @@ def _results(gateway_p50: float, big_p50: float, slow: list[dict[str, Any]]) -> 
         "seconds": 130.0,
         "prepare_seconds": 14.0,
     }
-    result["goals"] = bench_gateway.goals(overhead, slow)
-    result["table"] = bench_gateway.overhead_table(overhead)
-    result["slow_table"] = bench_gateway.slow_table(slow)
+    result["goals"] = gateway_report.goals(overhead, slow)
+    result["table"] = gateway_report.overhead_table(overhead)
+    result["slow_table"] = gateway_report.slow_table(slow)
     return result
 
 
@@ -113,13 +113,13 @@ def test_an_error_or_a_held_transaction_beside_slow_requests_misses_the_goal() -
     ):
         result = _results(35.0, 35.0, slow)
         assert result["goals"][-1]["status"] == "missed"
-        text = "\n".join(bench_gateway.section_lines(result))
+        text = "\n".join(gateway_report.section_lines(result))
         assert "It did not hold in this run" in text
 
 
 def test_the_section_explains_a_missed_goal_with_the_runs_figures() -> None:
     result = _results(120.0, 125.0, [_slow(0, 40.0), _slow(8, 60.0), _slow(16, 80.0)])
-    text = "\n".join(bench_gateway.section_lines(result))
+    text = "\n".join(gateway_report.section_lines(result))
     assert text.startswith("## Gateway\n")
     assert "6.0x at p50 (120.0 ms vs 20.0 ms" in text
     assert "34 SQL statements" in text and "8 commits that write" in text

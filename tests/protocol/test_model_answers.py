@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from contextproto.protocol.answer_parts import read_anthropic_content, read_openai_message
 from contextproto.protocol.errors import ProtocolError
 from contextproto.protocol.model_answers import (
     SHAPE_ANTHROPIC_MESSAGE,
@@ -11,8 +12,6 @@ from contextproto.protocol.model_answers import (
     SHAPE_OPENAI_COMPLETION,
     SHAPE_OPENAI_MESSAGE,
     answer_from_host,
-    read_anthropic_content,
-    read_openai_message,
 )
 
 # As `ChatCompletion.model_dump()` gives it (openai 2.x), trimmed of nulls that do not matter.

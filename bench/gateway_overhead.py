@@ -1,0 +1,358 @@
+"""Part 1 of the gateway section (bench/bench_gateway.py): what the gateway costs a request.
+
+The three paths to the fake model in interleaved rounds, the gateway's own record read back,
+and where the time of one gateway request goes (statements, SQL, commits that flush the WAL).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from benchlib import median, p95
+from gateway_setup import (
+    FIXED_DELAY,
+    GATEWAY_PATH,
+    LITELLM_MODEL,
+    WARMUP,
+    Client,
+    GatewaySession,
+    Process,
+)
+
+# --------------------------------------------------------------------------- overhead
+
+
+@dataclass
+class Variant:
+    key: str
+    label: str
+    calls: int  # model calls per request
+    send: Callable[[int], tuple[int | None, dict[str, str], bytes]]
+    check: Callable[[int | None, dict[str, str], bytes], str | None]
+    session_id: Any = None
+    latencies: list[float] = field(default_factory=list)
+    problems: Counter = field(default_factory=Counter)
+
+    def overheads_ms(self) -> list[float]:
+        return [(s - self.calls * FIXED_DELAY) * 1000 for s in self.latencies]
+
+
+def _ok(status: int | None, headers: dict[str, str], raw: bytes) -> str | None:
+    return None if status == 200 else f"status {status}"
+
+
+def _turns(expected: int) -> Callable[[int | None, dict[str, str], bytes], str | None]:
+    def check(status: int | None, headers: dict[str, str], raw: bytes) -> str | None:
+        if status != 200:
+            return f"status {status}: {raw[:200]!r}"
+        if headers.get("x-contextproto-turns") != str(expected):
+            return f"{headers.get('x-contextproto-turns')} model calls, not {expected}"
+        return None
+
+    return check
+
+
+def _reply_text(raw: bytes) -> str:
+    return json.loads(raw)["choices"][0]["message"]["content"]
+
+
+def variants(
+    fake: Process, litellm: Process | None, gateway: Process, prepared: dict[str, Any], key: str
+) -> list[Variant]:
+    def user(n: int, tag: str, extra: str = "") -> dict[str, Any]:
+        return {"role": "user", "content": f"Request {n} ({tag}){extra}: check the ACME quote."}
+
+    found: list[Variant] = []
+    direct = Client(fake.base)
+    found.append(
+        Variant(
+            "direct",
+            "direct to the fake model",
+            1,
+            lambda n: direct.request(
+                "POST",
+                "/v1/chat/completions",
+                {"model": LITELLM_MODEL, "messages": [user(n, "direct")]},
+            ),
+            _ok,
+        )
+    )
+    if litellm is not None:
+        proxy = Client(litellm.base, {"Authorization": f"Bearer {prepared['master_key']}"})
+        found.append(
+            Variant(
+                "litellm",
+                "LiteLLM proxy",
+                1,
+                lambda n: proxy.request(
+                    "POST",
+                    "/v1/chat/completions",
+                    {"model": LITELLM_MODEL, "messages": [user(n, "litellm")]},
+                ),
+                _ok,
+            )
+        )
+    sessions: dict[str, GatewaySession] = prepared["sessions"]
+
+    def gateway_variant(name: str, label: str, calls: int) -> Variant:
+        session = sessions[name]
+        client = Client(
+            gateway.base,
+            {
+                "Authorization": f"Bearer {key}",
+                "X-Contextproto-Session": str(session.built.session_id),
+            },
+        )
+
+        def send(n: int) -> tuple[int | None, dict[str, str], bytes]:
+            mark = f" [protocol:{n}]" if calls == 2 else ""
+            message = user(n, name, mark)
+            if session.full_history is None:
+                return client.request("POST", GATEWAY_PATH, {"model": "x", "messages": [message]})
+            session.full_history.append(message)
+            status, headers, raw = client.request(
+                "POST", GATEWAY_PATH, {"model": "x", "messages": session.full_history}
+            )
+            if status == 200:
+                session.full_history.append({"role": "assistant", "content": _reply_text(raw)})
+            else:  # the client drops what was not answered and sends it again next round
+                session.full_history.pop()
+            return status, headers, raw
+
+        return Variant(name, label, calls, send, _turns(calls), session.built.session_id)
+
+    full = prepared["full_messages"]
+    found += [
+        gateway_variant("incremental@1k", "gateway, 1k session, incremental client", 1),
+        gateway_variant("incremental@100k", "gateway, 100k session, incremental client", 1),
+        gateway_variant(
+            "full@1k", f"gateway, 1k session, full-history client ({full}+ messages)", 1
+        ),
+        gateway_variant("protocol@1k", "gateway, 1k session, one protocol call then the answer", 2),
+    ]
+    return found
+
+
+HISTOGRAMS = {
+    "overhead": 'contextproto_gateway_overhead_seconds_{part}{{format="openai"}}',
+    "projection": "contextproto_projection_seconds_{part}",
+}
+
+
+def _metrics(gateway: Process, token: str) -> dict[str, tuple[float, float]]:
+    """Sum and count of the gateway overhead (OpenAI format) and projection histograms."""
+    _status, _headers, raw = Client(gateway.base).request(
+        "GET", "/metrics", headers={"Authorization": f"Bearer {token}"}
+    )
+    text = raw.decode()
+    found: dict[str, tuple[float, float]] = {}
+    for name, pattern in HISTOGRAMS.items():
+        values = []
+        for part in ("sum", "count"):
+            line = re.search(
+                "^" + re.escape(pattern.format(part=part)) + r" (\S+)$", text, flags=re.MULTILINE
+            )
+            values.append(float(line.group(1)) if line else 0.0)
+        found[name] = (values[0], values[1])
+    return found
+
+
+def _mean_ms(
+    before: dict[str, tuple[float, float]], after: dict[str, tuple[float, float]], name: str
+) -> tuple[float, int]:
+    total = after[name][0] - before[name][0]
+    count = after[name][1] - before[name][1]
+    return (total / count * 1000 if count else float("nan")), int(count)
+
+
+def _recorded(variant: Variant) -> list[tuple[int, int]]:
+    """(gateway_ms, upstream_ms) of the variant's measured requests, from their records."""
+    from sessions_app.models import GatewayExchange
+
+    rows = list(
+        GatewayExchange.objects.filter(session_id=variant.session_id, http_status=200)
+        .order_by("created_at")
+        .values_list("gateway_ms", "upstream_ms")
+    )
+    return [(g or 0, u or 0) for g, u in rows[WARMUP:]]
+
+
+def measure_overhead(
+    found: list[Variant], fake: Process, gateway: Process, metrics_token: str, rounds: int
+) -> dict[str, Any]:
+    fake_client = Client(fake.base)
+    histogram_before: dict[str, tuple[float, float]] = {}
+    for n in range(WARMUP + rounds):
+        if n == WARMUP:
+            fake_client.request("POST", "/stats/reset", {})
+            histogram_before = _metrics(gateway, metrics_token)
+        shift = n % len(found)
+        for variant in found[shift:] + found[:shift]:  # each variant takes each place in turn
+            started = time.perf_counter()
+            status, headers, raw = variant.send(n)
+            seconds = time.perf_counter() - started
+            problem = variant.check(status, headers, raw)
+            if problem:
+                variant.problems[problem] += 1
+            elif n >= WARMUP:
+                variant.latencies.append(seconds)
+    histogram_after = _metrics(gateway, metrics_token)
+    _status, _headers, raw = fake_client.request("GET", "/stats")
+    fake_stats = json.loads(raw or b"{}")
+    rows = []
+    recorded_all: list[int] = []
+    for variant in found:
+        overheads = variant.overheads_ms()
+        recorded = _recorded(variant) if variant.session_id is not None else []
+        gateway_ms = [g for g, _u in recorded]
+        upstream_extra = [u - variant.calls * FIXED_DELAY * 1000 for _g, u in recorded]
+        recorded_all += gateway_ms
+        # Request by request (the records in the order the requests were sent): what the
+        # client waited beyond the model = outside the recorded span + gateway_ms + the
+        # upstream call's own time beyond the model's delay.
+        aligned = len(recorded) == len(overheads) and not variant.problems
+        edge = (
+            [o - g - x for o, g, x in zip(overheads, gateway_ms, upstream_extra, strict=True)]
+            if aligned
+            else []
+        )
+        rows.append(
+            {
+                "key": variant.key,
+                "label": variant.label,
+                "calls": variant.calls,
+                "requests": len(overheads),
+                "p50": median(overheads),
+                "p95": p95(overheads),
+                "recorded_p50": median(gateway_ms) if gateway_ms else float("nan"),
+                "recorded_p95": p95(gateway_ms) if gateway_ms else float("nan"),
+                "upstream_extra_p50": median(upstream_extra) if upstream_extra else float("nan"),
+                "edge_p50": median(edge) if edge else float("nan"),
+                "problems": dict(variant.problems),
+            }
+        )
+    histogram, histogram_count = _mean_ms(histogram_before, histogram_after, "overhead")
+    projection, projection_count = _mean_ms(histogram_before, histogram_after, "projection")
+    return {
+        "rows": rows,
+        "fake": fake_stats,
+        "histogram": {"count": histogram_count, "mean_ms": histogram},
+        "projection": {"count": projection_count, "mean_ms": projection},
+        "recorded": {
+            "count": len(recorded_all),
+            "mean_ms": sum(recorded_all) / len(recorded_all) if recorded_all else float("nan"),
+        },
+    }
+
+
+# --------------------------------------------------------------------------- where the time goes
+
+BREAKDOWN_REQUESTS = 20
+WRITES = ("INSERT", "UPDATE", "DELETE")
+
+
+def flush_cost_ms(repeat: int = 30) -> dict[str, float]:
+    """What one commit that writes costs on this database (it waits for the WAL to reach the
+    disk), against the same statement with synchronous_commit off: a scratch table's row."""
+    from django.db import connection
+
+    def timed(sql: str) -> float:
+        times = []
+        with connection.cursor() as cursor:
+            for _ in range(repeat):
+                started = time.perf_counter()
+                cursor.execute(sql)
+                times.append(time.perf_counter() - started)
+        return median(times) * 1000
+
+    # A regular table (a temporary one writes no WAL), dropped afterwards.
+    with connection.cursor() as cursor:
+        cursor.execute("CREATE TABLE IF NOT EXISTS bench_gateway_flush (id int PRIMARY KEY, n int)")
+        cursor.execute("INSERT INTO bench_gateway_flush VALUES (1, 0) ON CONFLICT DO NOTHING")
+    update = "UPDATE bench_gateway_flush SET n = n + 1 WHERE id = 1"
+    flushed = timed(update)
+    with connection.cursor() as cursor:
+        cursor.execute("SET synchronous_commit = off")
+    unflushed = timed(update)
+    with connection.cursor() as cursor:
+        cursor.execute("SET synchronous_commit = on")
+        cursor.execute("DROP TABLE bench_gateway_flush")
+    return {"flushed_ms": flushed, "unflushed_ms": unflushed, "select_ms": timed("SELECT 1")}
+
+
+def breakdown(prepared: dict[str, Any]) -> dict[str, Any]:
+    """Statements, SQL time and WAL-flushing commits of one gateway request, in this process.
+
+    The same view through Django's test client (no HTTP server) on the 1k incremental
+    session, BREAKDOWN_REQUESTS requests after one warm-up: every statement is counted and
+    timed; a commit flushes the WAL when its transaction wrote (or locked) a row, which is
+    an atomic block with such a statement or a write run outside any.
+    """
+    from django.db import connection
+    from django.test import Client as TestClient
+    from django.test.utils import override_settings
+
+    session = prepared["sessions"]["incremental@1k"].built.session_id
+    headers = {
+        "HTTP_AUTHORIZATION": f"Bearer {prepared['key']}",
+        "HTTP_X_CONTEXTPROTO_SESSION": str(session),
+    }
+    client = TestClient()
+    counts = Counter()
+    seconds = {"sql": 0.0}
+    pending = {"write": False}
+
+    def send(n: int) -> int:
+        body = {"model": "x", "messages": [{"role": "user", "content": f"Profiled {n}."}]}
+        return client.post(
+            GATEWAY_PATH, data=json.dumps(body), content_type="application/json", **headers
+        ).status_code
+
+    def wrapper(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        head = sql.lstrip().split(None, 1)[0].upper()
+        writes = head in WRITES or " FOR UPDATE" in sql or " FOR NO KEY UPDATE" in sql
+        counts["statements"] += 1
+        if writes and not connection.in_atomic_block:
+            counts["flushes"] += 1
+        elif writes:
+            pending["write"] = True
+        started = time.perf_counter()
+        try:
+            return execute(sql, params, many, context)
+        finally:
+            seconds["sql"] += time.perf_counter() - started
+
+    commit = connection.commit
+
+    def counted_commit() -> None:
+        if pending["write"]:
+            counts["flushes"] += 1
+            pending["write"] = False
+        commit()
+
+    with override_settings(ALLOWED_HOSTS=["testserver"]):
+        send(0)
+        connection.commit = counted_commit  # type: ignore[method-assign]
+        started = time.perf_counter()
+        try:
+            with connection.execute_wrapper(wrapper):
+                statuses = [send(n) for n in range(1, BREAKDOWN_REQUESTS + 1)]
+        finally:
+            del connection.commit
+        wall = time.perf_counter() - started
+    n = BREAKDOWN_REQUESTS
+    return {
+        "requests": n,
+        "ok": sum(1 for status in statuses if status == 200),
+        "statements": counts["statements"] / n,
+        "flushes": counts["flushes"] / n,
+        "sql_ms": seconds["sql"] / n * 1000,
+        "overhead_ms": (wall / n - FIXED_DELAY) * 1000,
+        "probe": flush_cost_ms(),
+    }
