@@ -26,7 +26,7 @@ from sessions_app.services import archive
 from sessions_app.services.fork import session_fork
 from sessions_app.services.messages import message_write
 from sessions_app.services.projection import projection_build
-from sessions_app.store import body_codec, snapshot_bodies
+from sessions_app.store import body_codec, body_writer, snapshot_bodies
 from tests.conftest import KeyClient
 from tests.sessions_app.replay_builders import PROVIDERS, bind_host_tools
 
@@ -39,7 +39,7 @@ def _sent(snapshot: ProjectionSnapshot) -> str:
 
 def _assert_all_decode(sent: dict[str, str]) -> list[ProjectionSnapshot]:
     """Every snapshot decodes from the database to the text its turn built."""
-    assert snapshot_bodies.bodies_flush(60)
+    assert body_writer.bodies_flush(60)
     snapshot_bodies.forget_cache()
     stored = list(ProjectionSnapshot.objects.filter(pk__in=list(sent)).order_by("created_at"))
     assert len(stored) == len(sent)
@@ -279,7 +279,7 @@ def test_the_migration_keeps_old_bodies_readable_and_later_turns_delta_on_them(a
     for provider in PROVIDERS:
         built = projection_build(session_id=s.id, provider=provider)
         sent[str(built.pk)] = _sent(built)
-    assert snapshot_bodies.bodies_flush(30)
+    assert body_writer.bodies_flush(30)
     ids = list(sent)
     executor = MigrationExecutor(connection)
     try:
