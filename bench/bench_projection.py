@@ -175,7 +175,7 @@ def _view_keys(window: str) -> list[str]:
 
 def measure(built: list[bench_data.Built], reps: int) -> list[Cell]:
     from sessions_app.services.projection import projection_build
-    from sessions_app.store.snapshot_bodies import bodies_flush
+    from sessions_app.store.body_writer import bodies_flush
 
     cells = [Cell(b) for b in built]
     keys = {c.built.window_id: _view_keys(c.built.window_id) for c in cells}

@@ -136,7 +136,7 @@ def storage() -> list[dict[str, Any]]:
     import bench_tokens
     from django.test.utils import override_settings
 
-    from sessions_app.store import snapshot_bodies
+    from sessions_app.store import body_writer
 
     _unified, _prefix, inputs = bench_tokens.build_scripts()
     rows = []
@@ -145,7 +145,7 @@ def storage() -> list[dict[str, Any]]:
             for label, version in _versions(budget).items():
                 began = time.perf_counter()
                 session = bench_tokens._drive(version, inputs)
-                if not snapshot_bodies.bodies_flush(120):
+                if not body_writer.bodies_flush(120):
                     raise RuntimeError("the body writer did not drain")
                 rows.append(_storage_row(label, budget, session))
                 log(
@@ -163,7 +163,7 @@ def turn_cost(reps: int) -> dict[str, Any]:
     from django.test.utils import override_settings
 
     from sessions_app.services import projection
-    from sessions_app.store import snapshot_bodies
+    from sessions_app.store import body_writer
 
     built = bench_projection.prepare((1000,))[0]
     keys = bench_projection._view_keys(built.window_id)
@@ -172,7 +172,7 @@ def turn_cost(reps: int) -> dict[str, Any]:
     bare: list[float] = []
     writer: list[float] = []
     original_create = projection.snapshot_create
-    original_write = snapshot_bodies.body_write
+    original_write = body_writer.body_write
 
     def timed_write(**kwargs: Any) -> bool:
         start = time.perf_counter()
@@ -201,12 +201,12 @@ def turn_cost(reps: int) -> dict[str, Any]:
                 elapsed = time.perf_counter() - start
         finally:
             projection.snapshot_create = original_create
-        snapshot_bodies.bodies_flush(60)  # untimed: the writer never overlaps the next turn
+        body_writer.bodies_flush(60)  # untimed: the writer never overlaps the next turn
         if record:
             times[mode].append(elapsed)
             snapshot[mode].append(spent[0])
 
-    snapshot_bodies.body_write = timed_write
+    body_writer.body_write = timed_write
     try:
         for _ in range(3):
             for mode in MODES:
@@ -220,7 +220,7 @@ def turn_cost(reps: int) -> dict[str, Any]:
             bench_projection._bare(built, keys)
             bare.append(time.perf_counter() - start)
     finally:
-        snapshot_bodies.body_write = original_write
+        body_writer.body_write = original_write
     b = median(bare)
     rows = {}
     for mode in MODES:

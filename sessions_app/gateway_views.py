@@ -49,13 +49,10 @@ from contextproto.parsers import check_storable
 from contextproto.protocol.gateway import anthropic_wire, openai_wire
 from contextproto.protocol.gateway.wire import ClientFormat, Reply, WireError, dumps
 from sessions_app.auth import credential_for_key
-from sessions_app.services.gateway import (
-    Finished,
-    GatewayCall,
-    TextDelta,
-    TurnDone,
-    request_hash,
-)
+from sessions_app.services.gateway import GatewayCall
+from sessions_app.services.gateway_checks import request_hash
+from sessions_app.services.gateway_record import Finished
+from sessions_app.services.gateway_turns import TextDelta, TurnDone
 
 logger = logging.getLogger("contextproto.gateway")
 

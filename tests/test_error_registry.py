@@ -41,7 +41,7 @@ COMPUTED_CODES = {
     ("contextproto/protocol/prompt_cache.py", "first['code']"): "a PROMPT_CACHE_* constant",
     ("sessions_app/gateway_views.py", "exc.code"): "a WireError's: test_gateway_codes_registered",
     ("sessions_app/services/gateway.py", "outcome.code"): "test_gateway_codes_registered",
-    ("sessions_app/services/gateway.py", "exc.code"): "content_check's code passed on",
+    ("sessions_app/services/gateway_writes.py", "exc.code"): "content_check's code passed on",
 }
 
 CODE_SITES = {"ApplicationError", "ProtocolError", "error_response", "error_body"}

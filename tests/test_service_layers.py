@@ -135,8 +135,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("tasks: Celery entry points", ("sessions_app.tasks", "sessions_app.tasks_archive")),
     (
         "edge: API views, MCP server, key auth, admin pages, the console, scrape gauges, "
-        "commands, the app config",
-        ("sessions_app.*",),
+        "commands, the app config; the gateway's request service",
+        ("sessions_app.services.gateway", "sessions_app.services.gateway_*", "sessions_app.*"),
     ),
     (
         "project wiring: URLs, ASGI/WSGI, the server edge, the landing page",

@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from sessions_app.models import ProjectionSnapshot
 from sessions_app.services.rebuild import snapshot_rebuild
-from sessions_app.store import snapshot_bodies
+from sessions_app.store import body_retention, body_writer
 
 logger = logging.getLogger(__name__)
 
@@ -41,10 +41,10 @@ def bodies_rebuild_lost() -> tuple[int, int]:
     """Write, rebuilt, the bodies still pending past the grace period; (rebuilt, lost)."""
     before = timezone.now() - timedelta(seconds=settings.SNAPSHOT_BODY_GRACE_SECONDS)
     rebuilt = lost = 0
-    for snapshot in snapshot_bodies.lost_bodies(before):
+    for snapshot in body_retention.lost_bodies(before):
         view = snapshot_rebuild(snapshot)
         if view.problem is not None:
-            lost += snapshot_bodies.body_mark_lost(
+            lost += body_retention.body_mark_lost(
                 snapshot.pk, LOST_NOTE.format(problem=view.problem)
             )
             continue
@@ -53,7 +53,7 @@ def bodies_rebuild_lost() -> tuple[int, int]:
             bound=snapshot.upper_bound,
             match=_match(snapshot, view.hash_matches),
         )
-        written = snapshot_bodies.body_write(
+        written = body_writer.body_write(
             snapshot_id=snapshot.pk,
             session_id=snapshot.session_id,
             created_at=snapshot.created_at,
@@ -75,10 +75,10 @@ def bodies_drop_expired() -> int:
     before = timezone.now() - timedelta(days=days)
     dropped = 0
     while True:
-        batch = snapshot_bodies.expired_bodies(before)
+        batch = body_retention.expired_bodies(before)
         if not batch:
             return dropped
-        done = snapshot_bodies.bodies_drop(batch)
+        done = body_retention.bodies_drop(batch)
         dropped += done
         if not done:
             return dropped

@@ -34,7 +34,7 @@ from contextproto.protocol.messages import Fold, ModelMessageWire, RawMessage, S
 from contextproto.protocol.prompt_cache import PromptCache, session_cache_key
 from sessions_app.models import MaintenanceJob, ProjectionSnapshot, Run, Session
 from sessions_app.reads import hot_sql, view_cache
-from sessions_app.store.snapshot_bodies import snapshot_create
+from sessions_app.store.body_writer import snapshot_create
 from sessions_app.store.state import session_lock
 
 # The estimator of estimated usage (providers.base): characters / 4 of the canonical JSON.

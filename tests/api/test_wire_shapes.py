@@ -57,7 +57,7 @@ from sessions_app.services.dispatch import ReceiptWire
 from sessions_app.services.fork import ForkPointWire, fork_point_of
 from sessions_app.services.projection import SnapshotDetailWire, SnapshotWire, snapshot_to_wire
 from sessions_app.services.turns import HostCallWire, TurnWire
-from sessions_app.store import snapshot_bodies
+from sessions_app.store import body_retention, snapshot_bodies
 from tests.api.wire_check import serializer_problems, wire_problems
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -314,7 +314,7 @@ def test_real_objects_and_answers_fit_their_wire_shapes(api_session, settings):
         )
         check(projection.to_wire(), ProjectionWire)
     # A body dropped by retention is rebuilt on read and says so (`bodyHashMatches`).
-    assert snapshot_bodies.bodies_drop([view["snapshotId"]]) == 1
+    assert body_retention.bodies_drop([view["snapshotId"]]) == 1
     snapshot_bodies.forget_cache()
     rebuilt = ok(host.get(s.path(f"snapshots/{view['snapshotId']}/")))
     assert rebuilt["body"] == "rebuilt" and "bodyHashMatches" in rebuilt

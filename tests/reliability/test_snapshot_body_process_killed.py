@@ -25,7 +25,7 @@ from django.test.utils import override_settings
 from sessions_app.maintenance import body_sweeps
 from sessions_app.models import ProjectionSnapshot
 from sessions_app.services.projection import projection_build
-from sessions_app.store import body_codec, snapshot_bodies
+from sessions_app.store import body_codec, body_writer, snapshot_bodies
 from tests.conftest import KeyClient
 from tests.servers import ROOT, worker_env
 
@@ -37,10 +37,10 @@ CHILD = textwrap.dedent(
     import django
     django.setup()
     from sessions_app.services.projection import projection_build
-    from sessions_app.store import body_codec, snapshot_bodies
+    from sessions_app.store import body_codec, body_writer
 
     # The writer thread never gets the body: the process dies first.
-    snapshot_bodies._writer.submit = lambda item: None
+    body_writer._writer.submit = lambda item: None
     snapshot = projection_build(session_id=sys.argv[1], provider="anthropic-messages")
     print(snapshot.pk, flush=True)
     print(body_codec.body_text(snapshot.view.body), flush=True)
@@ -103,7 +103,7 @@ def test_a_turn_killed_before_its_body_is_written_is_rebuilt_never_empty(api_ses
     # The session goes on; its next body is a delta on the rebuilt one.
     s.write(role="assistant", kind="text", content="Quote sent.")
     following = projection_build(session_id=s.id, provider="anthropic-messages")
-    assert snapshot_bodies.bodies_flush(30)
+    assert body_writer.bodies_flush(30)
     snapshot_bodies.forget_cache()
     following = ProjectionSnapshot.objects.get(pk=following.pk)
     assert following.body_encoding == "delta" and str(following.body_base) == snapshot_id
