@@ -141,12 +141,14 @@ def _arguments(tool: str, session: Any, target: Target, slot: int, number: int) 
 
 def _prepare_call(tool: str) -> Callable[[Target, int, int], Any]:
     def prepare(target: Target, slot: int, number: int) -> str:
-        from sessions_app.models import ProjectionSnapshot, Session
+        from sessions_app.models import Session
         from sessions_app.services.messages import message_write
+        from sessions_app.store.body_writer import snapshot_create
 
         session = Session.objects.get(pk=target.session_id)
         # The dispatcher reads only id, revision and upper bound of the call's snapshot.
-        snapshot = ProjectionSnapshot.objects.create(
+        snapshot = snapshot_create(
+            body={"messages": [], "sources": [], "request": {}},
             session=session,
             run_id=session.current_run_id,
             revision=session.state_revision,
@@ -154,9 +156,6 @@ def _prepare_call(tool: str) -> Callable[[Target, int, int], Any]:
             window_id=session.active_window,
             protocol="unified@2",
             provider="neutral",
-            messages=[],
-            sources=[],
-            request={},
         )
         call_id = f"bench-{tool}-{slot}-{number}-{uuid.uuid4().hex[:8]}"
         message_write(

@@ -67,9 +67,13 @@ ORDER BY 1, 3
 """
 
 # The log above an index (every window) and B: the tail a gateway request is reconciled with.
+# The upper bound is not a filter (nothing is above the session's last index) but what lets
+# PostgreSQL see a narrow range: with `"index" > %s` alone it estimates from the whole
+# table's histogram, where the largest sessions dominate, and on a long session scans all
+# of its rows by session_id (18 ms instead of 0.2 ms at 100k messages).
 _TAIL_SQL = f"""
 SELECT {_RANGE} AS part, {_COLUMNS} FROM sessions_app_message
-WHERE session_id = %s AND "index" > %s
+WHERE session_id = %s AND "index" > %s AND "index" <= %s
 UNION ALL
 {_BOUNDARY_ROW}
 ORDER BY 1, 3
@@ -234,13 +238,13 @@ def view_rows(
     return ViewRows(window=found[_RANGE], run_inputs=found[_RUN_INPUTS])
 
 
-def log_tail(session_id: Any, after_index: int) -> list[RawMessage] | None:
-    """The messages above `after_index` in index order, or None when some of them may be
-    archived (then `raw_log.log_page`)."""
+def log_tail(session_id: Any, after_index: int, through_index: int) -> list[RawMessage] | None:
+    """The messages in (after_index, through_index] in index order, or None when some of them
+    may be archived (then `raw_log.log_page`)."""
     session = _db_uuid(session_id)
     after_index = max(after_index, 0)
     with connection.cursor() as cursor:
-        cursor.execute(_TAIL_SQL, [session, after_index, session])
+        cursor.execute(_TAIL_SQL, [session, after_index, through_index, session])
         rows = cursor.fetchall()
     if _boundary(rows) > after_index:
         return None

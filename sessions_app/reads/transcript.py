@@ -41,7 +41,7 @@ def transcript_tail(
     span = max(FIRST_PAGE, 4 * wanted + 8)
     while True:
         start = max(last_index - span, 0)
-        messages = hot_sql.log_tail(session_id, start)
+        messages = hot_sql.log_tail(session_id, start, last_index)
         if messages is None:  # part of the range is archived: the merging reader
             messages = raw_log.log_page(session_id, window_id=None, after_index=start, limit=span)
         transcript = transcript_of_log(messages, catalog.PROTOCOL_TOOL_NAMES, from_start=start == 0)

@@ -145,13 +145,17 @@ def test_log_tail_equals_the_merging_reader_and_leaves_archived_ranges_to_it(api
     s = _session_with_windows_folds_and_runs(api_session)
     last = Session.objects.get(pk=s.id).last_index
     for after in (0, 3, last - 2, last):
-        tail = hot_sql.log_tail(s.id, after)
+        tail = hot_sql.log_tail(s.id, after, last)
         assert tail == raw_log.log_page(s.id, window_id=None, after_index=after, limit=last)
-    assert {m.window_id for m in hot_sql.log_tail(s.id, 0)} == {"main", "beta"}
+    assert {m.window_id for m in hot_sql.log_tail(s.id, 0, last)} == {"main", "beta"}
+    # The upper bound is inclusive and leaves out what is above it.
+    assert hot_sql.log_tail(s.id, 0, last - 1) == raw_log.log_page(
+        s.id, window_id=None, after_index=0, limit=last - 1
+    )
     archive_session(session_id=s.id, keep_last=4, chunk_size=4)
     boundary = max(c.last_index for c in Session.objects.get(pk=s.id).archive_chunks.all())
-    assert hot_sql.log_tail(s.id, 0) is None
-    assert hot_sql.log_tail(s.id, boundary) == raw_log.log_page(
+    assert hot_sql.log_tail(s.id, 0, last) is None
+    assert hot_sql.log_tail(s.id, boundary, last) == raw_log.log_page(
         s.id, window_id=None, after_index=boundary, limit=last
     )
 
