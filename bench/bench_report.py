@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from benchlib import median, ms
+from benchlib import goal_lines, median, ms
 
 from contextproto.economics.cache_sim import anthropic_min_cacheable_tokens
 
@@ -388,20 +388,6 @@ def render(results: dict[str, Any], verdicts: list[dict[str, str]], ctx: dict[st
 
         lines += gateway_report.section_lines(results["gateway"])
     return "\n".join(lines)
-
-
-def goal_lines(title: str, goals: list[dict[str, str]]) -> list[str]:
-    """A goals table and, under it, why each goal that is not met was missed."""
-    if not goals:
-        return []
-    lines = [title, "", "| goal | measured | status |", "|:--|:--|:--|"]
-    for goal in goals:
-        lines.append(f"| {goal['target']} | {goal['measured']} | **{goal['status']}** |")
-    lines.append("")
-    for goal in goals:
-        if goal["status"] != "met" and goal.get("why"):
-            lines += [f"**{goal['target']} - {goal['status']}.** {goal['why']}", ""]
-    return lines
 
 
 def token_section(t: dict[str, Any]) -> list[str]:

@@ -212,3 +212,17 @@ class Section:
         else:
             text = text.rstrip("\n") + "\n\n" + block + "\n"
         path.write_text(text)
+
+
+def goal_lines(title: str, goals: list[dict[str, str]]) -> list[str]:
+    """A goals table and, under it, why each goal that is not met was missed."""
+    if not goals:
+        return []
+    lines = [title, "", "| goal | measured | status |", "|:--|:--|:--|"]
+    for goal in goals:
+        lines.append(f"| {goal['target']} | {goal['measured']} | **{goal['status']}** |")
+    lines.append("")
+    for goal in goals:
+        if goal["status"] != "met" and goal.get("why"):
+            lines += [f"**{goal['target']} - {goal['status']}.** {goal['why']}", ""]
+    return lines

@@ -9,6 +9,7 @@ import os
 from typing import Any
 
 import benchlib
+from benchlib import goal_lines
 from gateway_setup import (
     API_CLIENTS,
     API_PAUSE,
@@ -250,7 +251,6 @@ def _slow_summary(g: dict[str, Any]) -> str:
 
 def section_lines(g: dict[str, Any]) -> list[str]:
     """The gateway section of BENCHMARKS.md from one run's figures."""
-    from bench_report import goal_lines
 
     o = g["overhead"]
     rows = {r["key"]: r for r in o["rows"]}
