@@ -35,7 +35,7 @@ PERMISSION_DENIED = _code("permission_denied", 403, "The key may not do this.")
 METHOD_NOT_ALLOWED = _code("method_not_allowed", 405, "The endpoint does not take this method.")
 NOT_ACCEPTABLE = _code("not_acceptable", 406, "No representation for the Accept header.")
 UNSUPPORTED_MEDIA_TYPE = _code("unsupported_media_type", 415, "The body is not JSON.")
-INVALID_REQUEST = _code("invalid_request", 400, "The body fails validation; details.errors.")
+INVALID_REQUEST = _code(engine.INVALID_REQUEST, 400, "The body fails validation; details.errors.")
 MALFORMED_JSON = _code("malformed_json", 400, "The body is not valid JSON.")
 UNSUPPORTED_CHARACTER = _code(
     "unsupported_character", 400, "A NUL character or a lone surrogate in the body or URL."
@@ -377,7 +377,7 @@ GATEWAY_SYSTEM_NOT_ACCEPTED = _code(
     "gateway_system_not_accepted", 400, "System text for a prompt without {{client_system}}."
 )
 GATEWAY_PARAMETER_UNSUPPORTED = _code(
-    "gateway_parameter_unsupported", 400, "A request field the gateway cannot honour (n, any)."
+    engine.GATEWAY_PARAMETER_UNSUPPORTED, 400, "A request field the gateway cannot honour (n, any)."
 )
 GATEWAY_TRANSCRIPT_MISMATCH = _code(
     engine.GATEWAY_TRANSCRIPT_MISMATCH, 409, "The messages do not continue the session."

@@ -47,7 +47,7 @@ from contextproto.errors import (
 )
 from contextproto.parsers import check_storable
 from contextproto.protocol.gateway import anthropic_wire, openai_wire
-from contextproto.protocol.gateway.wire import ClientFormat, Reply, WireError, dumps
+from contextproto.protocol.gateway.wire import ClientFormat, ListedModel, Reply, WireError, dumps
 from sessions_app.auth import credential_for_key
 from sessions_app.services.gateway import GatewayCall
 from sessions_app.services.gateway_checks import request_hash
@@ -213,7 +213,7 @@ class _Encoder:
         self.messages = anthropic_wire.Stream(reply_id=call.reply_id, model=model)
 
     def start(self, usage_reply: Reply) -> str:
-        return self.messages.start(usage_reply) if self.anthropic else self.openai.start()
+        return self.messages.start(usage_reply.usage) if self.anthropic else self.openai.start()
 
     def event(self, event: TextDelta | TurnDone | Finished) -> str:
         if isinstance(event, TextDelta):
@@ -419,7 +419,11 @@ def _models(
     except _Refused as refused:
         return refusal_response(client_format, refused.error)
     listed = [
-        (gateway_model_name(v), int((v.published_at or v.created_at).timestamp()), application.name)
+        ListedModel(
+            gateway_model_name(v),
+            int((v.published_at or v.created_at).timestamp()),
+            application.name,
+        )
         for v in gateway_models(application=application)
     ]
     return HttpResponse(dumps(render(listed)), content_type="application/json")

@@ -391,3 +391,20 @@ def test_selectors_and_configuration_import_no_view_module(module):
     """Reads and the configuration services sit below the views (parse_uuid: contextproto.ids)."""
     named = {name for name, _inner, _line in GRAPH[module]}
     assert not named & set(VIEW_MODULES), f"{module} imports {sorted(named & set(VIEW_MODULES))}"
+
+
+def test_the_engine_core_imports_nothing_of_the_gateway_package():
+    """The gateway's wire formats sit on the engine; the engine never depends on them (the
+    client's state and the forwarded parameters are the engine's own: client_state,
+    parameters)."""
+    gateway = "contextproto.protocol.gateway"
+    core = [
+        m for m in MODULES if m.startswith("contextproto.protocol") and not m.startswith(gateway)
+    ]
+    found = sorted(
+        (module, name)
+        for module in core
+        for name, _inner, _line in GRAPH[module]
+        if name == gateway or name.startswith(gateway + ".")
+    )
+    assert not found, f"the engine core imports the gateway package: {found}"

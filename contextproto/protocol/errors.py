@@ -82,6 +82,9 @@ HISTORY_MESSAGE_MISSING = "history_message_missing"
 
 # the gateway's reconciliation (contract §14)
 GATEWAY_TRANSCRIPT_MISMATCH = "gateway_transcript_mismatch"
+# A gateway request body the wire formats cannot take (contract §14).
+INVALID_REQUEST = "invalid_request"
+GATEWAY_PARAMETER_UNSUPPORTED = "gateway_parameter_unsupported"
 GATEWAY_NOTHING_NEW = "gateway_nothing_new"
 TOOL_CALL_PENDING = "tool_call_pending"
 

@@ -16,11 +16,10 @@ from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import Any, TypedDict
 
-from contextproto.protocol import errors
+from contextproto.protocol import client_state, errors
 from contextproto.protocol.catalog import HeaderStyle, Layout, StateStyle, find_version
 from contextproto.protocol.content_parts import has_image, is_image_part, part_text
 from contextproto.protocol.errors import ProtocolError
-from contextproto.protocol.gateway import state as client_state
 from contextproto.protocol.groups import build_groups
 from contextproto.protocol.masking import mask_results
 from contextproto.protocol.messages import (

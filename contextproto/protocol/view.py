@@ -21,11 +21,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypedDict
 
-from contextproto.protocol import adapters
+from contextproto.protocol import adapters, client_state
 from contextproto.protocol.catalog import ProtocolVersion
-from contextproto.protocol.gateway import state as client_state
-from contextproto.protocol.gateway.upstream import with_parameters
-from contextproto.protocol.gateway.wire import Parameters
 from contextproto.protocol.messages import (
     DERIVED_HEADER,
     DERIVED_RAW,
@@ -34,6 +31,7 @@ from contextproto.protocol.messages import (
     Fold,
     RawMessage,
 )
+from contextproto.protocol.parameters import Parameters, with_parameters
 from contextproto.protocol.projection import (
     Projection,
     ProjectionInput,

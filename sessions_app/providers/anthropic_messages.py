@@ -10,10 +10,11 @@ we also send the documented `x-api-key` header, so gateways that only know that 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 import anthropic
+import httpx
 
 from contextproto.errors import (
     PROVIDER_NOT_CONFIGURED,
@@ -26,12 +27,16 @@ from sessions_app.providers.base import (
     CallOptions,
     ModelReply,
     ProviderError,
+    SharedAsyncHttpClient,
     SharedHttpClient,
+    StreamPiece,
+    TextChunk,
     ToolCallRequest,
     connection_from,
     estimated_usage,
     retry_after_seconds,
     status_error,
+    unreadable_answer,
 )
 
 LABEL = "anthropic"
@@ -39,6 +44,7 @@ DEFAULT_BASE_URL = "https://api.anthropic.com"
 DEFAULT_MAX_OUTPUT_TOKENS = 4096
 # The process's HTTP client for every call (the SDK's defaults: limits, redirects).
 HTTP = SharedHttpClient(anthropic.DefaultHttpxClient)
+ASYNC_HTTP = SharedAsyncHttpClient(anthropic.DefaultAsyncHttpxClient)
 
 
 def map_error(exc: anthropic.AnthropicError) -> ProviderError:
@@ -153,6 +159,30 @@ class AnthropicMessagesProvider:
             options=options,
         )
 
+    def _kwargs(self, request: dict, model: str, max_output_tokens: int | None) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {"model": model, **request}
+        for optional in ("system", "tools"):
+            if not kwargs.get(optional):
+                kwargs.pop(optional, None)
+        if "max_tokens" not in kwargs:
+            kwargs["max_tokens"] = int(
+                max_output_tokens or self.config.get("maxOutputTokens") or DEFAULT_MAX_OUTPUT_TOKENS
+            )
+        if self.connection.api_key is None:
+            kwargs["extra_headers"] = {"Authorization": anthropic.Omit()}
+        return kwargs
+
+    def _client_args(self) -> dict[str, Any]:
+        key = self.connection.api_key
+        # An explicit api_key keeps the SDK from looking for other credentials (profiles, env).
+        return {
+            "base_url": self.connection.base_url,
+            "api_key": key or "no-key",
+            "timeout": self.connection.timeout,
+            "max_retries": 0,  # the job layer owns retries
+            "default_headers": {"x-api-key": key} if key else {},
+        }
+
     def complete(
         self,
         request: dict,
@@ -167,31 +197,51 @@ class AnthropicMessagesProvider:
         forwarded fields): the snapshot stores what was sent. `max_tokens`, which Anthropic
         requires, comes from the body, else the caller, else the config.
         """
-        kwargs: dict[str, Any] = {"model": model, **request}
-        for optional in ("system", "tools"):
-            if not kwargs.get(optional):
-                kwargs.pop(optional, None)
-        if "max_tokens" not in kwargs:
-            kwargs["max_tokens"] = int(
-                max_output_tokens or self.config.get("maxOutputTokens") or DEFAULT_MAX_OUTPUT_TOKENS
-            )
-        key = self.connection.api_key
-        headers: dict[str, Any] = {"x-api-key": key} if key else {}
-        if key is None:
-            kwargs["extra_headers"] = {"Authorization": anthropic.Omit()}
+        kwargs = self._kwargs(request, model, max_output_tokens)
         try:
             # An SDK client per call (key, base URL, timeout) over the process's shared HTTP
-            # client; not closed, since closing it would close the shared one. An explicit
-            # api_key keeps the SDK from looking for other credentials (profiles, env).
-            client = anthropic.Anthropic(
-                base_url=self.connection.base_url,
-                api_key=key or "no-key",
-                timeout=self.connection.timeout,
-                max_retries=0,  # the job layer owns retries
-                default_headers=headers,
-                http_client=HTTP.get(),
-            )
-            message = client.messages.create(**kwargs)
+            # client; not closed, since closing it would close the shared one.
+            client = anthropic.Anthropic(**self._client_args(), http_client=HTTP.get())
+            raw = client.messages.create(**kwargs).to_dict(mode="json")
         except anthropic.AnthropicError as exc:
             raise map_error(exc) from exc
-        return parse_message(message.to_dict(mode="json"), request)
+        except (ValueError, httpx.HTTPError) as exc:  # a body that is not the API's JSON
+            raise unreadable_answer(LABEL, exc) from exc
+        return parse_message(raw, request)
+
+    async def acomplete(self, request: dict, *, model: str, step: int | None = None) -> ModelReply:
+        kwargs = self._kwargs(request, model, None)
+        try:
+            client = anthropic.AsyncAnthropic(**self._client_args(), http_client=ASYNC_HTTP.get())
+            raw = (await client.messages.create(**kwargs)).to_dict(mode="json")
+        except anthropic.AnthropicError as exc:
+            raise map_error(exc) from exc
+        except (ValueError, httpx.HTTPError) as exc:
+            raise unreadable_answer(LABEL, exc) from exc
+        return parse_message(raw, request)
+
+    async def astream(
+        self, request: dict, *, model: str, step: int | None = None
+    ) -> AsyncIterator[StreamPiece]:
+        """Messages with `stream: true`: text deltas as they come, then the message the SDK's
+        stream helper puts together (thinking blocks and their signatures included)."""
+        kwargs = self._kwargs(request, model, None)
+        try:
+            client = anthropic.AsyncAnthropic(**self._client_args(), http_client=ASYNC_HTTP.get())
+            async with client.messages.stream(**kwargs) as stream:
+                async for event in stream:
+                    if event.type == "text" and event.text:
+                        yield TextChunk(event.text)
+                raw = (await stream.get_final_message()).to_dict(mode="json")
+        except anthropic.AnthropicError as exc:
+            raise map_error(exc) from exc
+        except httpx.TransportError as exc:  # the connection dropped mid-stream
+            raise ProviderError(
+                PROVIDER_UNAVAILABLE,
+                f"{LABEL}: the stream broke off ({type(exc).__name__}: {exc})",
+                retryable=True,
+                details={"reason": "connection"},
+            ) from exc
+        except (ValueError, httpx.HTTPError, RuntimeError, AssertionError) as exc:
+            raise unreadable_answer(LABEL, exc) from exc
+        yield parse_message(raw, request)

@@ -1,16 +1,21 @@
 """The model provider contract (contract §7): one request in, one `ModelReply` out.
 
 A provider consumes the body one engine adapter produced (`wire_format` names which)
-and answers with text and/or tool calls plus token usage. Providers never retry: the
-job layer owns retries and reads `ProviderError.retryable` to decide.
+and answers with text and/or tool calls plus token usage, three ways: `complete` (blocking:
+the Celery runtime), `acomplete` (awaited: a gateway request, whose cancellation closes the
+upstream call) and `astream` (the upstream's own stream: text as it arrives, then the
+whole reply). Providers never retry: the job layer owns retries and reads
+`ProviderError.retryable` to decide.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import threading
-from collections.abc import Callable, Mapping
+import weakref
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Protocol, runtime_checkable
 
@@ -23,6 +28,7 @@ from contextproto.errors import (
     PROVIDER_NOT_CONFIGURED,
     PROVIDER_RATE_LIMITED,
     PROVIDER_REQUEST_REJECTED,
+    PROVIDER_RESPONSE_INVALID,
     PROVIDER_UNAVAILABLE,
 )
 from contextproto.protocol import tokens
@@ -59,6 +65,30 @@ class SharedHttpClient[Client]:
             return client
 
 
+class SharedAsyncHttpClient[Client]:
+    """One async HTTP client per event loop (and process) for a provider SDK's async client.
+
+    An async client's connections belong to the loop that opened them: uvicorn runs one loop
+    per worker process, so this is one client per worker; a caller on another loop (a test's
+    `async_to_sync`) gets its own, and a closed loop's client is dropped with it.
+    """
+
+    def __init__(self, factory: Callable[[], Client]) -> None:
+        self._factory = factory
+        self._lock = threading.Lock()
+        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Client] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def get(self) -> Client:
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            client = self._clients.get(loop)
+            if client is None or getattr(client, "is_closed", False):
+                client = self._clients[loop] = self._factory()
+            return client
+
+
 @dataclass(frozen=True)
 class ToolCallRequest:
     """One tool call the model asked for."""
@@ -87,6 +117,24 @@ class ModelReply:
     raw: dict | None = None
     notes: tuple[str, ...] = ()
     thinking: tuple[dict, ...] = ()
+
+
+@dataclass(frozen=True)
+class TextChunk:
+    """Text of the answer as the upstream streams it."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class ReasoningChunk:
+    """One complete reasoning item of the answer (a Responses upstream), as the model gave it."""
+
+    item: dict[str, Any]
+
+
+# What `astream` yields: chunks as they come, and last the whole reply (exactly one).
+StreamPiece = TextChunk | ReasoningChunk | ModelReply
 
 
 class ProviderError(Exception):
@@ -135,6 +183,18 @@ class ModelProvider(Protocol):
         session (the caller's durable counter). Only the scripted model uses it; real
         providers ignore it.
         """
+        ...
+
+    async def acomplete(self, request: dict, *, model: str, step: int | None = None) -> ModelReply:
+        """`complete`, awaited: cancelling the awaiting task closes the upstream call."""
+        ...
+
+    def astream(
+        self, request: dict, *, model: str, step: int | None = None
+    ) -> AsyncIterator[StreamPiece]:
+        """The upstream's own stream: `TextChunk`s (and `ReasoningChunk`s) as they arrive, then
+        the same `ModelReply` `complete` would give, last. Closing the iterator closes the
+        upstream stream."""
         ...
 
 
@@ -273,6 +333,16 @@ def connection_from(
         )
     return Connection(
         base_url=str(base_url or default_base_url), api_key=api_key or None, timeout=float(timeout)
+    )
+
+
+def unreadable_answer(label: str, exc: BaseException) -> ProviderError:
+    """An upstream answer that is not the provider's format (not JSON, an HTML page, cut
+    short): the gateway answers 502 for it, never 500 (contract §14)."""
+    return ProviderError(
+        PROVIDER_RESPONSE_INVALID,
+        f"{label}: the answer is not the provider's format ({type(exc).__name__}: {exc})",
+        details={"reason": "unreadable"},
     )
 
 

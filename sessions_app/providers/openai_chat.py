@@ -7,11 +7,13 @@ base URL includes the API version prefix (`https://api.openai.com/v1`); the SDK 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
+import httpx
 import openai
-from openai.types.chat import ChatCompletion
+from openai.lib.streaming.chat import ChatCompletionStreamState
+from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
 from contextproto.errors import (
     PROVIDER_NOT_CONFIGURED,
@@ -24,12 +26,16 @@ from sessions_app.providers.base import (
     CallOptions,
     ModelReply,
     ProviderError,
+    SharedAsyncHttpClient,
     SharedHttpClient,
+    StreamPiece,
+    TextChunk,
     ToolCallRequest,
     connection_from,
     estimated_usage,
     retry_after_seconds,
     status_error,
+    unreadable_answer,
 )
 
 LABEL = "openai"
@@ -41,6 +47,7 @@ MAX_TOKENS_PARAMS = ("max_completion_tokens", "max_tokens")
 NO_KEY = "no-key"
 # The process's HTTP client for every call (the SDK's defaults: limits, redirects).
 HTTP = SharedHttpClient(openai.DefaultHttpxClient)
+ASYNC_HTTP = SharedAsyncHttpClient(openai.DefaultAsyncHttpxClient)
 
 
 def _provider_message(body: Any) -> str | None:
@@ -154,6 +161,29 @@ class OpenAIChatProvider:
                 f"{LABEL}: maxTokensParam must be one of {', '.join(MAX_TOKENS_PARAMS)}.",
             )
 
+    def _body(self, request: dict, model: str, max_output_tokens: int | None) -> dict[str, Any]:
+        body: dict[str, Any] = {"model": model, **request}
+        if not body.get("tools"):
+            body.pop("tools", None)
+        limit = max_output_tokens or self.config.get("maxOutputTokens")
+        if limit and not any(key in body for key in MAX_TOKENS_PARAMS):
+            body[self.max_tokens_param] = int(limit)
+        return body
+
+    def _options(self) -> Any:
+        # No key: no Authorization header at all (local upstreams need none).
+        return (
+            {"headers": {"Authorization": openai.Omit()}} if self.connection.api_key is None else {}
+        )
+
+    def _client_args(self) -> dict[str, Any]:
+        return {
+            "base_url": self.connection.base_url,
+            "api_key": self.connection.api_key or NO_KEY,
+            "timeout": self.connection.timeout,
+            "max_retries": 0,  # the job layer owns retries
+        }
+
     def complete(
         self,
         request: dict,
@@ -171,30 +201,72 @@ class OpenAIChatProvider:
         against the SDK's typed dicts to hand back the same JSON: about 110 ms for a view
         of 350 messages on these machines, the larger part of a gateway request's cost.
         """
-        body: dict[str, Any] = {"model": model, **request}
-        if not body.get("tools"):
-            body.pop("tools", None)
-        limit = max_output_tokens or self.config.get("maxOutputTokens")
-        if limit and not any(key in body for key in MAX_TOKENS_PARAMS):
-            body[self.max_tokens_param] = int(limit)
-        key = self.connection.api_key
+        body = self._body(request, model, max_output_tokens)
         try:
             # An SDK client per call (key, base URL, timeout), over the process's shared HTTP
             # client; not closed, since closing it would close the shared one.
-            client = openai.OpenAI(
-                base_url=self.connection.base_url,
-                api_key=key or NO_KEY,
-                timeout=self.connection.timeout,
-                max_retries=0,  # the job layer owns retries
-                http_client=HTTP.get(),
-            )
+            client = openai.OpenAI(**self._client_args(), http_client=HTTP.get())
             completion = client.post(
+                "/chat/completions", cast_to=ChatCompletion, body=body, options=self._options()
+            )
+            raw = completion.to_dict(mode="json")
+        except openai.OpenAIError as exc:
+            raise map_error(exc) from exc
+        except (ValueError, httpx.HTTPError) as exc:  # a body that is not the API's JSON
+            raise unreadable_answer(LABEL, exc) from exc
+        return parse_completion(raw, request)
+
+    async def acomplete(self, request: dict, *, model: str, step: int | None = None) -> ModelReply:
+        body = self._body(request, model, None)
+        try:
+            client = openai.AsyncOpenAI(**self._client_args(), http_client=ASYNC_HTTP.get())
+            completion = await client.post(
+                "/chat/completions", cast_to=ChatCompletion, body=body, options=self._options()
+            )
+            raw = completion.to_dict(mode="json")
+        except openai.OpenAIError as exc:
+            raise map_error(exc) from exc
+        except (ValueError, httpx.HTTPError) as exc:
+            raise unreadable_answer(LABEL, exc) from exc
+        return parse_completion(raw, request)
+
+    async def astream(
+        self, request: dict, *, model: str, step: int | None = None
+    ) -> AsyncIterator[StreamPiece]:
+        """Chat Completions with `stream: true`: content deltas as they come, then the chunks
+        put together by the SDK's own accumulator (the reply `complete` would give)."""
+        body = {
+            **self._body(request, model, None),
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        state = ChatCompletionStreamState()
+        try:
+            client = openai.AsyncOpenAI(**self._client_args(), http_client=ASYNC_HTTP.get())
+            stream = await client.post(
                 "/chat/completions",
                 cast_to=ChatCompletion,
                 body=body,
-                # No key: no Authorization header at all (local upstreams need none).
-                options={"headers": {"Authorization": openai.Omit()}} if key is None else {},
+                options=self._options(),
+                stream=True,
+                stream_cls=openai.AsyncStream[ChatCompletionChunk],
             )
+            async with stream:
+                async for chunk in stream:
+                    state.handle_chunk(chunk)
+                    for choice in chunk.choices[:1]:
+                        if choice.delta.content:
+                            yield TextChunk(choice.delta.content)
+            raw = state.get_final_completion().to_dict(mode="json")
         except openai.OpenAIError as exc:
             raise map_error(exc) from exc
-        return parse_completion(completion.to_dict(mode="json"), request)
+        except httpx.TransportError as exc:  # the connection dropped mid-stream
+            raise ProviderError(
+                PROVIDER_UNAVAILABLE,
+                f"{LABEL}: the stream broke off ({type(exc).__name__}: {exc})",
+                retryable=True,
+                details={"reason": "connection"},
+            ) from exc
+        except (ValueError, httpx.HTTPError, RuntimeError) as exc:  # not the API's events
+            raise unreadable_answer(LABEL, exc) from exc
+        yield parse_completion(raw, request)

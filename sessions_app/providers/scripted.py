@@ -8,8 +8,9 @@ turn asks for the same step again. See docs/scripted-model.md.
 
 from __future__ import annotations
 
+import asyncio
 import time
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 from contextproto.errors import (
@@ -24,6 +25,8 @@ from contextproto.protocol.tokens import json_tokens
 from sessions_app.providers.base import (
     ModelReply,
     ProviderError,
+    StreamPiece,
+    TextChunk,
     ToolCallRequest,
     canonical_json,
     estimate_tokens,
@@ -190,6 +193,31 @@ class ScriptedProvider:
         step and `script_expectation_failed` when the request does not match. Never
         answers silently. `max_output_tokens` is ignored: the script says what to answer.
         """
+        spec, number, delay = self._step(request, step)
+        if delay:
+            # A slow model, for tests that kill a worker while it waits for an answer.
+            time.sleep(min(delay, self.timeout) if self.timeout is not None else delay)
+            self._timed_out(number, delay)
+        return self._reply(spec, number, request, model)
+
+    async def acomplete(self, request: dict, *, model: str, step: int | None = None) -> ModelReply:
+        spec, number, delay = self._step(request, step)
+        if delay:
+            await asyncio.sleep(min(delay, self.timeout) if self.timeout is not None else delay)
+            self._timed_out(number, delay)
+        return self._reply(spec, number, request, model)
+
+    async def astream(
+        self, request: dict, *, model: str, step: int | None = None
+    ) -> AsyncIterator[StreamPiece]:
+        """The step's text in one chunk, then its reply (a script has no stream of its own)."""
+        reply = await self.acomplete(request, model=model, step=step)
+        if reply.text:
+            yield TextChunk(reply.text)
+        yield reply
+
+    def _step(self, request: dict, step: int | None) -> tuple[dict[str, Any], int, float]:
+        """The step to play (checked against the request), its 1-based number and delay."""
         if step is None or not _is_count(step):
             raise ProviderError(
                 SCRIPT_STEP_REQUIRED,
@@ -208,20 +236,20 @@ class ScriptedProvider:
             )
         spec = self.steps[step]
         self._check(number, spec.get("expect") or {}, request)
-        if spec.get("delaySeconds"):
-            # A slow model, for tests that kill a worker while it waits for an answer.
-            delay = float(spec["delaySeconds"])
-            if self.timeout is not None and delay > self.timeout:
-                time.sleep(self.timeout)
-                raise ProviderError(
-                    PROVIDER_UNAVAILABLE,
-                    f"scripted model: timed out after {self.timeout:g} s (step {number} takes "
-                    f"{delay:g} s)",
-                    retryable=True,
-                    details={"reason": "timeout"},
-                )
-            time.sleep(delay)
+        return spec, number, float(spec.get("delaySeconds") or 0)
 
+    def _timed_out(self, number: int, delay: float) -> None:
+        """Fail as a real call would when the step is slower than the caller waits."""
+        if self.timeout is not None and delay > self.timeout:
+            raise ProviderError(
+                PROVIDER_UNAVAILABLE,
+                f"scripted model: timed out after {self.timeout:g} s (step {number} takes "
+                f"{delay:g} s)",
+                retryable=True,
+                details={"reason": "timeout"},
+            )
+
+    def _reply(self, spec: dict[str, Any], number: int, request: dict, model: str) -> ModelReply:
         text = spec.get("text") or None
         calls = tuple(
             ToolCallRequest(
@@ -240,7 +268,7 @@ class ScriptedProvider:
                 "scripted": True,
                 "model": model,
                 "step": number,
-                "steps": total,
+                "steps": len(self.steps),
                 "text": text,
                 "toolCalls": [
                     {"id": c.id, "name": c.name, "arguments": c.arguments} for c in calls

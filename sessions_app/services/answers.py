@@ -29,9 +29,8 @@ from uuid import UUID
 from django.db import transaction
 
 from contextproto.errors import SINGLE_TOOL_CALL_PER_TURN, TOOL_NOT_AVAILABLE, tool_error
-from contextproto.protocol import catalog
+from contextproto.protocol import catalog, client_state
 from contextproto.protocol.errors import INVALID_ARGUMENTS
-from contextproto.protocol.gateway import state as client_state
 from contextproto.protocol.host_tools import arguments_problem
 from contextproto.protocol.host_wire import tool_call_id_problem
 from contextproto.protocol.messages import (

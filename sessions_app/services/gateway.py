@@ -30,12 +30,12 @@ from agents.selectors import gateway_version_for_model
 from contextproto.errors import IDEMPOTENCY_KEY_REUSED, SESSION_BUSY, ApplicationError, NotFound
 from contextproto.ids import canonical_uuid
 from contextproto.protocol import catalog
+from contextproto.protocol.client_state import ClientToolWire
 from contextproto.protocol.gateway.reconcile import Proceed, Refusal, Replay, reconcile
 from contextproto.protocol.gateway.transcript import Item, open_text
 from contextproto.protocol.gateway.wire import (
     FINISH_STOP,
     FINISH_TOOL_CALLS,
-    ClientToolWire,
     Reply,
     dumps,
 )

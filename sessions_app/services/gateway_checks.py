@@ -25,7 +25,8 @@ from contextproto.errors import (
     ApplicationError,
 )
 from contextproto.protocol import host_tools
-from contextproto.protocol.gateway.wire import ClientToolWire, GatewayRequest
+from contextproto.protocol.client_state import ClientToolWire
+from contextproto.protocol.gateway.wire import GatewayRequest
 from contextproto.protocol.vocabulary import CLIENT_SYSTEM_PLACEHOLDER
 from sessions_app.models import Run
 

@@ -15,11 +15,10 @@ from django.conf import settings
 from django.utils import timezone
 
 from contextproto.errors import GATEWAY_TRANSCRIPT_MISMATCH, ApplicationError
-from contextproto.protocol import catalog
-from contextproto.protocol.gateway import state as client_state
+from contextproto.protocol import catalog, client_state
+from contextproto.protocol.client_state import ClientToolWire
 from contextproto.protocol.gateway.reconcile import Proceed
 from contextproto.protocol.gateway.transcript import Item
-from contextproto.protocol.gateway.wire import ClientToolWire
 from contextproto.protocol.messages import (
     KIND_INPUT,
     KIND_TEXT,

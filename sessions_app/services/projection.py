@@ -29,8 +29,8 @@ from contextproto.protocol import adapters, catalog, view
 from contextproto.protocol import projection as engine
 from contextproto.protocol.adapters import WireFormat
 from contextproto.protocol.errors import ProtocolError
-from contextproto.protocol.gateway.wire import Parameters
 from contextproto.protocol.messages import Fold, ModelMessageWire, RawMessage, SourceWire
+from contextproto.protocol.parameters import Parameters
 from contextproto.protocol.prompt_cache import PromptCache, session_cache_key
 from sessions_app.models import MaintenanceJob, ProjectionSnapshot, Run, Session
 from sessions_app.reads import hot_sql, view_cache

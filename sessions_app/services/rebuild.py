@@ -37,7 +37,6 @@ from agents.selectors import protocol_of
 from contextproto.errors import ApplicationError
 from contextproto.protocol import catalog, view
 from contextproto.protocol.errors import ProtocolError
-from contextproto.protocol.gateway.wire import Parameters
 from contextproto.protocol.messages import (
     DERIVED_STATE,
     KIND_INPUT,
@@ -45,6 +44,7 @@ from contextproto.protocol.messages import (
     Fold,
     RawMessage,
 )
+from contextproto.protocol.parameters import Parameters
 from contextproto.protocol.projection import ReadPlan
 from contextproto.protocol.state import FOLD_PREFIX, KEY_ACTIVE_WINDOW
 from sessions_app.models import KVHistory, MaintenanceJob, ProjectionSnapshot, Session

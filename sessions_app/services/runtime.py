@@ -31,8 +31,8 @@ from contextproto.errors import (
     ApplicationError,
 )
 from contextproto.protocol import catalog
-from contextproto.protocol.gateway.wire import Parameters
 from contextproto.protocol.messages import KIND_TOOL_CALL, KIND_TOOL_RESULT, RawMessage
+from contextproto.protocol.parameters import Parameters
 from sessions_app import nodes, providers
 from sessions_app.models import Message, ProjectionSnapshot, Run, Session
 from sessions_app.providers.base import storable_reply

@@ -16,8 +16,8 @@ from pydantic import TypeAdapter
 
 from contextproto.protocol.gateway import anthropic_wire, openai_wire
 from contextproto.protocol.gateway.transcript import Call
-from contextproto.protocol.gateway.upstream import with_parameters
-from contextproto.protocol.gateway.wire import Parameters, Reply, ToolChoice, Usage, WireError
+from contextproto.protocol.gateway.wire import Reply, Usage, WireError
+from contextproto.protocol.parameters import Parameters, ToolChoice, with_parameters
 
 REPLIES = [
     Reply("r1", 1, "m", "Hello there.", None, "stop", Usage(120, 8, 100, 0)),
@@ -212,7 +212,9 @@ def test_anthropic_events_add_up_to_the_reply(reply):
     whole = Message.model_validate(anthropic_wire.render_reply(reply))
     stream = anthropic_wire.Stream(reply_id=reply.id, model=reply.model)
     first_turn = Reply(reply.id, 1, "m", "", None, "stop", Usage(10, 1))
-    text = stream.start(first_turn) + stream.text(reply.text[:3]) + stream.text(reply.text[3:])
+    text = (
+        stream.start(first_turn.usage) + stream.text(reply.text[:3]) + stream.text(reply.text[3:])
+    )
     text += stream.keepalive() + stream.finish(reply)
     adapter = TypeAdapter(RawMessageStreamEvent)
     snapshot = None

@@ -13,8 +13,7 @@ from typing import Any
 
 import pytest
 
-from contextproto.protocol import catalog, view
-from contextproto.protocol.gateway import state as client_state
+from contextproto.protocol import catalog, client_state, view
 from contextproto.protocol.messages import DERIVED_STATE, Fold, RawMessage
 from contextproto.protocol.projection import ReadPlan, project
 from contextproto.protocol.state import (

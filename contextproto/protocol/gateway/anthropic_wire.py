@@ -7,6 +7,7 @@ it parses, the event grammar its stream helper reads to the same message (`messa
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -20,9 +21,9 @@ from contextproto.protocol.gateway.wire import (
     ClientFormat,
     ClientTool,
     GatewayRequest,
-    Parameters,
+    ListedModel,
     Reply,
-    ToolChoice,
+    Usage,
     WireError,
     data_url_image,
     dumps,
@@ -34,6 +35,7 @@ from contextproto.protocol.gateway.wire import (
     string_list,
 )
 from contextproto.protocol.messages import ROLE_ASSISTANT, ROLE_TOOL, ROLE_USER
+from contextproto.protocol.parameters import Parameters, ToolChoice
 
 REQUEST_FIELDS = frozenset({"model", "messages", "system", "tools", "stream"})
 FORWARDED_FIELDS = frozenset(
@@ -309,7 +311,10 @@ def stop_reason(finish: str) -> str:
 
 
 def _usage(reply: Reply) -> dict[str, int]:
-    usage = reply.usage
+    return _usage_counts(reply.usage)
+
+
+def _usage_counts(usage: Usage) -> dict[str, int]:
     return {
         "input_tokens": usage.uncached_input,
         "output_tokens": usage.output_tokens,
@@ -348,14 +353,14 @@ def render_reply(reply: Reply) -> dict[str, Any]:
     }
 
 
-def error_reply(status: int, code: str, message: str, details: dict[str, Any]) -> dict[str, Any]:
+def error_reply(status: int, code: str, message: str, details: Mapping[str, Any]) -> dict[str, Any]:
     return {
         "type": "error",
         "error": {
             "type": error_type(status),
             "message": message,
             "code": code,
-            "details": details,
+            "details": dict(details),
         },
     }
 
@@ -373,9 +378,9 @@ class Stream:
         self.text_open = False
         self.blocks = 0
 
-    def start(self, reply: Reply) -> str:
-        """`message_start` with the usage known so far (`reply.usage`)."""
-        usage = _usage(reply)
+    def start(self, usage: Usage) -> str:
+        """`message_start` with the usage known so far."""
+        counts = _usage_counts(usage)
         return _event(
             "message_start",
             {
@@ -388,7 +393,7 @@ class Stream:
                     "content": [],
                     "stop_reason": None,
                     "stop_sequence": None,
-                    "usage": {**usage, "output_tokens": 0},
+                    "usage": {**counts, "output_tokens": 0},
                 },
             },
         )
@@ -415,6 +420,10 @@ class Stream:
                 "delta": {"type": "text_delta", "text": delta},
             },
         )
+
+    @staticmethod
+    def reasoning(item: Mapping[str, Any]) -> str:
+        return ""  # Messages shows no OpenAI reasoning items
 
     def finish(self, reply: Reply) -> str:
         out = ""
@@ -465,7 +474,7 @@ class Stream:
         return out + _event("message_stop", {"type": "message_stop"})
 
     @staticmethod
-    def error(status: int, code: str, message: str, details: dict[str, Any]) -> str:
+    def error(status: int, code: str, message: str, details: Mapping[str, Any]) -> str:
         return _event("error", error_reply(status, code, message, details))
 
     @staticmethod
@@ -474,19 +483,19 @@ class Stream:
 
     def whole(self, reply: Reply) -> str:
         """A stored reply as one stream (a replayed request that asks for a stream)."""
-        return self.start(reply) + self.text(reply.text) + self.finish(reply)
+        return self.start(reply.usage) + self.text(reply.text) + self.finish(reply)
 
 
-def models_list(models: list[tuple[str, int, str]]) -> dict[str, Any]:
-    """`GET v1/models`: (id, created, owner) each; one page."""
+def models_list(models: Sequence[ListedModel]) -> dict[str, Any]:
+    """`GET v1/models`: one page."""
     data = [
         {
             "type": "model",
-            "id": name,
-            "display_name": name,
-            "created_at": datetime.fromtimestamp(created, UTC).isoformat().replace("+00:00", "Z"),
+            "id": m.name,
+            "display_name": m.name,
+            "created_at": datetime.fromtimestamp(m.created, UTC).isoformat().replace("+00:00", "Z"),
         }
-        for name, created, _owner in models
+        for m in models
     ]
     return {
         "data": data,
@@ -494,3 +503,36 @@ def models_list(models: list[tuple[str, int, str]]) -> dict[str, Any]:
         "first_id": data[0]["id"] if data else None,
         "last_id": data[-1]["id"] if data else None,
     }
+
+
+class MessagesWire:
+    """Anthropic Messages as a `ClientWire` (contract §14)."""
+
+    format = ClientFormat.ANTHROPIC
+    reply_id_prefix = "msg_"
+
+    @staticmethod
+    def parse(body: Any) -> GatewayRequest:
+        return parse_request(body)
+
+    @staticmethod
+    def render_reply(reply: Reply, request: GatewayRequest) -> dict[str, Any]:
+        return render_reply(reply)
+
+    @staticmethod
+    def encoder(request: GatewayRequest, *, reply_id: str, created: int, model: str) -> Stream:
+        return Stream(reply_id=reply_id, model=model)
+
+    @staticmethod
+    def error_body(
+        status: int, code: str, message: str, details: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        return error_reply(status, code, message, details)
+
+    @staticmethod
+    def models_list(models: Sequence[ListedModel]) -> dict[str, Any]:
+        return models_list(models)
+
+    @staticmethod
+    def token_count(tokens: int) -> dict[str, Any]:
+        return {"input_tokens": tokens}

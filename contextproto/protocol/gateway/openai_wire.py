@@ -8,6 +8,7 @@ its error shape `{"error": {"message", "type", "code", "details"}}`.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from contextproto.protocol.gateway.transcript import Call, Item
@@ -17,9 +18,9 @@ from contextproto.protocol.gateway.wire import (
     ClientFormat,
     ClientTool,
     GatewayRequest,
-    Parameters,
+    ListedModel,
     Reply,
-    ToolChoice,
+    Usage,
     WireError,
     data_url_image,
     dumps,
@@ -31,6 +32,7 @@ from contextproto.protocol.gateway.wire import (
     string_list,
 )
 from contextproto.protocol.messages import ROLE_ASSISTANT, ROLE_TOOL, ROLE_USER
+from contextproto.protocol.parameters import Parameters, ToolChoice
 
 # The request itself, and the fields forwarded upstream; anything else is ignored (named in
 # X-Contextproto-Ignored).
@@ -334,13 +336,13 @@ def _usage(reply: Reply) -> dict[str, Any]:
     }
 
 
-def error_reply(status: int, code: str, message: str, details: dict[str, Any]) -> dict[str, Any]:
+def error_reply(status: int, code: str, message: str, details: Mapping[str, Any]) -> dict[str, Any]:
     return {
         "error": {
             "message": message,
             "type": error_type(status),
             "code": code,
-            "details": details,
+            "details": dict(details),
         }
     }
 
@@ -374,11 +376,15 @@ class Stream:
             [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]
         )
 
-    def start(self) -> str:
+    def start(self, usage: Usage | None = None) -> str:
         return self._delta({"role": ROLE_ASSISTANT, "content": None, "refusal": None})
 
     def text(self, delta: str) -> str:
         return self._delta({"content": delta}) if delta else ""
+
+    @staticmethod
+    def reasoning(item: Mapping[str, Any]) -> str:
+        return ""  # Chat Completions shows no reasoning items
 
     def finish(self, reply: Reply) -> str:
         out = ""
@@ -389,7 +395,7 @@ class Stream:
             out += self._chunk([], _usage(reply))
         return out + "data: [DONE]\n\n"
 
-    def error(self, status: int, code: str, message: str, details: dict[str, Any]) -> str:
+    def error(self, status: int, code: str, message: str, details: Mapping[str, Any]) -> str:
         # The SDK raises APIError on a data event holding `error` (openai/_streaming.py).
         return f"data: {dumps(error_reply(status, code, message, details))}\n\n"
 
@@ -402,12 +408,48 @@ class Stream:
         return self.start() + self.text(reply.text) + self.finish(reply)
 
 
-def models_list(models: list[tuple[str, int, str]]) -> dict[str, Any]:
-    """`GET models`: (id, created, owner) each."""
+def models_list(models: Sequence[ListedModel]) -> dict[str, Any]:
+    """`GET models`."""
     return {
         "object": "list",
         "data": [
-            {"id": name, "object": "model", "created": created, "owned_by": owner}
-            for name, created, owner in models
+            {"id": m.name, "object": "model", "created": m.created, "owned_by": m.owner}
+            for m in models
         ],
     }
+
+
+class ChatCompletionsWire:
+    """Chat Completions as a `ClientWire` (contract §14)."""
+
+    format = ClientFormat.OPENAI
+    reply_id_prefix = "chatcmpl-"
+
+    @staticmethod
+    def parse(body: Any) -> GatewayRequest:
+        return parse_request(body)
+
+    @staticmethod
+    def render_reply(reply: Reply, request: GatewayRequest) -> dict[str, Any]:
+        return render_reply(reply)
+
+    @staticmethod
+    def encoder(request: GatewayRequest, *, reply_id: str, created: int, model: str) -> Stream:
+        return Stream(
+            reply_id=reply_id, created=created, model=model, include_usage=request.include_usage
+        )
+
+    @staticmethod
+    def error_body(
+        status: int, code: str, message: str, details: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        return error_reply(status, code, message, details)
+
+    @staticmethod
+    def models_list(models: Sequence[ListedModel]) -> dict[str, Any]:
+        return models_list(models)
+
+    @staticmethod
+    def token_count(tokens: int) -> dict[str, Any]:
+        # Chat Completions has no count endpoint; the gateway answers in Anthropic's words.
+        return {"input_tokens": tokens}

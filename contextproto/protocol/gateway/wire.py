@@ -1,22 +1,27 @@
-"""What the two client formats share (contract §14): a parsed request, a reply, usage, errors.
+"""What the client formats share (contract §14): a parsed request, a reply, usage, errors, and
+the seam every client API implements (`ClientWire`, with its `StreamEncoder`).
 
-`openai_wire` and `anthropic_wire` turn their API's request body into a `GatewayRequest`
-and a `Reply` back into their API's reply, stream events and error shape. Everything here
+Each wire module turns its API's request body into a `GatewayRequest` and a `Reply` back into
+its API's reply, stream events and error shape. Everything here
 is data: ids and times are passed in, so equal inputs give byte-equal replies.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Literal, TypedDict
+from typing import Any, Literal, Protocol
 
+from contextproto.protocol import errors
+from contextproto.protocol.client_state import ClientToolWire
 from contextproto.protocol.gateway.transcript import Call, Item
+from contextproto.protocol.parameters import Parameters
 
-INVALID_REQUEST = "invalid_request"
-PARAMETER_UNSUPPORTED = "gateway_parameter_unsupported"
+# The registered codes of a body the wire formats cannot take.
+INVALID_REQUEST = errors.INVALID_REQUEST
+PARAMETER_UNSUPPORTED = errors.GATEWAY_PARAMETER_UNSUPPORTED
 
 # A reply's end, in OpenAI's words; the Anthropic side maps them (contract §14).
 Finish = Literal["stop", "tool_calls", "length"]
@@ -47,8 +52,9 @@ def error_type(status: int) -> str:
 class ClientFormat(StrEnum):
     """The API a gateway client speaks (its base URL says which)."""
 
-    OPENAI = "openai"
-    ANTHROPIC = "anthropic"
+    OPENAI = "openai"  # Chat Completions
+    ANTHROPIC = "anthropic"  # Messages
+    RESPONSES = "responses"  # the Responses API (contract §21)
 
 
 class WireError(Exception):
@@ -59,14 +65,6 @@ class WireError(Exception):
         self.code = code
         self.message = message
         self.details: dict[str, Any] = {"field": field} if field is not None else {}
-
-
-class ClientToolWire(TypedDict):
-    """A client tool as the session stores it (KV `gateway/tools`) and the view sends it."""
-
-    name: str
-    description: str
-    inputSchema: dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -82,61 +80,6 @@ class ClientTool:
             "description": self.description,
             "inputSchema": self.input_schema,
         }
-
-
-@dataclass(frozen=True)
-class ToolChoice:
-    """`auto`, `none`, or one client tool by `name` (contract §14: `required`/`any` refused)."""
-
-    mode: Literal["auto", "none", "tool"]
-    name: str | None = None
-
-
-@dataclass(frozen=True)
-class Parameters:
-    """The request fields forwarded to every upstream call of the request (contract §14)."""
-
-    max_tokens: int | None = None
-    temperature: float | None = None
-    top_p: float | None = None
-    stop: tuple[str, ...] = ()
-    seed: int | None = None
-    tool_choice: ToolChoice | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        """The set fields, camelCase, as a snapshot records what the request forwarded."""
-        out: dict[str, Any] = {}
-        if self.max_tokens is not None:
-            out["maxTokens"] = self.max_tokens
-        if self.temperature is not None:
-            out["temperature"] = self.temperature
-        if self.top_p is not None:
-            out["topP"] = self.top_p
-        if self.stop:
-            out["stop"] = list(self.stop)
-        if self.seed is not None:
-            out["seed"] = self.seed
-        if self.tool_choice is not None:
-            choice: dict[str, Any] = {"mode": self.tool_choice.mode}
-            if self.tool_choice.name is not None:
-                choice["name"] = self.tool_choice.name
-            out["toolChoice"] = choice
-        return out
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any] | None) -> Parameters:
-        data = data or {}
-        choice = data.get("toolChoice")
-        return cls(
-            max_tokens=data.get("maxTokens"),
-            temperature=data.get("temperature"),
-            top_p=data.get("topP"),
-            stop=tuple(data.get("stop") or ()),
-            seed=data.get("seed"),
-            tool_choice=ToolChoice(mode=choice["mode"], name=choice.get("name"))
-            if isinstance(choice, Mapping)
-            else None,
-        )
 
 
 @dataclass(frozen=True)
@@ -244,6 +187,88 @@ class Reply:
             finish=data["finish"],
             usage=Usage.from_recorded(data.get("usage")),
         )
+
+
+@dataclass(frozen=True)
+class ListedModel:
+    """One entry of a models list: a published version by its gateway name."""
+
+    name: str
+    created: int  # Unix seconds
+    owner: str
+
+
+class StreamEncoder(Protocol):
+    """One streamed reply in a client API's event grammar: each method returns the text of the
+    events to send (possibly ""). One encoder per reply; it keeps the stream's own counters."""
+
+    def start(self, usage: Usage) -> str:
+        """The stream's opening events; `usage` is what is known when the first model call
+        answered (the request's input tokens so far)."""
+        ...
+
+    def text(self, delta: str) -> str:
+        """Text of the reply as it arrives."""
+        ...
+
+    def reasoning(self, item: Mapping[str, Any]) -> str:
+        """A reasoning item of an answer, complete (only a wire that shows them sends it)."""
+        ...
+
+    def finish(self, reply: Reply) -> str:
+        """The client-tool call (if any), the end and the usage, then the stream's last event."""
+        ...
+
+    def error(self, status: int, code: str, message: str, details: Mapping[str, Any]) -> str:
+        """A failure after the stream began, in the API's own error event."""
+        ...
+
+    def keepalive(self) -> str:
+        """Something that keeps the connection open while the model works."""
+        ...
+
+    def whole(self, reply: Reply) -> str:
+        """A stored reply as one whole stream (a replayed request that asks for a stream)."""
+        ...
+
+
+class ClientWire(Protocol):
+    """One client API the gateway speaks (contract §14): the only place that knows its words.
+
+    Nothing outside the implementations branches on the client format; `WIRES`
+    (contextproto/protocol/gateway/wires.py) maps each format to its implementation.
+    """
+
+    format: ClientFormat
+    reply_id_prefix: str  # "chatcmpl-", "msg_", "resp_": a reply's id is prefix + 32 hex
+
+    def parse(self, body: Any) -> GatewayRequest:
+        """Read a request body; raise WireError naming what to fix."""
+        ...
+
+    def render_reply(self, reply: Reply, request: GatewayRequest) -> dict[str, Any]:
+        """The API's reply object (a wire may echo fields of `request`)."""
+        ...
+
+    def encoder(
+        self, request: GatewayRequest, *, reply_id: str, created: int, model: str
+    ) -> StreamEncoder:
+        """A stream of one reply to `request`."""
+        ...
+
+    def error_body(
+        self, status: int, code: str, message: str, details: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        """The API's error shape with this service's code in it."""
+        ...
+
+    def models_list(self, models: Sequence[ListedModel]) -> dict[str, Any]:
+        """`GET …/models`."""
+        ...
+
+    def token_count(self, tokens: int) -> dict[str, Any]:
+        """The answer of the API's token-count endpoint for a view of `tokens` tokens."""
+        ...
 
 
 def dumps(value: Any) -> str:

@@ -1,4 +1,4 @@
-"""A gateway request's forwarded fields in the upstream provider's words (contract §14).
+"""Forwarded request fields (a gateway client's) in each wire format's words (contract §14).
 
 The client's `max_tokens`, `temperature`, `top_p`, `stop`, `seed` and `tool_choice` go to
 every upstream call of its request, whichever API the upstream speaks: they are merged into
@@ -9,9 +9,64 @@ asking for one call per answer (contract §4.5) unless it says `none`.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
-from contextproto.protocol.gateway.wire import Parameters, ToolChoice
+
+@dataclass(frozen=True)
+class ToolChoice:
+    """`auto`, `none`, or one client tool by `name` (contract §14: `required`/`any` refused)."""
+
+    mode: Literal["auto", "none", "tool"]
+    name: str | None = None
+
+
+@dataclass(frozen=True)
+class Parameters:
+    """The request fields forwarded to every upstream call of the request (contract §14)."""
+
+    max_tokens: int | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    stop: tuple[str, ...] = ()
+    seed: int | None = None
+    tool_choice: ToolChoice | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The set fields, camelCase, as a snapshot records what the request forwarded."""
+        out: dict[str, Any] = {}
+        if self.max_tokens is not None:
+            out["maxTokens"] = self.max_tokens
+        if self.temperature is not None:
+            out["temperature"] = self.temperature
+        if self.top_p is not None:
+            out["topP"] = self.top_p
+        if self.stop:
+            out["stop"] = list(self.stop)
+        if self.seed is not None:
+            out["seed"] = self.seed
+        if self.tool_choice is not None:
+            choice: dict[str, Any] = {"mode": self.tool_choice.mode}
+            if self.tool_choice.name is not None:
+                choice["name"] = self.tool_choice.name
+            out["toolChoice"] = choice
+        return out
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any] | None) -> Parameters:
+        data = data or {}
+        choice = data.get("toolChoice")
+        return cls(
+            max_tokens=data.get("maxTokens"),
+            temperature=data.get("temperature"),
+            top_p=data.get("topP"),
+            stop=tuple(data.get("stop") or ()),
+            seed=data.get("seed"),
+            tool_choice=ToolChoice(mode=choice["mode"], name=choice.get("name"))
+            if isinstance(choice, Mapping)
+            else None,
+        )
+
 
 OPENAI_CHAT = "openai-chat"
 ANTHROPIC_MESSAGES = "anthropic-messages"

@@ -1,4 +1,4 @@
-"""The client's part of a session's state (contract §14): its system text and its tools.
+"""A gateway client's part of a session's state (contract §14): its system text and its tools.
 
 Both are KV, so a view stays a pure function of the state at R and the log: `gateway/system`
 (the text put where the version's prompt says `{{client_system}}`) and `gateway/tools` (the
@@ -10,9 +10,16 @@ definitions run to tens of kilobytes.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TypedDict
 
-from contextproto.protocol.gateway.wire import ClientToolWire
+
+class ClientToolWire(TypedDict):
+    """A client tool as the session stores it (KV `gateway/tools`) and the view sends it."""
+
+    name: str
+    description: str
+    inputSchema: dict[str, Any]
+
 
 KEY_SYSTEM = "gateway/system"
 KEY_TOOLS = "gateway/tools"
