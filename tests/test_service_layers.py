@@ -84,6 +84,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         (
             "sessions_app",
             "sessions_app.models",
+            "sessions_app.models.*",
             "sessions_app.store",
             "sessions_app.store.*",
             "sessions_app.providers",

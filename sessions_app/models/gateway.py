@@ -1,0 +1,74 @@
+"""Gateway requests and what they answered (contract §14)."""
+
+from __future__ import annotations
+
+import uuid
+
+from django.db import models
+from django.db.models import Q
+
+from agents.models import Application
+from sessions_app.models.sessions import Session
+
+
+class GatewayExchange(models.Model):
+    """One gateway request (contract §14) and what it answered.
+
+    Written when the request is authenticated and finished when it ends: the stored reply
+    answers a retry of the same request (byte for byte) and an `Idempotency-Key` used again;
+    the console counts requests and errors from these rows. Never holds the upstream key.
+    """
+
+    class Status(models.TextChoices):
+        RUNNING = "running"
+        REPLIED = "replied"
+        FAILED = "failed"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    application = models.ForeignKey(
+        Application, on_delete=models.CASCADE, related_name="gateway_exchanges"
+    )
+    session = models.ForeignKey(
+        Session, null=True, blank=True, on_delete=models.CASCADE, related_name="gateway_exchanges"
+    )
+    client_format = models.CharField(max_length=16)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.RUNNING)
+    # The client's Idempotency-Key (cleared once older than a day, so it may be used again)
+    # and the hash of the body it came with.
+    idempotency_key = models.CharField(max_length=255, null=True, blank=True)
+    request_hash = models.CharField(max_length=64)
+    http_status = models.PositiveSmallIntegerField(null=True, blank=True)
+    error_code = models.CharField(max_length=64, blank=True)
+    # The reply in neither API's words, the body exactly as sent (non-streamed form) and the
+    # headers that went with it.
+    reply = models.JSONField(null=True, blank=True)
+    reply_body = models.TextField(blank=True)
+    reply_headers = models.JSONField(default=dict, blank=True)
+    # The MessageIndex of the reply's first answer: the transcript before it is what a retry
+    # of this request repeats.
+    reply_start_index = models.BigIntegerField(null=True, blank=True)
+    turns = models.PositiveIntegerField(default=0)
+    streamed = models.BooleanField(default=False)
+    # Answered from another exchange's stored reply, without a model call.
+    replayed = models.BooleanField(default=False)
+    # Milliseconds in the gateway outside the upstream calls, and in the upstream calls.
+    gateway_ms = models.PositiveIntegerField(null=True, blank=True)
+    upstream_ms = models.PositiveIntegerField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["application", "idempotency_key"],
+                condition=Q(idempotency_key__isnull=False),
+                name="gateway_idempotency_key",
+            )
+        ]
+        indexes = [
+            models.Index(fields=["session", "-created_at"], name="gateway_session_recent"),
+            models.Index(fields=["created_at"], name="gateway_created"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.client_format} {self.status} {self.http_status or ''}".strip()
