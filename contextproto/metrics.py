@@ -62,8 +62,9 @@ COST = Counter(
 )
 GATEWAY_REQUESTS = Counter(
     "contextproto_gateway_requests_total",
-    "Gateway requests by client format (openai, anthropic) and HTTP status.",
-    ["format", "status"],
+    "Gateway answers by client API (openai, anthropic, responses), HTTP status and error code "
+    "(`ok` for a reply): refusals and unknown paths under /gateway/ included.",
+    ["format", "status", "code"],
 )
 GATEWAY_OVERHEAD_SECONDS = Histogram(
     "contextproto_gateway_overhead_seconds",
@@ -101,10 +102,12 @@ def dispatch_outcome(tool: str, result: Mapping[str, Any]) -> None:
     DISPATCHES.labels(tool=tool, outcome="ok" if result.get("success") else str(code)).inc()
 
 
-def gateway_request(client_format: str, status: int, overhead_seconds: float | None) -> None:
-    """Count one gateway request and the time it spent outside its upstream calls (None for a
+def gateway_request(
+    client_format: str, status: int, code: str, overhead_seconds: float | None
+) -> None:
+    """Count one gateway answer and the time it spent outside its upstream calls (None for a
     request refused before it was served: its key or its body)."""
-    GATEWAY_REQUESTS.labels(format=client_format, status=str(status)).inc()
+    GATEWAY_REQUESTS.labels(format=client_format, status=str(status), code=code).inc()
     if overhead_seconds is not None:
         GATEWAY_OVERHEAD_SECONDS.labels(format=client_format).observe(overhead_seconds)
 

@@ -124,6 +124,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         (
             "sessions_app.services.runtime",
             "sessions_app.services.turns",
+            "sessions_app.services.turn_commit",
             "sessions_app.services.usage",
             "sessions_app.maintenance",
             "sessions_app.maintenance.*",
@@ -136,8 +137,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("tasks: Celery entry points", ("sessions_app.tasks", "sessions_app.tasks_archive")),
     (
         "edge: API views, MCP server, key auth, admin pages, the console, scrape gauges, "
-        "commands, the app config; the gateway's request service",
-        ("sessions_app.services.gateway", "sessions_app.services.gateway_*", "sessions_app.*"),
+        "commands, the app config; the gateway (its request stages, its views)",
+        ("sessions_app.gateway", "sessions_app.gateway.*", "sessions_app.*"),
     ),
     (
         "project wiring: URLs, ASGI/WSGI, the server edge, the landing page",

@@ -90,19 +90,32 @@ class Received:
 
 @dataclass
 class Answer:
+    """One answer of the fake API. A request with `stream: true` gets a 200 JSON `body` as
+    its API's event stream (`stream_events`): `chunks` text pieces, `chunk_delay` seconds
+    apart. `drop`: the connection is closed without an answer; a str `body` goes as is (a
+    cut-off JSON, an HTML page: set its content type in `headers`)."""
+
     status: int = 200
     body: Any = None
     headers: dict[str, str] = field(default_factory=dict)
     delay: float = 0.0
+    chunks: int = 1
+    chunk_delay: float = 0.0
+    drop: bool = False
 
 
 class FakeAPI:
-    """Records every request; answers from `queue` (first in, first out), else `default`."""
+    """Records every request; answers from `queue` (first in, first out), else `default`.
+
+    `closed` counts streamed answers whose client closed the connection before the end.
+    """
 
     def __init__(self, default: Answer) -> None:
         self.default = default
         self.queue: list[Answer] = []
         self.received: list[Received] = []
+        self.closed = 0
+        self.first_chunk_at: list[float] = []  # time.monotonic() of each stream's first text
         self.url = ""
         self._lock = threading.Lock()
         # Open client connections, closed when the server stops: a keep-alive connection a
@@ -158,6 +171,13 @@ def _handler(api: FakeAPI) -> type[BaseHTTPRequestHandler]:
             answer = api.next_answer()
             if answer.delay:
                 time.sleep(answer.delay)
+            if answer.drop:
+                self.close_connection = True
+                self.connection.shutdown(socket.SHUT_RDWR)
+                return
+            if isinstance(body, dict) and body.get("stream") and answer.status == 200:
+                self._stream(answer, body)
+                return
             payload = (
                 answer.body.encode()
                 if isinstance(answer.body, str)
@@ -174,7 +194,173 @@ def _handler(api: FakeAPI) -> type[BaseHTTPRequestHandler]:
             except (BrokenPipeError, ConnectionResetError):
                 pass  # the client gave up (timeout tests)
 
+        def _stream(self, answer: Answer, request: dict[str, Any]) -> None:
+            events = stream_events(answer.body, request, answer.chunks)
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Connection", "close")  # the body ends with the connection
+            self.end_headers()
+            self.close_connection = True
+            first = True
+            try:
+                for text, is_text in events:
+                    if is_text:
+                        if first:
+                            api.first_chunk_at.append(time.monotonic())
+                            first = False
+                        elif answer.chunk_delay:
+                            time.sleep(answer.chunk_delay)
+                    self.wfile.write(text.encode())
+                    self.wfile.flush()
+            except (BrokenPipeError, ConnectionResetError):
+                with api._lock:
+                    api.closed += 1
+
     return Handler
+
+
+def _split(text: str, pieces: int) -> list[str]:
+    size = max(1, -(-len(text) // max(pieces, 1)))
+    return [text[i : i + size] for i in range(0, len(text), size)] or [""]
+
+
+def _sse(data: Any, event: str | None = None) -> str:
+    head = f"event: {event}\n" if event else ""
+    return head + f"data: {json.dumps(data)}\n\n"
+
+
+def stream_events(body: Any, request: dict[str, Any], chunks: int) -> list[tuple[str, bool]]:
+    """A Chat Completions or Messages answer as that API's event stream: (event text, whether
+    it carries answer text), the text in `chunks` pieces."""
+    if isinstance(body, dict) and body.get("object") == "chat.completion":
+        return _openai_events(body, request, chunks)
+    if isinstance(body, dict) and body.get("type") == "message":
+        return _anthropic_events(body, chunks)
+    raise AssertionError(f"the fake API cannot stream {body!r}")
+
+
+def _openai_events(
+    body: dict[str, Any], request: dict[str, Any], chunks: int
+) -> list[tuple[str, bool]]:
+    head = {k: body[k] for k in ("id", "created", "model")}
+    usage_wanted = (request.get("stream_options") or {}).get("include_usage")
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> str:
+        data = {
+            **head,
+            "object": "chat.completion.chunk",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        }
+        return _sse(data)
+
+    message = body["choices"][0]["message"]
+    out = [(chunk({"role": "assistant", "content": ""}), False)]
+    for piece in _split(message.get("content") or "", chunks) if message.get("content") else []:
+        out.append((chunk({"content": piece}), True))
+    for n, call in enumerate(message.get("tool_calls") or []):
+        out.append(
+            (
+                chunk(
+                    {
+                        "tool_calls": [
+                            {
+                                "index": n,
+                                "id": call["id"],
+                                "type": "function",
+                                "function": {
+                                    "name": call["function"]["name"],
+                                    "arguments": call["function"]["arguments"],
+                                },
+                            }
+                        ]
+                    }
+                ),
+                False,
+            )
+        )
+    out.append((chunk({}, body["choices"][0]["finish_reason"]), False))
+    if usage_wanted and body.get("usage"):
+        out.append(
+            (
+                _sse(
+                    {
+                        **head,
+                        "object": "chat.completion.chunk",
+                        "choices": [],
+                        "usage": body["usage"],
+                    }
+                ),
+                False,
+            )
+        )
+    out.append(("data: [DONE]\n\n", False))
+    return out
+
+
+def _anthropic_events(body: dict[str, Any], chunks: int) -> list[tuple[str, bool]]:
+    usage = body["usage"]
+    start = {**body, "content": [], "stop_reason": None, "usage": {**usage, "output_tokens": 0}}
+    out = [(_sse({"type": "message_start", "message": start}, "message_start"), False)]
+    for n, block in enumerate(body["content"]):
+        kind = block["type"]
+        empty = {
+            "text": {"type": "text", "text": ""},
+            "thinking": {"type": "thinking", "thinking": "", "signature": ""},
+        }
+        opening = empty.get(kind, {**block, "input": {}} if kind == "tool_use" else block)
+        out.append(
+            (
+                _sse(
+                    {"type": "content_block_start", "index": n, "content_block": opening},
+                    "content_block_start",
+                ),
+                False,
+            )
+        )
+        if kind == "text":
+            for piece in _split(block["text"], chunks):
+                delta = {"type": "text_delta", "text": piece}
+                out.append(
+                    (
+                        _sse(
+                            {"type": "content_block_delta", "index": n, "delta": delta},
+                            "content_block_delta",
+                        ),
+                        True,
+                    )
+                )
+        elif kind == "thinking":
+            for delta in (
+                {"type": "thinking_delta", "thinking": block["thinking"]},
+                {"type": "signature_delta", "signature": block["signature"]},
+            ):
+                out.append(
+                    (
+                        _sse(
+                            {"type": "content_block_delta", "index": n, "delta": delta},
+                            "content_block_delta",
+                        ),
+                        False,
+                    )
+                )
+        elif kind == "tool_use":
+            delta = {"type": "input_json_delta", "partial_json": json.dumps(block["input"])}
+            out.append(
+                (
+                    _sse(
+                        {"type": "content_block_delta", "index": n, "delta": delta},
+                        "content_block_delta",
+                    ),
+                    False,
+                )
+            )
+        out.append((_sse({"type": "content_block_stop", "index": n}, "content_block_stop"), False))
+    delta = {"stop_reason": body["stop_reason"], "stop_sequence": body.get("stop_sequence")}
+    out.append(
+        (_sse({"type": "message_delta", "delta": delta, "usage": usage}, "message_delta"), False)
+    )
+    out.append((_sse({"type": "message_stop"}, "message_stop"), False))
+    return out
 
 
 @contextmanager
