@@ -9,11 +9,17 @@ side requests, compaction. Each client is invoked the fewest times that prove th
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import pty
+import signal
+import struct
 import subprocess
+import termios
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -213,6 +219,126 @@ def test_claude_code_names_its_session_on_every_request_and_its_sub_agents_by_ag
     continued = main[2]
     assert "Use a sub-agent to read note.txt" in json.dumps(continued.body["messages"])
     assert "SUBTASK" in json.dumps(continued.body["messages"])  # as the Agent call's input
+
+
+class Terminal:
+    """A program on a pseudo-terminal (Claude Code's interactive UI needs one), typed into."""
+
+    def __init__(self, argv: list[str], env: dict[str, str], cwd: Path) -> None:
+        master, slave = pty.openpty()
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 200, 0, 0))
+        self.process = subprocess.Popen(
+            argv,
+            cwd=cwd,
+            env={**env, "TERM": "xterm-256color"},
+            stdin=slave,
+            stdout=slave,
+            stderr=slave,
+            start_new_session=True,
+        )
+        os.close(slave)
+        self.master, self.screen = master, b""
+        # Drain the screen, or the program blocks writing to it.
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        while True:
+            try:
+                chunk = os.read(self.master, 65536)
+            except OSError:
+                return
+            if not chunk:
+                return
+            self.screen += chunk
+
+    def type(self, text: str) -> None:
+        for key in text:  # one key at a time, as a person types
+            os.write(self.master, key.encode())
+            time.sleep(0.01)
+        time.sleep(0.3)
+        os.write(self.master, b"\r")
+
+    def wait(self, condition: Callable[[], bool], what: str, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        while not condition():
+            assert self.process.poll() is None, f"exited while waiting for {what}"
+            assert time.monotonic() < deadline, f"no {what}: {self.screen[-2000:]!r}"
+            time.sleep(0.2)
+
+    def close(self) -> None:
+        os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait(10)
+        os.close(self.master)
+
+
+PROMPT = "\N{HEAVY RIGHT-POINTING ANGLE QUOTATION MARK ORNAMENT}".encode()  # its input line
+
+
+def test_claude_code_interactive_asks_a_title_first_and_counts_tokens_for_context(
+    recorder, tmp_path
+):
+    claude = node_clients().claude
+    project, home = tmp_path / "project", tmp_path / "home"
+    project.mkdir()
+    home.mkdir()
+    note = project / "note.txt"
+    note.write_text("The secret word is PELICAN.\n")
+    key = KEY + "-0123456789abcdef"
+    # What a person's first run would have answered: onboarding done, the folder trusted,
+    # the key approved (Claude Code remembers a key by its last 20 characters).
+    settings = {
+        "hasCompletedOnboarding": True,
+        "theme": "dark",
+        "customApiKeyResponses": {"approved": [key[-20:]], "rejected": []},
+        "projects": {str(project): {"hasTrustDialogAccepted": True}},
+    }
+    (home / ".claude.json").write_text(json.dumps(settings))
+    conversation = claude_brain(str(note))
+
+    def brain(turn: Turn) -> Reply:
+        if not turn.tools:
+            return Reply(text='{"title": "Note reading"}')
+        return conversation(turn)
+
+    recorder.brains["claude-tty"] = brain
+    env = clean_env(
+        HOME=str(home),
+        ANTHROPIC_BASE_URL=recorder.base("claude-tty"),
+        ANTHROPIC_API_KEY=key,
+        DISABLE_AUTOUPDATER="1",
+        DISABLE_TELEMETRY="1",
+        DISABLE_ERROR_REPORTING="1",
+    )
+    terminal = Terminal([str(claude)], env, project)
+    try:
+        terminal.wait(lambda: PROMPT in terminal.screen, "prompt")
+        terminal.type("What does note.txt say?")
+        terminal.wait(lambda: b"PELICAN" in terminal.screen, "answer")
+        terminal.type("/context")
+        terminal.wait(lambda: b"/context all to expand" in terminal.screen, "/context's table")
+    finally:
+        terminal.close()
+
+    posts = [s for s in recorder.requests("claude-tty") if s.method == "POST"]
+    assert len({s.headers["x-claude-code-session-id"] for s in posts}) == 1
+    messages = [s for s in posts if s.api == "messages"]
+    # The title request comes first, before the conversation's, under its model name: no
+    # tools, a system text of its own, a JSON-schema answer format with a `title`.
+    title, *turns = messages
+    assert title.body["tools"] == []
+    assert title.body["model"] == turns[0].body["model"] == "claude-opus-5-5"
+    assert "naming a coding session" in json.dumps(title.body["system"])
+    assert title.body["output_config"]["format"]["schema"]["required"] == ["title"]
+    assert "thinking" not in title.body
+    assert all(t.body["tools"] for t in turns)
+    # /context asks count_tokens for each part of the context (tools one by one among them).
+    counts = [s for s in posts if s.api == "count_tokens"]
+    assert len(counts) >= 5
+    assert {(s.path, json.dumps(s.query)) for s in counts} == {
+        ("/v1/messages/count_tokens", '{"beta": ["true"]}')
+    }
+    assert any(len(s.body.get("tools") or []) == 1 for s in counts)
 
 
 # ---------------------------------------------------------------------- Codex CLI
