@@ -19,12 +19,12 @@ from django.conf import settings  # noqa: E402 (needs the settings module set ab
 
 from contextproto.checks import refuse_dev_key_when_serving  # noqa: E402
 from contextproto.serving import ASGIApp, RequestLimits, with_node_registry  # noqa: E402
+from sessions_app.gateway.paths import GATEWAY_PREFIX  # noqa: E402
 from sessions_app.mcp_server import mcp_http_app  # noqa: E402
 
 refuse_dev_key_when_serving()
 mcp_application = mcp_http_app(settings.ALLOWED_HOSTS, settings.DATA_UPLOAD_MAX_MEMORY_SIZE)
 MCP_PREFIX = "/mcp"
-GATEWAY_PREFIX = "/gateway/"
 
 
 class GatewayHandler(ASGIHandler):

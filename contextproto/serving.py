@@ -36,7 +36,7 @@ from contextproto.errors import REQUEST_TIMEOUT, REQUEST_TOO_LARGE, ErrorRespons
 from contextproto.middleware import API_PREFIX
 from contextproto.protocol.gateway.wires import wire_for
 from sessions_app import nodes
-from sessions_app.gateway.incoming import client_format_of_path
+from sessions_app.gateway.paths import GATEWAY_PREFIX, client_format_of_path
 
 logger = logging.getLogger("contextproto.serving")
 
@@ -46,7 +46,6 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 Refusal = tuple[int, list[tuple[bytes, bytes]], bytes]  # status, headers, body
-GATEWAY_PREFIX = "/gateway/"
 
 
 def _refusal(error: ErrorResponseBody) -> Refusal:

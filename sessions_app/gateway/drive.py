@@ -15,6 +15,7 @@ committed (then the reply is stored, and a retry gets it as a replay).
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -211,7 +212,8 @@ async def drive(opened: Opened, record: ExchangeRecord) -> AsyncGenerator[Event,
             GATEWAY_CLIENT_DISCONNECTED if gone else INTERNAL_ERROR,
             "The client went away before its reply." if gone else "A defect of the service.",
         )
-        await in_thread(_close_and_fail, turns, run, reason)
+        with contextlib.suppress(Exception):  # the database may be what failed
+            await in_thread(_close_and_fail, turns, run, reason)
         raise
 
 

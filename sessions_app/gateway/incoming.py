@@ -28,7 +28,7 @@ from contextproto.errors import (
     ApplicationError,
 )
 from contextproto.parsers import check_storable
-from contextproto.protocol.gateway.wire import ClientFormat, ClientWire, GatewayRequest, WireError
+from contextproto.protocol.gateway.wire import ClientWire, GatewayRequest, WireError
 from sessions_app.auth import credential_for_key
 
 SESSION_HEADER = "X-Contextproto-Session"
@@ -37,18 +37,6 @@ UPSTREAM_KEY_HEADER = "X-Contextproto-Upstream-Key"
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 IDEMPOTENCY_KEY_MAX = 255
 USER_AGENT_MAX = 256
-
-
-# The client API of a path under /gateway/ (the URL conf routes each endpoint; an unknown path
-# and the server edge's own refusals answer in the wire its prefix names).
-PATH_FORMATS = (
-    ("/gateway/anthropic/", ClientFormat.ANTHROPIC),
-    ("/gateway/openai/v1/responses", ClientFormat.RESPONSES),
-)
-
-
-def client_format_of_path(path: str) -> ClientFormat:
-    return next((f for prefix, f in PATH_FORMATS if path.startswith(prefix)), ClientFormat.OPENAI)
 
 
 class Refused(Exception):

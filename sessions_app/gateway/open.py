@@ -184,11 +184,14 @@ def _session_locked(
     wanted_name = named or incoming.named_session
     if wanted_name is not None:
         wanted = canonical_uuid(wanted_name)
-        if wanted is None or not (
-            Session.objects.filter(application=incoming.application, id=wanted).exists()
-        ):
+        found = (
+            session_lock(wanted, application_id=incoming.application.pk)
+            if wanted is not None
+            else None
+        )
+        if found is None:
             raise NotFound("Session", {"sessionId": wanted_name})
-        return session_lock(wanted), None
+        return found, None
     version = gateway_version_for_model(
         application=incoming.application, model=incoming.request.model
     )

@@ -22,7 +22,7 @@ from contextlib import aclosing
 from asgiref.sync import async_to_sync
 from django.conf import settings
 from django.core.handlers.asgi import ASGIRequest
-from django.db import InterfaceError, OperationalError
+from django.db import InterfaceError, OperationalError, connection
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
@@ -57,10 +57,10 @@ from sessions_app.gateway.incoming import (
     Incoming,
     Refused,
     caller_of,
-    client_format_of_path,
     read_incoming,
 )
 from sessions_app.gateway.open import InFlight, Opened, open_request
+from sessions_app.gateway.paths import client_format_of_path
 from sessions_app.gateway.record import ExchangeRecord
 from sessions_app.models import GatewayExchange
 
@@ -195,9 +195,15 @@ async def _open(incoming: Incoming, record: ExchangeRecord) -> Opened | Finished
 
 
 def _running(in_flight: InFlight) -> bool:
-    return GatewayExchange.objects.filter(
-        pk=in_flight.exchange_id, status=GatewayExchange.Status.RUNNING
-    ).exists()
+    """Whether the identical request is still being served. The connection goes back to the
+    pool after each look: a waiting request must not hold one the request it waits for needs
+    to write its reply."""
+    try:
+        return GatewayExchange.objects.filter(
+            pk=in_flight.exchange_id, status=GatewayExchange.Status.RUNNING
+        ).exists()
+    finally:
+        connection.close()
 
 
 def _release(opened: Opened) -> None:
@@ -255,17 +261,11 @@ async def _events_stream(
                 chunk = render(event)
                 if chunk:
                     yield chunk
-    except ApplicationError as exc:
-        status, code = exc.status, exc.code
-        await in_thread(record.failed, exc)
-        yield encoder.error(exc.status, exc.code, exc.message, exc.details)
-    except Exception:
-        logger.exception("gateway: a failure after the stream began")
-        error = ApplicationError(
-            INTERNAL_ERROR, "A defect of the service; nothing to fix on your side."
-        )
+    except Exception as exc:
+        error = failure_of(exc)
         status, code = error.status, error.code
-        await in_thread(record.failed, error)
+        with contextlib.suppress(Exception):  # the database may be what failed
+            await in_thread(record.failed, error)
         yield encoder.error(error.status, error.code, error.message, error.details)
     except BaseException:
         status, code = 499, "gateway_client_disconnected"
@@ -341,22 +341,20 @@ async def serve(
         )
     except ApplicationError as exc:
         return await _refuse(wire, exc, record, incoming.body_hash if incoming else "")
-    except (OperationalError, InterfaceError):  # the database is down or unreachable
+    except Exception as exc:
+        return await _refuse_quietly(wire, failure_of(exc), record)
+
+
+def failure_of(exc: Exception) -> ApplicationError:
+    """The error a failure is answered with: its own, the database's unavailability, or a
+    defect (logged with its stack)."""
+    if isinstance(exc, ApplicationError):
+        return exc
+    if isinstance(exc, OperationalError | InterfaceError):
         logger.exception("gateway: database unavailable")
-        return await _refuse_quietly(
-            wire,
-            ApplicationError(DEPENDENCY_UNAVAILABLE, "The database is unavailable; retry later."),
-            record,
-        )
-    except Exception:
-        logger.exception("gateway: unexpected error")
-        return await _refuse_quietly(
-            wire,
-            ApplicationError(
-                INTERNAL_ERROR, "A defect of the service; nothing to fix on your side."
-            ),
-            record,
-        )
+        return ApplicationError(DEPENDENCY_UNAVAILABLE, "The database is unavailable; retry later.")
+    logger.exception("gateway: unexpected error")
+    return ApplicationError(INTERNAL_ERROR, "A defect of the service; nothing to fix on your side.")
 
 
 async def _refuse_quietly(

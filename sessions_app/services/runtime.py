@@ -47,7 +47,7 @@ from sessions_app.services.projection import projection_build
 from sessions_app.services.runs import autostart, run_enqueue
 from sessions_app.services.turn_commit import turn_commit_locked
 from sessions_app.store import hooks
-from sessions_app.store.state import session_lock
+from sessions_app.store.state import session_relock
 
 CONTINUE = "continue"
 # How far back a turn looks for protocol calls of the last answer left undispatched (a
@@ -443,7 +443,7 @@ def _commit(
         )
     calls = [AnswerCall(c.id, c.name, c.arguments) for c in reply.tool_calls]
     with transaction.atomic():
-        locked = session_lock(session.id)
+        locked = session_relock(session)
         committed = turn_commit_locked(
             locked,
             snapshot=snapshot,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import select
 import socket
 import threading
 import time
@@ -169,8 +170,10 @@ def _handler(api: FakeAPI) -> type[BaseHTTPRequestHandler]:
                 )
             )
             answer = api.next_answer()
-            if answer.delay:
-                time.sleep(answer.delay)
+            if answer.delay and self._client_left(answer.delay):
+                with api._lock:
+                    api.closed += 1
+                return
             if answer.drop:
                 self.close_connection = True
                 self.connection.shutdown(socket.SHUT_RDWR)
@@ -193,6 +196,20 @@ def _handler(api: FakeAPI) -> type[BaseHTTPRequestHandler]:
                 self.wfile.write(payload)
             except (BrokenPipeError, ConnectionResetError):
                 pass  # the client gave up (timeout tests)
+
+        def _client_left(self, seconds: float) -> bool:
+            """Wait `seconds` (a slow model); True as soon as the client closes the connection."""
+            deadline = time.monotonic() + seconds
+            while (left := deadline - time.monotonic()) > 0:
+                ready, _, _ = select.select([self.connection], [], [], min(left, 0.05))
+                if ready:
+                    try:
+                        if not self.connection.recv(1, socket.MSG_PEEK):
+                            return True  # EOF: the caller gave up on this request
+                    except OSError:
+                        return True
+                    time.sleep(min(left, 0.05))  # bytes of another request: keep waiting
+            return False
 
         def _stream(self, answer: Answer, request: dict[str, Any]) -> None:
             events = stream_events(answer.body, request, answer.chunks)
