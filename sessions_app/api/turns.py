@@ -10,13 +10,14 @@ from rest_framework.views import APIView
 
 from contextproto.api import AnyJSONField, StrictSerializer
 from contextproto.protocol.model_answers import answer_from_host
-from sessions_app.api import shapes
+from contextproto.telemetry.views import TracedView
+from sessions_app.api import shapes, turn_traces
 from sessions_app.api.usage import provider_counts, usage_counts
 from sessions_app.api.views import session_for
 from sessions_app.services import turns
 
 
-class TurnApi(APIView):
+class TurnApi(TracedView, APIView):
     """Record the model's answer to a view: its text and calls, its usage, the dispatch of its
     first call when that is a protocol tool, the error results of its later calls.
 
@@ -29,6 +30,9 @@ class TurnApi(APIView):
     write its result under), the run's status. The same body again answers the same with
     `replayed: true` (200); another body for the same snapshot is 409
     `snapshot_already_answered`.
+
+    Each request is a trace (contract §22): the request's span, and under it the turn as
+    the service recorded it (`turn_traces.record_turn`).
     """
 
     class Input(StrictSerializer):
@@ -64,6 +68,13 @@ class TurnApi(APIView):
             answer=answer,
             usage=usage,
             request={"answer": data["answer"], "usage": data.get("usage")},
+        )
+        turn_traces.record_turn(
+            session_id=session.id,
+            snapshot_id=data["snapshotId"],
+            answer=answer,
+            sent=data["answer"],
+            recorded=recorded,
         )
         code = status.HTTP_200_OK if recorded.replayed else status.HTTP_201_CREATED
         return Response(recorded.to_wire(), status=code)

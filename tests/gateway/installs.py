@@ -5,6 +5,9 @@
   like this project's Django app, so it can never be imported beside the project
   (docs/decisions.md, "The OpenAI Agents SDK runs from a virtualenv of its own"). Its clients run
   as scripts in a subprocess.
+* Arize Phoenix (`arize-phoenix`, pinned in the `phoenix` extra) runs from a virtualenv of
+  its own under var/clients/ too: a whole web stack with its own pins, started as
+  `phoenix serve` in a subprocess (tests/telemetry/phoenix.py).
 * Claude Code is the npm package `@anthropic-ai/claude-code` at CLAUDE_CODE_VERSION (its
   native CLI comes in a platform package from the same registry).
 
@@ -98,6 +101,25 @@ def agents_sdk_python() -> Path:
         # A venv's scripts name their interpreter by path: build it where it will live.
         shutil.rmtree(home, ignore_errors=True)
         _run([sys.executable, "-m", "venv", str(home)], "creating the Agents SDK venv")
+        _run(
+            [str(interpreter), "-m", "pip", "install", "--quiet", *requirements],
+            f"pip install {' '.join(requirements)}",
+        )
+        (home / ".complete").write_text("\n".join(requirements) + "\n")
+    return interpreter
+
+
+def phoenix_python() -> Path:
+    """The interpreter of a virtualenv holding the pinned Arize Phoenix (and not this project)."""
+    requirements = _pins("phoenix")
+    python = sys.version.split()[0]
+    home = CACHE / f"phoenix-{_key(python, *requirements)}"
+    interpreter = home / "bin" / "python"
+    with _locked("phoenix"):
+        if (home / ".complete").exists():
+            return interpreter
+        shutil.rmtree(home, ignore_errors=True)
+        _run([sys.executable, "-m", "venv", str(home)], "creating the Phoenix venv")
         _run(
             [str(interpreter), "-m", "pip", "install", "--quiet", *requirements],
             f"pip install {' '.join(requirements)}",
