@@ -6,6 +6,8 @@ variables; off without an endpoint), `export` (the bounded, counted export queue
 conventions' shapes). The names a caller needs are here.
 """
 
+from opentelemetry.trace import Span
+
 from contextproto.telemetry.setup import (
     capture_content,
     configure,
@@ -36,6 +38,7 @@ from contextproto.telemetry.spans import (
 
 __all__ = [
     "SessionFacts",
+    "Span",
     "agent_span",
     "annotate_current",
     "capture_content",

@@ -13,6 +13,7 @@ from decimal import Decimal
 from typing import Any
 from uuid import UUID
 
+from agents.models import AgentVersion
 from contextproto import telemetry
 from contextproto.economics.view_effect import ViewEffect, replaced_ids, view_effect
 from contextproto.protocol.tokens import message_tokens
@@ -44,6 +45,26 @@ def session_facts_of(session_id: UUID | str) -> SessionFacts | None:
     if not telemetry.enabled():
         return None
     return session_facts(Session.objects.select_related("agent_version__agent").get(pk=session_id))
+
+
+def maintainer_facts(
+    session: Session, maintainer: AgentVersion, *, window_id: str
+) -> SessionFacts | None:
+    """The facts of a maintenance job's model calls: the session's, the maintainer agent's
+    name and version (None with tracing off)."""
+    if not telemetry.enabled():
+        return None
+    facts = session_facts(session)
+    return replace(
+        facts,
+        agent_name=maintainer.agent.name,
+        agent_id=str(maintainer.agent_id),
+        agent_version_id=str(maintainer.id),
+        agent_version=maintainer.number,
+        provider=provider_name(maintainer.model_provider),
+        model=maintainer.model_name or None,
+        window_id=window_id,
+    )
 
 
 def turn_facts(facts: SessionFacts, snapshot: ProjectionSnapshot) -> SessionFacts:
