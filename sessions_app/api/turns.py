@@ -30,9 +30,6 @@ class TurnApi(TracedView, APIView):
     write its result under), the run's status. The same body again answers the same with
     `replayed: true` (200); another body for the same snapshot is 409
     `snapshot_already_answered`.
-
-    Each request is a trace (contract §22): the request's span, and under it the turn as
-    the service recorded it (`turn_traces.record_turn`).
     """
 
     class Input(StrictSerializer):
@@ -69,6 +66,7 @@ class TurnApi(TracedView, APIView):
             usage=usage,
             request={"answer": data["answer"], "usage": data.get("usage")},
         )
+        # The request's span (TracedView) gets the turn as recorded under it (contract §22).
         turn_traces.record_turn(
             session_id=session.id,
             snapshot_id=data["snapshotId"],
