@@ -12,7 +12,8 @@ Token figures are the engine's estimates (characters / 4, `contextproto.protocol
 the maintenance planner's `message_tokens`, so the difference is a like-for-like estimate.
 The checkpoint's own saving is not in it: the messages it covers are usually archived and
 reading them on every turn would cost what the session's length costs; a maintenance job's
-trace carries the checkpoint's tokens (docs/decisions.md, "Traces: what the view span counts").
+trace carries the checkpoint's tokens (docs/decisions.md, "Traces: one module, a counted
+export queue, and what the view span counts").
 """
 
 from __future__ import annotations
