@@ -18,6 +18,7 @@ export queue, and what the view span counts").
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -27,6 +28,7 @@ from contextproto.protocol.messages import (
     DERIVED_FOLD,
     DERIVED_MASKED,
     DERIVED_RAW,
+    DERIVED_STATE,
 )
 from contextproto.protocol.tokens import json_tokens, text_tokens
 
@@ -59,6 +61,20 @@ def standin_tokens(message: Mapping[str, Any]) -> int:
     return text_tokens(content_text(message.get("content")))
 
 
+def checkpoint_position(messages: Sequence[Mapping[str, Any]]) -> int | None:
+    """The checkpoint position C the view's state message states (unified@2, @3), if any."""
+    for message in messages:
+        if message.get("kind") == DERIVED_STATE:
+            _, _, body = str(message.get("content", "")).partition("\n")
+            try:
+                state = json.loads(body)
+            except ValueError:
+                return None
+            found = state.get("checkpointPosition") if isinstance(state, dict) else None
+            return found if isinstance(found, int) and not isinstance(found, bool) else None
+    return None
+
+
 def view_effect(
     messages: Sequence[Mapping[str, Any]],
     sources: Sequence[Mapping[str, Any]],
@@ -71,9 +87,10 @@ def view_effect(
     """Count what the view (`messages` with their `sources`, wire shapes) did to the log.
 
     `window_messages`: how many of the window's messages have index <= `upper_bound` (hot
-    and cold); with it, `covered` is those the view shows in no form. `raw_tokens`: the
-    planner's estimate of each raw message behind a fold or a mask, by MessageId; with
-    every one of them, `tokens_saved` is their sum minus the stand-ins' tokens.
+    and cold); with it, `covered` is those the view shows in no form. A view whose state
+    message says the checkpoint covers nothing (C = 0) needs no count: `covered` is 0.
+    `raw_tokens`: the planner's estimate of each raw message behind a fold or a mask, by
+    MessageId; with every one of them, `tokens_saved` is their sum minus the stand-ins'.
     """
     shown = folded = folds = masked = in_window = 0
     replaced: list[tuple[Mapping[str, Any], tuple[str, ...]]] = []
@@ -94,13 +111,17 @@ def view_effect(
         if derived != DERIVED_RAW and position < len(messages):
             replaced.append((messages[position], ids))
     stood_for = shown + folded + masked
+    if window_messages is not None:
+        covered: int | None = max(window_messages - in_window, 0)
+    else:
+        covered = 0 if checkpoint_position(messages) == 0 else None
     return ViewEffect(
         messages=len(messages),
         shown=shown,
         folded=folded,
         folds=folds,
         masked=masked,
-        covered=max(window_messages - in_window, 0) if window_messages is not None else None,
+        covered=covered,
         hidden=max(upper_bound - stood_for, 0),
         view_tokens=sum(json_tokens(dict(m)) for m in messages),
         tokens_saved=_saved(replaced, raw_tokens),

@@ -15,14 +15,13 @@ import json
 import logging
 from collections.abc import Mapping
 from typing import Any
-from uuid import UUID
 
 from contextproto import telemetry
 from contextproto.protocol.messages import KIND_TOOL_CALL, KIND_TOOL_RESULT, RawMessage
 from contextproto.protocol.model_answers import ModelAnswer
 from contextproto.telemetry.genai import output_message
 from contextproto.telemetry.spans import TURN_SOURCE
-from sessions_app.models import ProjectionSnapshot
+from sessions_app.models import ProjectionSnapshot, Session
 from sessions_app.reads import trace_facts
 from sessions_app.services.turns import TurnRecorded
 
@@ -31,7 +30,7 @@ logger = logging.getLogger(__name__)
 
 def record_turn(
     *,
-    session_id: UUID,
+    session: Session,
     snapshot_id: str,
     answer: ModelAnswer,
     sent: object,
@@ -39,31 +38,30 @@ def record_turn(
 ) -> None:
     """Record the turn's spans under the current span; never fails the turn.
 
-    `sent` is the answer as the host sent it (the provider's reply: its `model` and `id`).
+    `session` with its version and agent loaded (`session_for` selects them); `sent` is the
+    answer as the host sent it (the provider's reply: its `model` and `id`).
     """
     if not telemetry.enabled():
         return
     try:
-        _record(session_id, snapshot_id, answer, sent, recorded)
+        _record(session, snapshot_id, answer, sent, recorded)
     except Exception:
         # Tracing is an observer: a failure to describe the turn is logged, the turn stands.
-        logger.exception("Recording the spans of a turn failed (session %s)", session_id)
+        logger.exception("Recording the spans of a turn failed (session %s)", session.id)
 
 
 def _record(
-    session_id: UUID,
+    session: Session,
     snapshot_id: str,
     answer: ModelAnswer,
     sent: object,
     recorded: TurnRecorded,
 ) -> None:
-    base = trace_facts.session_facts_of(session_id)
-    if base is None:
-        return
+    base = trace_facts.session_facts(session)
     if recorded.replayed:
         telemetry.annotate_current(base, {"contextproto.turn.replayed": True})
         return
-    snapshot = ProjectionSnapshot.objects.get(session_id=session_id, pk=snapshot_id)
+    snapshot = ProjectionSnapshot.objects.get(session_id=session.id, pk=snapshot_id)
     facts = trace_facts.turn_facts(base, snapshot)
     telemetry.annotate_current(facts)
     reply = sent if isinstance(sent, Mapping) else {}

@@ -68,7 +68,7 @@ class TurnApi(TracedView, APIView):
         )
         # The request's span (TracedView) gets the turn as recorded under it (contract §22).
         turn_traces.record_turn(
-            session_id=session.id,
+            session=session,
             snapshot_id=data["snapshotId"],
             answer=answer,
             sent=data["answer"],

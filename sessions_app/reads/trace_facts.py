@@ -15,7 +15,12 @@ from uuid import UUID
 
 from agents.models import AgentVersion
 from contextproto import telemetry
-from contextproto.economics.view_effect import ViewEffect, replaced_ids, view_effect
+from contextproto.economics.view_effect import (
+    ViewEffect,
+    checkpoint_position,
+    replaced_ids,
+    view_effect,
+)
 from contextproto.protocol.tokens import message_tokens
 from contextproto.telemetry import SessionFacts
 from contextproto.telemetry.genai import provider_name
@@ -109,7 +114,10 @@ def snapshot_effect(snapshot: ProjectionSnapshot) -> ViewEffect:
         sources,
         upper_bound=snapshot.upper_bound,
         window_id=snapshot.window_id,
-        window_messages=raw_log.log_window_count(
+        # A view that states "nothing is covered" (C = 0) needs no count.
+        window_messages=None
+        if checkpoint_position(messages) == 0
+        else raw_log.log_window_count(
             snapshot.session_id, snapshot.window_id, 0, snapshot.upper_bound
         ),
         raw_tokens={m.id: message_tokens(m) for m in raw},

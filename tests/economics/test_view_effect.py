@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from contextproto.economics.view_effect import (
     ViewEffect,
+    checkpoint_position,
     replaced_ids,
     standin_tokens,
     view_effect,
@@ -143,6 +146,28 @@ SAVED_CASES = [
 )
 def test_tokens_saved(parts, raw_tokens, saved):
     assert effect(parts, bound=16, raw_tokens=raw_tokens).tokens_saved == saved
+
+
+def state(position: int) -> tuple[dict, dict]:
+    body = json.dumps({"windowId": "main", "checkpointPosition": position})
+    return (
+        {"role": "assistant", "kind": "context_state", "content": f"Context state:\n{body}"},
+        {"derivedType": "context_state", "windowId": "main", "messageIds": []},
+    )
+
+
+@pytest.mark.parametrize(
+    ("parts", "position", "covered"),
+    [
+        ([*HEAD, raw(1), state(0)], 0, 0),  # nothing covered: no count needed
+        ([*HEAD, raw(9), state(8)], 8, None),  # covered through #8: the window's size decides
+        ([*HEAD, raw(1)], None, None),  # no state message (unified@1, @4)
+    ],
+    ids=["C = 0", "C = 8", "no state message"],
+)
+def test_a_state_message_saying_nothing_is_covered_needs_no_count(parts, position, covered):
+    assert checkpoint_position([m for m, _ in parts]) == position
+    assert effect(parts, bound=9).covered == covered
 
 
 def test_a_stand_in_is_measured_as_the_planner_measures_text():
