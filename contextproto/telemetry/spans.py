@@ -118,6 +118,10 @@ class SessionFacts:
 # ------------------------------------------------------------------ the one span starter
 
 
+def _attributes(facts: SessionFacts | None) -> dict[str, AttributeValue]:
+    return facts.attributes() if facts is not None else {}
+
+
 @contextmanager
 def _span(
     name: str,
@@ -240,10 +244,6 @@ def job_span(
 
 
 # ------------------------------------------------------------------ GenAI spans
-
-
-def _attributes(facts: SessionFacts | None) -> dict[str, AttributeValue]:
-    return facts.attributes() if facts is not None else {}
 
 
 @contextmanager

@@ -28,6 +28,13 @@ from sessions_app.services.turns import TurnRecorded
 logger = logging.getLogger(__name__)
 
 
+def name_session(session: Session) -> None:
+    """Name the session on the request's span before the turn runs, so a refused turn's
+    trace is the session's too."""
+    if telemetry.enabled():
+        telemetry.annotate_current(trace_facts.session_facts(session))
+
+
 def record_turn(
     *,
     session: Session,

@@ -51,6 +51,7 @@ class TurnApi(TracedView, APIView):
     @extend_schema(request=Input, responses={201: shapes.Turn, 200: shapes.Turn})
     def post(self, request: Request, session_id: str) -> Response:
         session = session_for(request, session_id)
+        turn_traces.name_session(session)
         data = self.Input.parse(request.data)
         answer = answer_from_host(data["answer"])
         if data.get("usage") is not None:

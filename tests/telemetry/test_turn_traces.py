@@ -158,7 +158,7 @@ def test_a_callers_traceparent_is_continued(host, traces):
     root = traces.one(ROUTE)
     assert format(root.context.trace_id, "032x") == CALLER_TRACE
     assert root.parent is not None and format(root.parent.span_id, "016x") == CALLER_SPAN
-    assert root.parent.is_remote
+    assert root.parent.is_remote and root.context.trace_state.get("vendor") == "opaque"
     assert {format(s.context.trace_id, "032x") for s in traces.spans()} == {CALLER_TRACE}
 
 
@@ -190,6 +190,7 @@ def test_a_replay_records_no_second_model_call_and_a_refusal_only_its_status(hos
     root = traces.one(ROUTE)
     assert root.attributes["http.response.status_code"] == 409
     assert root.attributes["contextproto.error.code"] == "snapshot_already_answered"
+    assert root.attributes["gen_ai.conversation.id"] == s.id  # a refusal is the session's too
     assert root.status.status_code is StatusCode.UNSET  # the client's error, not the server's
     assert traces.children(root) == []
 
