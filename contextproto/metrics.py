@@ -72,6 +72,21 @@ GATEWAY_OVERHEAD_SECONDS = Histogram(
     ["format"],
     buckets=(0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5),
 )
+TRACE_SPANS_EXPORTED = Counter(
+    "contextproto_trace_spans_exported_total",
+    "Trace spans the OTLP collector accepted (contract §22).",
+)
+TRACE_SPANS_DROPPED = Counter(
+    "contextproto_trace_spans_dropped_total",
+    "Trace spans dropped instead of slowing a request: queue_full (the bounded export queue "
+    "was full), export_failed (the collector refused, timed out or was unreachable), shutdown "
+    "(still queued when the process stopped).",
+    ["reason"],
+)
+TRACE_EXPORTS_FAILED = Counter(
+    "contextproto_trace_exports_failed_total",
+    "Batches of trace spans the collector did not accept (each after the exporter's retries).",
+)
 OTHER_VERSIONS = "other"
 _labelled_versions: set[str] = set()
 _labels_lock = threading.Lock()

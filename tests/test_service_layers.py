@@ -35,7 +35,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ),
     (
         "project base: codes, ids, usage sums, paging, parsing, the API's plumbing, metrics "
-        "counters, middleware, settings; imports no app",
+        "counters, traces, middleware, settings; imports no app",
         (
             "contextproto",
             "contextproto.errors",
@@ -57,6 +57,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "contextproto.settings",
             "contextproto.formats*",
             "contextproto.celery",
+            "contextproto.telemetry",
+            "contextproto.telemetry.*",
         ),
     ),
     (

@@ -15,6 +15,9 @@
 * Pydantic AI (pyproject.toml's `pydantic-ai` extra) and LiteLLM as a client (the `bench`
   extra's pin, without the proxy's extras) run from virtualenvs of their own as well: neither
   belongs in the project's venv, and their drivers are scripts in tests/clients/.
+* Arize Phoenix (`arize-phoenix`, pinned in the `phoenix` extra) runs from a virtualenv of
+  its own under var/clients/ too: a whole web stack with its own pins, started as
+  `phoenix serve` in a subprocess (tests/telemetry/phoenix.py).
 
 Each install is keyed by what it installs, built under a lock (two test workers may ask at
 once), marked complete when it is, and kept for the next run. A failed
@@ -123,6 +126,11 @@ def _client_venv(name: str, requirements: list[str]) -> Path:
         )
         (home / ".complete").write_text("\n".join(requirements) + "\n")
     return interpreter
+
+
+def phoenix_python() -> Path:
+    """The interpreter of a virtualenv holding the pinned Arize Phoenix (and not this project)."""
+    return _client_venv("phoenix", _pins("phoenix"))
 
 
 def agents_sdk_python() -> Path:
