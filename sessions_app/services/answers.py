@@ -23,6 +23,7 @@ import json
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 from uuid import UUID
 
@@ -116,12 +117,11 @@ def _tools_of(session: Session) -> dict[str, dict[str, Any]]:
     """The schemas of the tools a host or client runs: the version's host tools, shadowed by
     the client tools a gateway request declared (contract §14)."""
     schemas = {t.name: t.input_schema for t in session.agent_version.tools.all()}
-    kv = hot_sql.kv_values(session.id, [client_state.KEY_TOOLS])
-    names = client_state.tool_names(kv)
-    if names:
-        kv.update(hot_sql.kv_values(session.id, [client_state.tool_key(n) for n in names]))
-        for tool in client_state.client_tools(kv):
-            schemas[tool["name"]] = tool["inputSchema"]
+    kv = client_state.read_client_kv(
+        partial(hot_sql.kv_values, session.id), [client_state.KEY_TOOLS]
+    )
+    for tool in client_state.client_tools(kv):
+        schemas[tool["name"]] = tool["inputSchema"]
     return schemas
 
 
