@@ -30,7 +30,7 @@ from contextproto.protocol.messages import (
 )
 from sessions_app.models import Run, Session
 from sessions_app.reads import hot_sql, raw_log
-from sessions_app.services.messages import content_check, message_append_locked
+from sessions_app.services.messages import NewMessage, content_check, message_write_locked
 from sessions_app.store.state import KV_DELETE, kv_apply_locked
 
 
@@ -99,23 +99,22 @@ def _write_item(session: Session, run: Run, item: Item, calls: dict[str, tuple[s
     where = f"messages[{item.position}]"
     if item.role == ROLE_USER:
         _content_ok(item.content, where)
-        message_append_locked(
+        message_write_locked(
             session,
-            role=ROLE_USER,
-            kind=KIND_INPUT,
-            content=item.content,
-            run=run,
-            input_run=run.id.hex,
+            NewMessage(
+                role=ROLE_USER,
+                kind=KIND_INPUT,
+                content=item.content,
+                run_id=run.id,
+                input_run=run.id.hex,
+            ),
             save_session=False,
         )
     elif item.role == ROLE_ASSISTANT:  # an imported answer
         if not item.calls:
-            message_append_locked(
+            message_write_locked(
                 session,
-                role=ROLE_ASSISTANT,
-                kind=KIND_TEXT,
-                content=item.text,
-                run=run,
+                NewMessage(role=ROLE_ASSISTANT, kind=KIND_TEXT, content=item.text, run_id=run.id),
                 save_session=False,
             )
         for n, call in enumerate(item.calls):
@@ -126,15 +125,17 @@ def _write_item(session: Session, run: Run, item: Item, calls: dict[str, tuple[s
                     "conversation holds only your own tools' calls.",
                     {"index": item.position, "reason": "a protocol tool call"},
                 )
-            row = message_append_locked(
+            row = message_write_locked(
                 session,
-                role=ROLE_ASSISTANT,
-                kind=KIND_TOOL_CALL,
-                content=item.text if n == 0 else "",
-                tool_call_id=call.id,
-                tool_name=call.name,
-                arguments=call.arguments,
-                run=run,
+                NewMessage(
+                    role=ROLE_ASSISTANT,
+                    kind=KIND_TOOL_CALL,
+                    content=item.text if n == 0 else "",
+                    tool_call_id=call.id,
+                    tool_name=call.name,
+                    arguments=call.arguments,
+                    run_id=run.id,
+                ),
                 save_session=False,
             )
             calls[call.id] = (call.name, row.window_id)
@@ -146,16 +147,18 @@ def _write_item(session: Session, run: Run, item: Item, calls: dict[str, tuple[s
             assert pending is not None  # reconciliation took only pending calls' results
             calls[call_id] = (str(pending.tool_name), pending.window_id)
         name, window = calls[call_id]
-        message_append_locked(
+        message_write_locked(
             session,
-            role=ROLE_TOOL,
-            kind=KIND_TOOL_RESULT,
-            content=item.content,
-            window_id=window,
-            tool_call_id=call_id,
-            tool_name=name,
-            is_error=item.is_error,
-            run=run,
+            NewMessage(
+                role=ROLE_TOOL,
+                kind=KIND_TOOL_RESULT,
+                content=item.content,
+                window_id=window,
+                tool_call_id=call_id,
+                tool_name=name,
+                is_error=item.is_error,
+                run_id=run.id,
+            ),
             save_session=False,
         )
 

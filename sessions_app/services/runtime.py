@@ -31,7 +31,7 @@ from contextproto.errors import (
     ApplicationError,
 )
 from contextproto.protocol import catalog
-from contextproto.protocol.messages import KIND_TOOL_CALL, KIND_TOOL_RESULT, RawMessage
+from contextproto.protocol.messages import KIND_TOOL_CALL, KIND_TOOL_RESULT, Frame, RawMessage
 from contextproto.protocol.parameters import Parameters
 from sessions_app import nodes, providers
 from sessions_app.models import Message, ProjectionSnapshot, Run, Session
@@ -394,7 +394,7 @@ def _turn(
             text=reply.text,
             calls=calls,
             thinking=reply.thinking,
-            frame=(snapshot.revision, snapshot.upper_bound),
+            frame=Frame(snapshot.revision, snapshot.upper_bound),
         )
         outcome: str = CONTINUE
         if not calls:

@@ -38,6 +38,7 @@ from contextproto.protocol.messages import (
     KIND_TOOL_CALL,
     ROLE_ASSISTANT,
     Arguments,
+    Frame,
     RawMessage,
     RawMessageWire,
 )
@@ -232,7 +233,7 @@ def _write(
         text=answer.text,
         calls=[AnswerCall(c.id, c.name, c.arguments) for c in answer.calls],
         thinking=answer.thinking,
-        frame=(snapshot.revision, snapshot.upper_bound),
+        frame=Frame(snapshot.revision, snapshot.upper_bound),
     )
     notes = [*answer.notes] + [
         f"tool call id {old!r} of the answer is taken in this session (or repeated): "
