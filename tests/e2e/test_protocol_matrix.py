@@ -40,7 +40,7 @@ from agents.services import (
 )
 from contextproto.celery import app
 from contextproto.protocol import catalog
-from contextproto.protocol.adapters import DERIVED_EDGE_MARKER
+from contextproto.protocol.adapter_anthropic import DERIVED_EDGE_MARKER
 from contextproto.protocol.derived_texts import HEADER_LEAD, STATE_LEAD
 from contextproto.protocol.folds import fold_id_for
 from contextproto.protocol.prompt_cache import session_cache_key

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from contextproto.protocol import adapters, catalog
-from contextproto.protocol.adapters import (
+from contextproto.protocol.adapter_anthropic import (
     DERIVED_EDGE_MARKER,
     FALLBACK_DISTANCE,
     FALLBACK_STRIDE,
