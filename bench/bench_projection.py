@@ -168,9 +168,12 @@ def _bare(built: bench_data.Built, keys: list[str]) -> tuple[int, int]:
 
 
 def _view_keys(window: str) -> list[str]:
-    from contextproto.protocol import projection as engine
+    from contextproto.protocol import catalog
+    from contextproto.protocol.view_plan import view_plan
 
-    return list(engine.kv_keys_for_view("unified", window))
+    entry = catalog.get_version("unified", 4)
+    plan = view_plan(entry, active_window=window, run_id=None, upper_bound=0, revision=0)
+    return list(plan.kv_keys)
 
 
 def measure(built: list[bench_data.Built], reps: int) -> list[Cell]:

@@ -9,7 +9,7 @@ definitions run to tens of kilobytes.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypedDict
 
 
@@ -29,8 +29,26 @@ TOOL_PREFIX = "gateway/tool/"
 VIEW_KEYS = (KEY_SYSTEM, KEY_TOOLS)
 
 
+# Reads the values of the keys it is given that exist in the state (absent keys left out): a
+# view source's `kv`, or the live KV table's read.
+KvRead = Callable[[Sequence[str]], Mapping[str, Any]]
+
+
 def tool_key(name: str) -> str:
     return TOOL_PREFIX + name
+
+
+def read_client_kv(read: KvRead, keys: Sequence[str] = VIEW_KEYS) -> dict[str, Any]:
+    """`keys` read with `read`, then the definitions of the client tools they name: the two
+    steps every reader of a client's tools takes (a tool's definition has a key of its own).
+
+    `keys` must hold `KEY_TOOLS` for the definitions to follow; two reads at most.
+    """
+    kv = dict(read(keys))
+    names = tool_names(kv)
+    if names:
+        kv.update(read([tool_key(n) for n in names]))
+    return kv
 
 
 def tool_names(kv: Mapping[str, Any]) -> list[str]:

@@ -17,7 +17,7 @@ from contextproto.protocol import errors
 from contextproto.protocol.catalog import ProtocolVersion
 from contextproto.protocol.content_parts import is_text_part, is_thinking_part
 from contextproto.protocol.errors import ProtocolError
-from contextproto.protocol.messages import Content, Fold, RawMessage
+from contextproto.protocol.messages import Content, Fold, Frame, RawMessage
 from contextproto.protocol.state import (
     KEY_ACTIVE_WINDOW,
     MAIN_WINDOW,
@@ -112,15 +112,16 @@ class SessionReader(Protocol):
 
 @dataclass(frozen=True)
 class ToolCall:
-    """The raw `tool_call` record being dispatched; frozen values come from its snapshot."""
+    """The raw `tool_call` record being dispatched, with the frame it acts on."""
 
     tool_call_id: str
     tool_name: str
     arguments: object  # as the model wrote them; validated by dispatch
     call_index: int  # MessageIndex of the tool_call message
     call_window_id: str  # window the tool_call message was written in
-    frozen_revision: int  # state revision of the view the call was made from
-    frozen_upper_bound: int  # upper bound of that view (the call itself is above it)
+    # The revision and upper bound of the view the call was made from (the call itself is
+    # above the bound), or of the state an MCP client saw.
+    frame: Frame
 
 
 @dataclass(frozen=True)

@@ -193,7 +193,9 @@ class SessionMessagesApi(APIView):
             session_id=session.id,
             client_message_id=data.get("clientMessageId"),
             request=fields,
-            write=lambda: messages.message_write(session_id=session.id, **fields),
+            write=lambda: messages.message_write(
+                session_id=session.id, message=messages.NewMessage(**fields), host=True
+            ),
         )
         return _written(message.to_wire(), replayed)
 

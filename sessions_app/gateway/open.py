@@ -263,7 +263,11 @@ def _open_locked(
     assert isinstance(outcome, Proceed)
     client_state_write(session, request.system, tools)
     run = run_for(
-        session, outcome, client_api=incoming.wire.format, client_agent=incoming.user_agent
+        session,
+        current,
+        outcome,
+        client_api=incoming.wire.format,
+        client_agent=incoming.user_agent,
     )
     messages_write(session, run, outcome)
     open_answers: tuple[RawMessage, ...] = () if outcome.new else tail.transcript.open_answers

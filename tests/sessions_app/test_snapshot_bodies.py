@@ -24,7 +24,7 @@ from sessions_app.maintenance import body_sweeps
 from sessions_app.models import ProjectionSnapshot, Session
 from sessions_app.services import archive
 from sessions_app.services.fork import session_fork
-from sessions_app.services.messages import message_write
+from sessions_app.services.messages import NewMessage, message_write
 from sessions_app.services.projection import projection_build
 from sessions_app.store import body_codec, body_writer, snapshot_bodies
 from tests.builders.sessions import PROVIDERS, bind_host_tools
@@ -155,7 +155,11 @@ def test_concurrent_turns_of_one_session_each_store_their_own_body(api_session):
                 with lock:
                     sent[str(built.pk)] = _sent(built)
                 if n == 2 and provider == "neutral":
-                    message_write(session_id=s.id, role="assistant", kind="text", content="halfway")
+                    message_write(
+                        session_id=s.id,
+                        message=NewMessage(role="assistant", kind="text", content="halfway"),
+                        host=True,
+                    )
         except BaseException as exc:
             errors.append(exc)
         finally:
