@@ -24,6 +24,7 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.utils import timezone
 
+from contextproto import telemetry
 from contextproto.errors import (
     GATEWAY_CLIENT_DISCONNECTED,
     INTERNAL_ERROR,
@@ -33,6 +34,7 @@ from contextproto.errors import (
 from contextproto.protocol.gateway.transcript import ANSWER_SEPARATOR
 from contextproto.protocol.gateway.wire import Reply, Usage
 from contextproto.protocol.messages import RawMessage
+from contextproto.telemetry.spans import TURN_SOURCE
 from sessions_app.gateway.events import (
     Event,
     Finished,
@@ -42,17 +44,19 @@ from sessions_app.gateway.events import (
     TurnDone,
 )
 from sessions_app.gateway.open import Opened
-from sessions_app.gateway.record import ExchangeRecord
+from sessions_app.gateway.record import CLIENT_API, ExchangeRecord
 from sessions_app.gateway.reply import finish_of, render, reply_headers, reply_item
 from sessions_app.gateway.upstream import Heartbeat, model_pieces, upstream_error, upstream_timeout
 from sessions_app.models import Run
 from sessions_app.providers.base import ModelReply, ProviderError, ReasoningChunk, TextChunk
+from sessions_app.reads import trace_facts
 from sessions_app.services.runtime import CONTINUE, Drive, ModelCall, TurnReport, run_turns
+from sessions_app.services.turn_spans import turn_recorded
 
 
-async def in_thread[T](function: Callable[..., T], *args: Any) -> T:
+async def in_thread[T](function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     """Run `function` in the request's thread (every database call of a request runs there)."""
-    return await sync_to_async(function, thread_sensitive=True)(*args)
+    return await sync_to_async(function, thread_sensitive=True)(*args, **kwargs)
 
 
 @dataclass
@@ -145,51 +149,69 @@ async def drive(opened: Opened, record: ExchangeRecord) -> AsyncGenerator[Event,
     stream = incoming.request.stream
     timeout = upstream_timeout(version)
     ended = False
+    facts = opened.facts
     try:
-        step = await in_thread(next, turns, None)
-        while step is not None:
-            if isinstance(step, TurnReport):
-                if progress.finished is None:
-                    progress.add(step)
-                record.upstream_ms, record.turns = progress.upstream_ms, progress.turns
-                if not stream and step.text:
-                    yield TextDelta((ANSWER_SEPARATOR if said else "") + step.text)
-                said = said or bool(step.text)
-                yield TurnDone(progress.usage)
-                if step.outcome != CONTINUE:
-                    break
-                step = await in_thread(next, turns, None)
-                continue
-            call: ModelCall = step
-            answer: ModelReply | None = None
-            first_text = True
-            pieces = model_pieces(
-                provider,
-                call.request,
-                model=call.model,
-                step=call.step,
-                stream=stream,
-                timeout=timeout,
-                keepalive=settings.GATEWAY_KEEPALIVE_SECONDS,
-            )
-            try:
-                async for piece in pieces:
-                    if isinstance(piece, Heartbeat):
-                        yield KeepAlive()
-                    elif isinstance(piece, TextChunk):
-                        prefix = ANSWER_SEPARATOR if said and first_text else ""
-                        first_text = False
-                        yield TextDelta(prefix + piece.text)
-                    elif isinstance(piece, ReasoningChunk):
-                        yield ReasoningDone(piece.item)
-                    else:
-                        answer = piece
-            except ProviderError as exc:
-                await in_thread(turns.throw, exc)  # re-raises, after the turn's cleanup
-            assert answer is not None, "a model call ends with its answer"
-            if stream and answer.text:
-                said = True
-            step = await in_thread(_send, turns, answer)
+        with telemetry.agent_span(
+            facts.at(run_id=run.id.hex) if facts is not None else None,
+            attributes={TURN_SOURCE: "gateway", CLIENT_API: incoming.wire.format},
+        ):
+            step = await in_thread(next, turns, None)
+            while step is not None:
+                if isinstance(step, TurnReport):
+                    if progress.finished is None:
+                        progress.add(step)
+                    record.upstream_ms, record.turns = progress.upstream_ms, progress.turns
+                    if not stream and step.text:
+                        yield TextDelta((ANSWER_SEPARATOR if said else "") + step.text)
+                    said = said or bool(step.text)
+                    yield TurnDone(progress.usage)
+                    if step.outcome != CONTINUE:
+                        break
+                    step = await in_thread(next, turns, None)
+                    continue
+                call: ModelCall = step
+                turn = trace_facts.turn_facts(facts, call.snapshot) if facts is not None else None
+                with telemetry.chat_span(turn) as chat:
+                    answer: ModelReply | None = None
+                    first_text = True
+                    pieces = model_pieces(
+                        provider,
+                        call.request,
+                        model=call.model,
+                        step=call.step,
+                        stream=stream,
+                        timeout=timeout,
+                        keepalive=settings.GATEWAY_KEEPALIVE_SECONDS,
+                    )
+                    try:
+                        async for piece in pieces:
+                            if isinstance(piece, Heartbeat):
+                                yield KeepAlive()
+                            elif isinstance(piece, TextChunk):
+                                prefix = ANSWER_SEPARATOR if said and first_text else ""
+                                first_text = False
+                                yield TextDelta(prefix + piece.text)
+                            elif isinstance(piece, ReasoningChunk):
+                                yield ReasoningDone(piece.item)
+                            else:
+                                answer = piece
+                    except ProviderError as exc:
+                        await in_thread(turns.throw, exc)  # re-raises, after the turn's cleanup
+                    assert answer is not None, "a model call ends with its answer"
+                    if stream and answer.text:
+                        said = True
+                    step = await in_thread(_send, turns, answer)
+                    if turn is not None and isinstance(step, TurnReport):
+                        await in_thread(
+                            turn_recorded,
+                            chat,
+                            turn,
+                            call.snapshot,
+                            raw=answer.raw,
+                            stop_reason=answer.stop_reason,
+                            text=answer.text,
+                            written=step.written,
+                        )
         if run.status == Run.Status.MAX_TURNS:
             raise ApplicationError(
                 MAX_TURNS_REACHED,

@@ -28,6 +28,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from agents.selectors import gateway_version_for_model
+from contextproto import telemetry
 from contextproto.errors import IDEMPOTENCY_KEY_REUSED, SESSION_BUSY, ApplicationError, NotFound
 from contextproto.ids import canonical_uuid
 from contextproto.protocol import catalog
@@ -35,6 +36,7 @@ from contextproto.protocol.client_state import ClientToolWire
 from contextproto.protocol.gateway.reconcile import Proceed, Refusal, Replay, reconcile
 from contextproto.protocol.gateway.transcript import Item, open_text
 from contextproto.protocol.messages import KIND_TOOL_CALL, ROLE_ASSISTANT, RawMessage
+from contextproto.telemetry import SessionFacts
 from sessions_app.gateway.checks import (
     IDEMPOTENCY_WINDOW,
     RETRY_AFTER_SECONDS,
@@ -52,6 +54,7 @@ from sessions_app.gateway.writes import client_state_write, messages_write, run_
 from sessions_app.models import GatewayExchange, ProjectionSnapshot, Run, Session
 from sessions_app.nodes import require_protocol
 from sessions_app.providers import ModelProvider, ProviderError
+from sessions_app.reads import trace_facts
 from sessions_app.reads.transcript import transcript_tail
 from sessions_app.services.projection import projection_build
 from sessions_app.services.sessions import session_create
@@ -79,6 +82,8 @@ class Opened:
     recover: bool
     reply_id: str
     created: int
+    # What every span of the request's trace says of the session (None: tracing is off).
+    facts: SessionFacts | None = None
 
 
 @dataclass(frozen=True)
@@ -303,6 +308,7 @@ def _open_locked(
         ),
         reply_id=incoming.wire.reply_id_prefix + uuid.uuid4().hex,
         created=int(time.time()),
+        facts=trace_facts.session_facts(session) if telemetry.enabled() else None,
     )
 
 

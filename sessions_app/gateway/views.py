@@ -28,6 +28,7 @@ from django.views.decorators.csrf import csrf_exempt
 
 from agents.models import Application
 from agents.selectors import gateway_model_name, gateway_models
+from contextproto import telemetry
 from contextproto.errors import (
     DEPENDENCY_UNAVAILABLE,
     GATEWAY_CLIENT_DISCONNECTED,
@@ -73,12 +74,17 @@ IN_FLIGHT_POLL_SECONDS = (0.05, 0.1, 0.2, 0.4)
 
 
 def _record(request: HttpRequest, wire: ClientWire) -> ExchangeRecord:
-    return ExchangeRecord(
+    """The request's record, its root span started (contract §22)."""
+    record = ExchangeRecord(
         api=wire.format,
         path=request.path,
         request_id=request_id_of(request),
         user_agent=request.headers.get("User-Agent", "")[:256],
     )
+    match = request.resolver_match
+    route = "/" + match.route if match is not None and match.route else request.path
+    record.trace(request.method or "POST", route, request.headers)
+    return record
 
 
 def _session_headers(
@@ -316,13 +322,17 @@ async def serve(
                 return response
             return _reply_response(opened, record, None)
         created_key = opened.created_key
+        telemetry.annotate_current(opened.facts)
         events = drive(opened, record)
         if not incoming.request.stream:
-            async with aclosing(events):
+            finished: Finished | None = None
+            async with aclosing(events):  # closed (its spans ended) before the root span
                 async for event in events:
                     if isinstance(event, Finished):
-                        return _reply_response(event, record, created_key)
-            raise AssertionError("a request's turns ended without a reply")
+                        finished = event
+                        break
+            assert finished is not None, "a request's turns end with its reply"
+            return _reply_response(finished, record, created_key)
         # A failure before the first byte is an HTTP error (and the SDKs retry by it); the
         # stream begins with the first event that puts bytes on the wire.
         head: list[Event] = []
