@@ -44,17 +44,38 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any
 
-from contextproto.protocol import errors
+from contextproto.protocol import errors, responses_adapter
+from contextproto.protocol.adapter_base import (
+    OPENAI_PARALLEL_TOOL_CALLS as OPENAI_PARALLEL_TOOL_CALLS,
+)
+from contextproto.protocol.adapter_base import (
+    PROVIDER_ANTHROPIC_MESSAGES as PROVIDER_ANTHROPIC_MESSAGES,
+)
+from contextproto.protocol.adapter_base import PROVIDER_NEUTRAL as PROVIDER_NEUTRAL
+from contextproto.protocol.adapter_base import PROVIDER_OPENAI_CHAT as PROVIDER_OPENAI_CHAT
+from contextproto.protocol.adapter_base import (
+    PROVIDER_OPENAI_RESPONSES as PROVIDER_OPENAI_RESPONSES,
+)
+from contextproto.protocol.adapter_base import PROVIDERS as PROVIDERS
+from contextproto.protocol.adapter_base import ROLE_SYSTEM as ROLE_SYSTEM
+from contextproto.protocol.adapter_base import AdaptedRequest as AdaptedRequest
+from contextproto.protocol.adapter_base import WireFormat as WireFormat
+from contextproto.protocol.adapter_base import image_url, text_of
 from contextproto.protocol.content_parts import (
     has_image,
     is_image_part,
     is_text_part,
     is_thinking_part,
-    part_text,
+)
+from contextproto.protocol.custom_tools import (
+    KIND_CUSTOM,
+    call_input_text,
+    chat_format,
+    custom_names,
+    described,
+    is_custom,
 )
 from contextproto.protocol.errors import ProtocolError
 from contextproto.protocol.messages import (
@@ -69,26 +90,6 @@ from contextproto.protocol.messages import (
 )
 from contextproto.protocol.projection import Projection
 from contextproto.protocol.prompt_cache import PROMPT_CACHE_OFF, TTL_5M, PromptCache
-
-
-class WireFormat(StrEnum):
-    """The request/response format a model speaks (the API's `provider` field).
-
-    The one definition of the names: a wire format is not a vendor (`model.provider`
-    names the vendor; a scripted model may speak any of these).
-    """
-
-    NEUTRAL = "neutral"
-    OPENAI_CHAT = "openai-chat"
-    ANTHROPIC_MESSAGES = "anthropic-messages"
-
-
-PROVIDER_NEUTRAL = WireFormat.NEUTRAL
-PROVIDER_OPENAI_CHAT = WireFormat.OPENAI_CHAT
-PROVIDER_ANTHROPIC_MESSAGES = WireFormat.ANTHROPIC_MESSAGES
-PROVIDERS: tuple[str, ...] = tuple(WireFormat)
-
-ROLE_SYSTEM = "system"
 
 NOTE_ANTHROPIC_PREFILL = (
     "trailing assistant message is sent as a prefill on anthropic-messages: the model "
@@ -121,38 +122,10 @@ NOT_HISTORY = frozenset({"system", "context_header", "context_state"})
 CALL_TEXT_SEPARATOR = "\n\n"
 
 
-# The `parallel_tool_calls` of every openai-chat request with tools (contract §4.5).
-OPENAI_PARALLEL_TOOL_CALLS = False
-
-
 def anthropic_tool_choice() -> dict[str, Any]:
     """The `tool_choice` of every anthropic-messages request with tools (contract §4.5): the
     model chooses whether to call a tool, and calls at most one. A new dict each time."""
     return {"type": "auto", "disable_parallel_tool_use": True}
-
-
-@dataclass(frozen=True)
-class AdaptedRequest:
-    """A provider request body plus the notes on what adaptation changed."""
-
-    provider: str
-    body: dict[str, Any]
-    notes: tuple[str, ...]
-
-
-def _text_of(content: object) -> str:
-    """The text parts of `content` joined by new lines: no thinking, image or other part."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(text for p in content if (text := part_text(p)) is not None)
-    return "" if content is None else str(content)
-
-
-def _image_url(part: dict[str, Any]) -> str:
-    if part.get("url"):
-        return str(part["url"])
-    return f"data:{part.get('mediaType', 'application/octet-stream')};base64,{part.get('data', '')}"
 
 
 # --------------------------------------------------------------------------- openai-chat
@@ -161,13 +134,13 @@ def _image_url(part: dict[str, Any]) -> str:
 def _openai_content(content: Any) -> Any:
     """Text and image parts only: Anthropic's thinking parts mean nothing to Chat Completions."""
     if not isinstance(content, list):
-        return _text_of(content)
+        return text_of(content)
     parts = []
     for part in content:
         if not isinstance(part, dict):
             continue
         if is_image_part(part):
-            parts.append({"type": "image_url", "image_url": {"url": _image_url(part)}})
+            parts.append({"type": "image_url", "image_url": {"url": image_url(part)}})
         elif is_text_part(part):
             parts.append({"type": "text", "text": part.get("text", "")})
     # An answer that only thought: an empty list is refused, an empty string is a message.
@@ -217,6 +190,44 @@ def _openai_arguments(arguments: Arguments | None) -> str:
     return json.dumps(arguments or {}, ensure_ascii=False)
 
 
+def _openai_call(message: ModelMessage, custom: frozenset[str]) -> dict[str, Any]:
+    """A call as Chat Completions has it: a function call, or a custom tool's call with its
+    text input (contextproto/protocol/custom_tools.py)."""
+    if str(message.tool_name) in custom:
+        return {
+            "id": message.tool_call_id,
+            "type": KIND_CUSTOM,
+            "custom": {"name": message.tool_name, "input": call_input_text(message.arguments)},
+        }
+    return {
+        "id": message.tool_call_id,
+        "type": "function",
+        "function": {
+            "name": message.tool_name,
+            "arguments": _openai_arguments(message.arguments),
+        },
+    }
+
+
+def _openai_tool(tool: Mapping[str, Any]) -> dict[str, Any]:
+    """A view tool as a Chat Completions tool: a function, or a client's custom tool as
+    Chat's own custom tool (its grammar in Chat's words)."""
+    if is_custom(tool):
+        custom: dict[str, Any] = {"name": tool["name"], "description": tool.get("description", "")}
+        grammar = chat_format(tool.get("format"))
+        if grammar is not None:
+            custom["format"] = grammar
+        return {"type": KIND_CUSTOM, "custom": custom}
+    return {
+        "type": "function",
+        "function": {
+            "name": tool["name"],
+            "description": tool.get("description", ""),
+            "parameters": tool.get("inputSchema") or {"type": "object"},
+        },
+    }
+
+
 def _adapt_openai(
     projection: Projection,
     tools: Sequence[Mapping[str, Any]],
@@ -226,21 +237,15 @@ def _adapt_openai(
 ) -> AdaptedRequest:
     notes: list[str] = []
     out: list[dict[str, Any]] = []
+    custom = custom_names(tools)
     for message in projection.messages:
         if message.role == ROLE_SYSTEM:
-            out.append({"role": ROLE_SYSTEM, "content": _text_of(message.content)})
+            out.append({"role": ROLE_SYSTEM, "content": text_of(message.content)})
         elif message.kind == KIND_TOOL_CALL:
-            call = {
-                "id": message.tool_call_id,
-                "type": "function",
-                "function": {
-                    "name": message.tool_name,
-                    "arguments": _openai_arguments(message.arguments),
-                },
-            }
+            call = _openai_call(message, custom)
             # The text the model wrote beside its call (text parts only; thinking is left
             # out, and Chat Completions takes no images from the assistant).
-            text = _text_of(message.content)
+            text = text_of(message.content)
             if has_image(message.content):
                 notes.append(
                     f"openai-chat: image parts beside tool call {message.tool_call_id} were "
@@ -275,7 +280,7 @@ def _adapt_openai(
                 {
                     "role": ROLE_TOOL,
                     "tool_call_id": message.tool_call_id,
-                    "content": _text_of(message.content),
+                    "content": text_of(message.content),
                 }
             )
         else:
@@ -284,17 +289,7 @@ def _adapt_openai(
 
     body: dict[str, Any] = {"messages": out}
     if tools:
-        body["tools"] = [
-            {
-                "type": "function",
-                "function": {
-                    "name": t["name"],
-                    "description": t.get("description", ""),
-                    "parameters": t.get("inputSchema") or {"type": "object"},
-                },
-            }
-            for t in tools
-        ]
+        body["tools"] = [_openai_tool(t) for t in tools]
         # Only the first call of an answer is executed (contract §5.6): ask for one.
         body["parallel_tool_calls"] = OPENAI_PARALLEL_TOOL_CALLS
     if prompt_cache.enabled and cache_key:
@@ -313,7 +308,7 @@ def _anthropic_blocks(content: Any, *, answer: bool = False) -> list[dict[str, A
     of anything that is not an answer (only answers may store them).
     """
     if not isinstance(content, list):
-        text = _text_of(content)
+        text = text_of(content)
         return [{"type": "text", "text": text}] if text else []
     blocks = [dict(p) for p in content if answer and is_thinking_part(p)]
     for part in content:
@@ -353,7 +348,7 @@ def _anthropic_message(
         ]
     if message.kind == KIND_TOOL_RESULT or message.role == ROLE_TOOL:
         content: Any = message.content
-        content = _anthropic_blocks(content) if isinstance(content, list) else _text_of(content)
+        content = _anthropic_blocks(content) if isinstance(content, list) else text_of(content)
         return ROLE_USER, [
             {
                 "type": "tool_result",
@@ -485,7 +480,7 @@ def _adapt_anthropic(
     moved: list[str] = []
     for position, message in enumerate(projection.messages):
         if message.role == ROLE_SYSTEM:
-            system_texts.append(_text_of(message.content))
+            system_texts.append(text_of(message.content))
             continue
         role, blocks = _anthropic_message(message, projection)
         if message.kind == KIND_TOOL_CALL and isinstance(message.arguments, str):
@@ -497,7 +492,7 @@ def _adapt_anthropic(
             # A leading assistant turn and a trailing prefill are refused by the Messages
             # API; the derived state goes in the user role, marked as carrying no authority.
             role = ROLE_USER
-            blocks = [{"type": "text", "text": DERIVED_EDGE_MARKER + _text_of(message.content)}]
+            blocks = [{"type": "text", "text": DERIVED_EDGE_MARKER + text_of(message.content)}]
             moved.append(message.kind)
         elif _is_history(projection, position):
             # Anthropic refuses cache_control on a thinking block: never a candidate.
@@ -557,7 +552,8 @@ def _adapt_anthropic(
         body["tools"] = [
             {
                 "name": t["name"],
-                "description": t.get("description", ""),
+                # A custom tool is its one-string-argument form; the description says so.
+                "description": described(t) if is_custom(t) else t.get("description", ""),
                 "input_schema": t.get("inputSchema") or {"type": "object"},
             }
             for t in tools
@@ -601,6 +597,10 @@ def adapt(
     if provider == PROVIDER_ANTHROPIC_MESSAGES:
         return _adapt_anthropic(
             projection, tools, assistant_prefill=assistant_prefill, prompt_cache=prompt_cache
+        )
+    if provider == PROVIDER_OPENAI_RESPONSES:
+        return responses_adapter.adapt_responses(
+            projection, tools, prompt_cache=prompt_cache, cache_key=cache_key
         )
     raise ProtocolError(
         errors.PROVIDER_UNKNOWN,

@@ -235,9 +235,10 @@ def hosted_tool_names(parameters: Parameters) -> tuple[str, ...]:
 
 def unused_fields(parameters: Parameters, wire_format: str) -> tuple[str, ...]:
     """The forwarded fields an upstream speaking `wire_format` cannot carry (for the gateway's
-    X-Contextproto-Ignored; contract §21): hosted tools and `truncation` beyond the Responses
-    API, `reasoning` and `text.format` beyond OpenAI's two APIs, `stop` and `seed` on the
-    Responses API. A scripted model (`neutral`) ignoring a field does not make it ignored."""
+    X-Contextproto-Ignored; contract §21): hosted tools beyond the Responses API, `reasoning`
+    and a structured `text.format` beyond OpenAI's two APIs, `stop` and `seed` on the
+    Responses API. `truncation: "disabled"` is what the other APIs do anyway. A scripted model
+    (`neutral`) ignoring a field does not make it ignored."""
     if wire_format not in (OPENAI_CHAT, OPENAI_RESPONSES, ANTHROPIC_MESSAGES):
         return ()
     unused: list[str] = []
