@@ -33,6 +33,13 @@ PROVIDER_ANTHROPIC_MESSAGES = WireFormat.ANTHROPIC_MESSAGES
 PROVIDER_OPENAI_RESPONSES = WireFormat.OPENAI_RESPONSES
 PROVIDERS: tuple[str, ...] = tuple(WireFormat)
 
+# The OpenAI API an `openai` version's `model.config.api` names, and the wire format it speaks
+# (contract §4.5); the first is the default.
+OPENAI_APIS: dict[str, WireFormat] = {
+    "chat": WireFormat.OPENAI_CHAT,
+    "responses": WireFormat.OPENAI_RESPONSES,
+}
+
 ROLE_SYSTEM = "system"
 
 # The `parallel_tool_calls` of every OpenAI request with tools (contract §4.5).

@@ -47,6 +47,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from contextproto.protocol import errors, responses_adapter
+from contextproto.protocol.adapter_base import OPENAI_APIS as OPENAI_APIS
 from contextproto.protocol.adapter_base import (
     OPENAI_PARALLEL_TOOL_CALLS as OPENAI_PARALLEL_TOOL_CALLS,
 )

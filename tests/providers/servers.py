@@ -94,6 +94,16 @@ class Answer:
     body: Any = None
     headers: dict[str, str] = field(default_factory=dict)
     delay: float = 0.0
+    content_type: str = "application/json"
+
+
+def sse(events: list[dict[str, Any]]) -> str:
+    """`events` as a Server-Sent Events body (`event: <type>` / `data: <json>`), as the
+    Responses API streams them; an Answer with `content_type=SSE` sends it."""
+    return "".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in events)
+
+
+SSE = "text/event-stream"
 
 
 class FakeAPI:
@@ -165,7 +175,7 @@ def _handler(api: FakeAPI) -> type[BaseHTTPRequestHandler]:
             )
             try:
                 self.send_response(answer.status)
-                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Type", answer.content_type)
                 self.send_header("Content-Length", str(len(payload)))
                 for name, value in answer.headers.items():
                     self.send_header(name, value)
