@@ -235,12 +235,13 @@ def hosted_tool_names(parameters: Parameters) -> tuple[str, ...]:
 
 def unused_fields(parameters: Parameters, wire_format: str) -> tuple[str, ...]:
     """The forwarded fields an upstream speaking `wire_format` cannot carry (for the gateway's
-    X-Contextproto-Ignored; contract §21): hosted tools beyond the Responses API, `reasoning`
-    and a structured `text.format` beyond OpenAI's two APIs, `stop` and `seed` on the
-    Responses API. `truncation: "disabled"` is what the other APIs do anyway. A scripted model
-    (`neutral`) ignoring a field does not make it ignored."""
+    X-Contextproto-Ignored; contract §21): hosted tools beyond the Responses API (a scripted
+    model's neutral body included: they go to a Responses upstream only), `reasoning` and a
+    structured `text.format` beyond OpenAI's two APIs, `stop` and `seed` on the Responses API.
+    `truncation: "disabled"` is what the other APIs do anyway. A scripted model ignoring a
+    field it is sent does not make it ignored (contract §14)."""
     if wire_format not in (OPENAI_CHAT, OPENAI_RESPONSES, ANTHROPIC_MESSAGES):
-        return ()
+        return hosted_tool_names(parameters)
     unused: list[str] = []
     if wire_format == OPENAI_RESPONSES:
         if parameters.stop:

@@ -92,8 +92,10 @@ def test_an_anthropic_upstream_names_what_it_cannot_carry() -> None:
         "text.format",
         "tools.web_search",
     )
-    # A scripted model ignoring a field does not make it ignored (contract §14).
-    assert unused_fields(_parameters(), "neutral") == ()
+    # A scripted model ignoring a field does not make it ignored (contract §14); hosted tools
+    # go to a Responses upstream only, so a neutral body leaves them unused.
+    assert unused_fields(_parameters(), "neutral") == ("tools.web_search",)
+    assert unused_fields(Parameters(reasoning={"effort": "low"}), "neutral") == ()
     assert unused_fields(Parameters(text_format={"type": "text"}), "anthropic-messages") == ()
 
 
