@@ -1,4 +1,4 @@
-"""ASGI entry point: Django (API, admin, static files) and the MCP server at /mcp/.
+"""ASGI entry point: Django (API, admin, static files), the gateway at /gateway/ and MCP at /mcp/.
 
 Serve it with uvicorn (see the README's production section and `make serve`). Both apps sit
 behind contextproto.serving's request limits (body size and read time); the lifespan also
@@ -9,6 +9,8 @@ import os
 from typing import Any
 
 from django.core.asgi import get_asgi_application
+from django.core.handlers.asgi import ASGIHandler
+from django.core.handlers.exception import convert_exception_to_response
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "contextproto.settings")
 django_application = get_asgi_application()
@@ -17,11 +19,34 @@ from django.conf import settings  # noqa: E402 (needs the settings module set ab
 
 from contextproto.checks import refuse_dev_key_when_serving  # noqa: E402
 from contextproto.serving import ASGIApp, RequestLimits, with_node_registry  # noqa: E402
+from sessions_app.gateway.paths import GATEWAY_PREFIX  # noqa: E402
 from sessions_app.mcp_server import mcp_http_app  # noqa: E402
 
 refuse_dev_key_when_serving()
 mcp_application = mcp_http_app(settings.ALLOWED_HOSTS, settings.DATA_UPLOAD_MAX_MEMORY_SIZE)
 MCP_PREFIX = "/mcp"
+
+
+class GatewayHandler(ASGIHandler):
+    """Django's ASGI handler without the middleware chain, for /gateway/.
+
+    The gateway's endpoints are machine-to-machine (contract §14): none of the browser
+    middleware applies (sessions, CSRF, messages, static files), and a sync-only one in the
+    chain would run the gateway's async views through a thread hop each way and keep a client
+    that goes away from cancelling them. The gateway sets its own request id, counts and logs
+    its own answers (sessions_app/gateway/record.py).
+    """
+
+    def load_middleware(self, is_async: bool = False) -> None:
+        self._view_middleware: list[Any] = []
+        self._template_response_middleware: list[Any] = []
+        self._exception_middleware: list[Any] = []
+        # Django's own async core (URL resolution, the view); the stubs do not declare it.
+        core = self._get_response_async  # type: ignore[attr-defined]
+        self._middleware_chain = convert_exception_to_response(core)
+
+
+gateway_application = GatewayHandler()
 
 
 # Any: Django's and Starlette's stubs spell the ASGI scope and callables differently.
@@ -38,6 +63,9 @@ async def route(scope: Any, receive: Any, send: Any) -> None:
         if path == MCP_PREFIX:
             scope = {**scope, "path": MCP_PREFIX + "/", "raw_path": b"/mcp/"}
         await mcp_application(scope, receive, send)
+        return
+    if scope["type"] == "http" and path.startswith(GATEWAY_PREFIX):
+        await gateway_application(scope, receive, send)
         return
     await django_application(scope, receive, send)
 

@@ -31,6 +31,11 @@ class ErrorCode:
     # Whether the caller can succeed by calling differently: a tool result's, an MCP tool
     # error's `error.correctable` is this flag, on every path.
     correctable: bool = True
+    # Whether the same request, sent again later, may succeed (a busy session, a rate limit,
+    # an upstream or dependency failure): a gateway reply says `Retry-After` for it, and a
+    # 4xx that is not retryable says `x-should-retry: false`, which the official SDKs obey
+    # before their own status rules (contract §14).
+    retryable: bool = False
 
 
 ERRORS: dict[str, ErrorCode] = {}
@@ -43,17 +48,21 @@ def register(
     *,
     seen_in: tuple[str, ...] = (HTTP,),
     correctable: bool | None = None,
+    retryable: bool | None = None,
 ) -> str:
     """Register `code`. Unless given, `correctable` is the engine's for its codes
     (`engine.NOT_CORRECTABLE`), else follows the status: a 4xx other than a refused key
-    (401, 403) or a missing object (404) names something the caller can fix."""
+    (401, 403) or a missing object (404) names something the caller can fix. Unless given,
+    `retryable` follows the status: 408, 429 and 5xx."""
     if code in ERRORS:
         raise ValueError(f"error code {code} is registered twice")
     if correctable is None and code in engine.CODES:
         correctable = engine.correctable(code)
     elif correctable is None:
         correctable = 400 <= status < 500 and status not in (401, 403, 404)
-    ERRORS[code] = ErrorCode(code, status, meaning, frozenset(seen_in), correctable)
+    if retryable is None:
+        retryable = status in (408, 429) or status >= 500
+    ERRORS[code] = ErrorCode(code, status, meaning, frozenset(seen_in), correctable, retryable)
     return code
 
 
@@ -80,6 +89,12 @@ def correctable(code: str) -> bool:
     """The registry's `correctable` flag of `code` (False for an unregistered one)."""
     entry = ERRORS.get(code)
     return entry is not None and entry.correctable
+
+
+def retryable(code: str) -> bool:
+    """The registry's `retryable` flag of `code` (False for an unregistered one)."""
+    entry = ERRORS.get(code)
+    return entry is not None and entry.retryable
 
 
 def tool_error(code: str, message: str, details: dict[str, Any] | None = None) -> ToolFailure:

@@ -24,6 +24,7 @@ from contextproto.error_registry import codes_seen_in as codes_seen_in
 from contextproto.error_registry import correctable as correctable
 from contextproto.error_registry import error_catalog as error_catalog
 from contextproto.error_registry import register as _code
+from contextproto.error_registry import retryable as retryable
 from contextproto.error_registry import tool_error as tool_error
 from contextproto.protocol import errors as engine
 from contextproto.protocol.errors import ErrorBody, ProtocolError
@@ -116,7 +117,10 @@ CLIENT_MESSAGE_ID_REUSED = _code(
     "client_message_id_reused", 409, "A clientMessageId already used for another write."
 )
 SESSION_BUSY = _code(
-    "session_busy", 409, "A run or a gateway request is working on the session; Retry-After."
+    "session_busy",
+    409,
+    "A run or a gateway request is working on the session; Retry-After.",
+    retryable=True,
 )
 RUN_NOT_FOUND = _code("run_not_found", 400, "The runId is not a run of this session.")
 MODEL_EMPTY_ANSWER = _code(
@@ -340,12 +344,14 @@ PROVIDER_REQUEST_REJECTED = _code(
     502,
     "Run failure: the model endpoint refused the request.",
     seen_in=(RUN,),
+    retryable=False,
 )
 PROVIDER_RESPONSE_INVALID = _code(
     "provider_response_invalid",
     502,
     "Run failure: an answer of the model that is unreadable.",
     seen_in=(RUN,),
+    retryable=False,
 )
 SCRIPT_INVALID = _code(
     "script_invalid", 400, "Run failure: a malformed scripted-model script.", seen_in=(RUN,)
@@ -399,6 +405,12 @@ GATEWAY_UPSTREAM_RATE_LIMITED = _code(
 )
 GATEWAY_UPSTREAM_REJECTED = _code(
     "gateway_upstream_rejected", 400, "The upstream provider refused the request (a 4xx)."
+)
+GATEWAY_CLIENT_DISCONNECTED = _code(
+    "gateway_client_disconnected",
+    499,
+    "Record only: the client went away before its reply; the unfinished turn left nothing.",
+    retryable=True,
 )
 GATEWAY_UPSTREAM_FAILED = _code(
     "gateway_upstream_failed", 502, "The upstream failed: a 5xx, no connection, an unreadable body."

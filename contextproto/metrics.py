@@ -62,14 +62,30 @@ COST = Counter(
 )
 GATEWAY_REQUESTS = Counter(
     "contextproto_gateway_requests_total",
-    "Gateway requests by client format (openai, anthropic) and HTTP status.",
-    ["format", "status"],
+    "Gateway answers by client API (openai, anthropic, responses), HTTP status and error code "
+    "(`ok` for a reply): refusals and unknown paths under /gateway/ included.",
+    ["format", "status", "code"],
 )
 GATEWAY_OVERHEAD_SECONDS = Histogram(
     "contextproto_gateway_overhead_seconds",
     "Time a gateway request spends in the service outside its upstream model calls.",
     ["format"],
     buckets=(0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5),
+)
+TRACE_SPANS_EXPORTED = Counter(
+    "contextproto_trace_spans_exported_total",
+    "Trace spans the OTLP collector accepted (contract §22).",
+)
+TRACE_SPANS_DROPPED = Counter(
+    "contextproto_trace_spans_dropped_total",
+    "Trace spans dropped instead of slowing a request: queue_full (the bounded export queue "
+    "was full), export_failed (the collector refused, timed out or was unreachable), shutdown "
+    "(still queued when the process stopped).",
+    ["reason"],
+)
+TRACE_EXPORTS_FAILED = Counter(
+    "contextproto_trace_exports_failed_total",
+    "Batches of trace spans the collector did not accept (each after the exporter's retries).",
 )
 OTHER_VERSIONS = "other"
 _labelled_versions: set[str] = set()
@@ -101,10 +117,12 @@ def dispatch_outcome(tool: str, result: Mapping[str, Any]) -> None:
     DISPATCHES.labels(tool=tool, outcome="ok" if result.get("success") else str(code)).inc()
 
 
-def gateway_request(client_format: str, status: int, overhead_seconds: float | None) -> None:
-    """Count one gateway request and the time it spent outside its upstream calls (None for a
+def gateway_request(
+    client_format: str, status: int, code: str, overhead_seconds: float | None
+) -> None:
+    """Count one gateway answer and the time it spent outside its upstream calls (None for a
     request refused before it was served: its key or its body)."""
-    GATEWAY_REQUESTS.labels(format=client_format, status=str(status)).inc()
+    GATEWAY_REQUESTS.labels(format=client_format, status=str(status), code=code).inc()
     if overhead_seconds is not None:
         GATEWAY_OVERHEAD_SECONDS.labels(format=client_format).observe(overhead_seconds)
 

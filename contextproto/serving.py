@@ -34,8 +34,9 @@ from uvicorn.protocols.http import h11_impl
 
 from contextproto.errors import REQUEST_TIMEOUT, REQUEST_TOO_LARGE, ErrorResponseBody, error_body
 from contextproto.middleware import API_PREFIX
-from contextproto.protocol.gateway import anthropic_wire, openai_wire
+from contextproto.protocol.gateway.wires import wire_for
 from sessions_app import nodes
+from sessions_app.gateway.paths import GATEWAY_PREFIX, client_format_of_path
 
 logger = logging.getLogger("contextproto.serving")
 
@@ -45,7 +46,6 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 Refusal = tuple[int, list[tuple[bytes, bytes]], bytes]  # status, headers, body
-GATEWAY_PREFIX = "/gateway/"
 
 
 def _refusal(error: ErrorResponseBody) -> Refusal:
@@ -78,8 +78,8 @@ def body_too_large(limit: int, path: str = API_PREFIX) -> Refusal:
     )
     if path.startswith(GATEWAY_PREFIX):
         # A gateway client reads its own API's error shape (contract §14).
-        wire = anthropic_wire if path.startswith(GATEWAY_PREFIX + "anthropic/") else openai_wire
-        body = json.dumps(wire.error_reply(413, REQUEST_TOO_LARGE, message, {})).encode()
+        wire = wire_for(client_format_of_path(path))
+        body = json.dumps(wire.error_body(413, REQUEST_TOO_LARGE, message, {})).encode()
         headers = [
             (b"content-type", b"application/json"),
             (b"content-length", str(len(body)).encode()),

@@ -213,6 +213,33 @@ METRICS_TOKEN = env_str("METRICS_TOKEN")
 # versions and counts the rest under "other", so the series stay bounded.
 METRICS_AGENT_VERSION_LABELS = env_int("METRICS_AGENT_VERSION_LABELS", 200)
 
+
+def otel_traces_endpoint() -> str:
+    """The OTLP/HTTP endpoint traces go to, by the standard variables; "" when off.
+
+    The SDK reads the rest of OTEL_* itself (headers, timeout, compression, service name,
+    sampler, OTEL_BSP_* queue sizes). Only http/protobuf is shipped: a gRPC endpoint would
+    silently receive nothing, so it is refused here.
+    """
+    if env_bool("OTEL_SDK_DISABLED", False) or env_str("OTEL_TRACES_EXPORTER") == "none":
+        return ""
+    for name in ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"):
+        protocol = env_str(name)
+        if protocol:
+            if protocol != "http/protobuf":
+                raise ImproperlyConfigured(
+                    f"{name}={protocol!r}: this service exports traces over OTLP/HTTP only "
+                    "(http/protobuf); point the endpoint at the collector's HTTP port (4318)."
+                )
+            break
+    return env_str("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or env_str("OTEL_EXPORTER_OTLP_ENDPOINT")
+
+
+# Traces (contract §22): OpenTelemetry GenAI spans over OTLP/HTTP, off unless an endpoint is
+# set (contextproto/telemetry/). Message contents only with the opt-in variable.
+OTEL_TRACES_ENDPOINT = otel_traces_endpoint()
+OTEL_CAPTURE_MESSAGE_CONTENT = env_bool("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", False)
+
 API_THROTTLE_RATES = {
     "application": env_rate("THROTTLE_APPLICATION_RATE", "1000/s"),
     "session": env_rate("THROTTLE_SESSION_RATE", "300/s"),

@@ -12,7 +12,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/v1/", include("contextproto.api_urls")),
     # OpenAI- and Anthropic-compatible endpoints: an agent changes its base URL (contract §14).
-    path("gateway/", include("sessions_app.gateway_urls")),
+    path("gateway/", include("sessions_app.gateway.urls")),
     path("metrics", metrics_view, name="metrics"),
 ]
 

@@ -33,12 +33,14 @@ from mcp import types
 from mcp.server.lowlevel.server import Server
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.exceptions import MCPError
+from opentelemetry import context as otel_context
 from redis.exceptions import RedisError
 from starlette.datastructures import Headers
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from agents.selectors import protocol_of
+from contextproto import telemetry
 from contextproto.api import Credential
 from contextproto.errors import (
     DEPENDENCY_UNAVAILABLE,
@@ -55,6 +57,7 @@ from contextproto.parsers import check_storable
 from contextproto.protocol import catalog
 from contextproto.protocol.host_wire import tool_call_id_problem
 from sessions_app.auth import credential_for_key
+from sessions_app.reads import trace_facts
 from sessions_app.reads.lists import session_get
 from sessions_app.services.mcp_calls import tool_call_record_and_dispatch
 
@@ -151,13 +154,26 @@ def _call(
     arguments: Any,
     state_revision: int | None,
 ) -> dict[str, Any]:
-    receipt = tool_call_record_and_dispatch(
-        session_id=session_id,
-        tool_call_id=call_id,
-        tool_name=name,
-        arguments=arguments,
-        state_revision=state_revision,
-    )
+    # Traced (contract §22) as `execute_tool {name}` under the MCP SDK's `tools/call` span,
+    # which gets the session's facts too; a refusal marks the span with its code.
+    facts = trace_facts.session_facts_of(session_id)
+    telemetry.annotate_current(facts)
+    with telemetry.tool_span(facts, name=name, call_id=call_id) as span:
+        receipt = tool_call_record_and_dispatch(
+            session_id=session_id,
+            tool_call_id=call_id,
+            tool_name=name,
+            arguments=arguments,
+            state_revision=state_revision,
+        )
+        error = receipt.result.get("error")
+        telemetry.tool_result(
+            span,
+            error_code=str(error.get("code")) if isinstance(error, dict) else None,
+            replayed=receipt.replayed,
+        )
+        telemetry.tool_content(span, arguments=arguments, result=receipt.result)
+        span.set_attribute("contextproto.window.id", receipt.result_message.window_id)
     return {
         **receipt.result,
         "toolCallId": call_id,
@@ -398,7 +414,15 @@ class McpKeyGate:
         if refusal is not None:
             await refusal(scope, receive, send)
             return
-        await self.app({**scope, SCOPE_CREDENTIAL: credential}, receive, send)
+        # A caller's W3C traceparent header continues its trace (the MCP SDK's span reads
+        # only `_meta`): its context is the current one while the SDK serves the request.
+        caller = telemetry.continued_context(Headers(scope=scope)) if telemetry.enabled() else None
+        token = otel_context.attach(caller) if caller is not None else None
+        try:
+            await self.app({**scope, SCOPE_CREDENTIAL: credential}, receive, send)
+        finally:
+            if token is not None:
+                otel_context.detach(token)
 
 
 def _declared_length(scope: Scope) -> int:

@@ -35,7 +35,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ),
     (
         "project base: codes, ids, usage sums, paging, parsing, the API's plumbing, metrics "
-        "counters, middleware, settings; imports no app",
+        "counters, traces, middleware, settings; imports no app",
         (
             "contextproto",
             "contextproto.errors",
@@ -57,6 +57,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "contextproto.settings",
             "contextproto.formats*",
             "contextproto.celery",
+            "contextproto.telemetry",
+            "contextproto.telemetry.*",
         ),
     ),
     (
@@ -124,6 +126,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         (
             "sessions_app.services.runtime",
             "sessions_app.services.turns",
+            "sessions_app.services.turn_commit",
             "sessions_app.services.usage",
             "sessions_app.maintenance",
             "sessions_app.maintenance.*",
@@ -136,8 +139,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("tasks: Celery entry points", ("sessions_app.tasks", "sessions_app.tasks_archive")),
     (
         "edge: API views, MCP server, key auth, admin pages, the console, scrape gauges, "
-        "commands, the app config; the gateway's request service",
-        ("sessions_app.services.gateway", "sessions_app.services.gateway_*", "sessions_app.*"),
+        "commands, the app config; the gateway (its request stages, its views)",
+        ("sessions_app.gateway", "sessions_app.gateway.*", "sessions_app.*"),
     ),
     (
         "project wiring: URLs, ASGI/WSGI, the server edge, the landing page",

@@ -10,13 +10,14 @@ from rest_framework.views import APIView
 
 from contextproto.api import AnyJSONField, StrictSerializer
 from contextproto.protocol.model_answers import answer_from_host
-from sessions_app.api import shapes
+from contextproto.telemetry.views import TracedView
+from sessions_app.api import shapes, turn_traces
 from sessions_app.api.usage import provider_counts, usage_counts
 from sessions_app.api.views import session_for
 from sessions_app.services import turns
 
 
-class TurnApi(APIView):
+class TurnApi(TracedView, APIView):
     """Record the model's answer to a view: its text and calls, its usage, the dispatch of its
     first call when that is a protocol tool, the error results of its later calls.
 
@@ -50,6 +51,7 @@ class TurnApi(APIView):
     @extend_schema(request=Input, responses={201: shapes.Turn, 200: shapes.Turn})
     def post(self, request: Request, session_id: str) -> Response:
         session = session_for(request, session_id)
+        turn_traces.name_session(session)
         data = self.Input.parse(request.data)
         answer = answer_from_host(data["answer"])
         if data.get("usage") is not None:
@@ -64,6 +66,14 @@ class TurnApi(APIView):
             answer=answer,
             usage=usage,
             request={"answer": data["answer"], "usage": data.get("usage")},
+        )
+        # The request's span (TracedView) gets the turn as recorded under it (contract §22).
+        turn_traces.record_turn(
+            session=session,
+            snapshot_id=data["snapshotId"],
+            answer=answer,
+            sent=data["answer"],
+            recorded=recorded,
         )
         code = status.HTTP_200_OK if recorded.replayed else status.HTTP_201_CREATED
         return Response(recorded.to_wire(), status=code)

@@ -10,14 +10,18 @@ from django.db.models import F, Sum
 
 from agents.models import AgentVersion
 from agents.selectors import effective_options, protocol_of
+from contextproto import telemetry
 from contextproto.protocol import maintenance as planning
 from contextproto.protocol.adapters import WireFormat
 from contextproto.protocol.errors import ProtocolError
 from contextproto.protocol.messages import RawMessage
+from contextproto.telemetry.genai import output_message
+from contextproto.telemetry.spans import TURN_SOURCE
+from contextproto.usage import tokens_of
 from sessions_app import providers
 from sessions_app.maintenance.jobs import JobFailed, save_fenced
 from sessions_app.models import MaintenanceJob, Session
-from sessions_app.reads import raw_log
+from sessions_app.reads import raw_log, trace_facts
 
 
 def _maintainer_version(session: Session) -> AgentVersion:
@@ -68,6 +72,19 @@ def summarise(
         max_characters=limit,
         window_goal=str(goal.get("goal", "")) if isinstance(goal, dict) else "",
     )
+    facts = trace_facts.maintainer_facts(session, maintainer, window_id=job.window_id)
+    with telemetry.agent_span(facts, attributes={TURN_SOURCE: "maintenance"}):
+        return _summarise(job, provider, maintainer, prompt, limit, facts)
+
+
+def _summarise(
+    job: MaintenanceJob,
+    provider: providers.ModelProvider,
+    maintainer: AgentVersion,
+    prompt: list[dict[str, str]],
+    limit: int,
+    facts: telemetry.SessionFacts | None,
+) -> str:
     usage_total = {"inputTokens": 0, "outputTokens": 0, "calls": 0}
     for attempt in range(2):
         step = (
@@ -76,9 +93,13 @@ def summarise(
             )["n"]
             or 0
         )
-        reply = provider.complete(
-            summary_request(provider.wire_format, prompt), model=maintainer.model_name, step=step
-        )
+        with telemetry.chat_span(facts, attributes={TURN_SOURCE: "maintenance"}) as chat:
+            reply = provider.complete(
+                summary_request(provider.wire_format, prompt),
+                model=maintainer.model_name,
+                step=step,
+            )
+            _traced_reply(chat, reply, prompt)
         MaintenanceJob.objects.filter(pk=job.pk).update(summary_calls=F("summary_calls") + 1)
         job.summary_calls += 1
         for key in ("inputTokens", "outputTokens"):
@@ -96,3 +117,21 @@ def summarise(
                 raise JobFailed(f"{exc.code}: {exc.message}") from exc
             prompt = planning.shorter_retry_prompt(prompt, answer, limit)
     raise JobFailed("unreachable")  # pragma: no cover
+
+
+def _traced_reply(
+    span: telemetry.Span, reply: providers.ModelReply, prompt: list[dict[str, str]]
+) -> None:
+    """What the maintainer's model answered, on its chat span."""
+    raw = reply.raw if isinstance(reply.raw, dict) else {}
+    model, response_id = raw.get("model"), raw.get("id")
+    telemetry.chat_result(
+        span,
+        response_model=model if isinstance(model, str) else None,
+        response_id=response_id if isinstance(response_id, str) else None,
+        finish_reasons=[reply.stop_reason] if reply.stop_reason else (),
+        usage=tokens_of(reply.usage),
+    )
+    if telemetry.capture_content():
+        view = [{"role": m["role"], "kind": m["role"], "content": m["content"]} for m in prompt]
+        telemetry.chat_content(span, view=view, output=[output_message(reply.text)])

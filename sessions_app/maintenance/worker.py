@@ -18,6 +18,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
+from contextproto import telemetry
 from contextproto.errors import (
     MAINTENANCE_STATE_CHANGED,
     ApplicationError,
@@ -37,6 +38,7 @@ from sessions_app.maintenance.jobs import (
 )
 from sessions_app.maintenance.summariser import summarise
 from sessions_app.models import MaintenanceJob, Session
+from sessions_app.reads import trace_facts
 
 # ---------------------------------------------------------------- the built-in worker
 
@@ -200,6 +202,42 @@ def maintenance_execute(*, job_id: UUID | str) -> ExecuteOutcome:
     job = _claim(job_id)
     if job is None:
         return ExecuteOutcome(status="skipped")
+    # One trace per attempt (contract §22): the job's root span; the summariser's model
+    # calls are its `invoke_agent` / `chat` spans.
+    facts = trace_facts.session_facts_of(job.session_id)
+    with telemetry.job_span(
+        f"maintenance {job.window_id}",
+        facts.at(window_id=job.window_id) if facts else None,
+        attributes=job_attributes(job),
+    ) as span:
+        outcome = _execute(job)
+        span.set_attributes(
+            {**job_attributes(job), "contextproto.maintenance.outcome": outcome.status}
+        )
+        if outcome.status == MaintenanceJob.Status.FAILED:
+            telemetry.fail(span, "maintenance_failed")
+    return outcome
+
+
+def job_attributes(job: MaintenanceJob) -> dict[str, str | int]:
+    """What a job's span says of it: id, trigger, attempt, the range and its tokens."""
+    found: dict[str, str | int] = {
+        "contextproto.maintenance.job.id": str(job.id),
+        "contextproto.maintenance.trigger": job.trigger,
+        "contextproto.maintenance.attempt": job.attempts,
+    }
+    for name, value in (
+        ("from_index", job.from_index),
+        ("through_index", job.through_index),
+        ("tokens_before", job.tokens_before),
+        ("tokens_after", job.tokens_after),
+    ):
+        if value is not None:
+            found[f"contextproto.maintenance.{name}"] = value
+    return found
+
+
+def _execute(job: MaintenanceJob) -> ExecuteOutcome:
     try:
         missing = _protocol_missing(job)
         if missing is not None:

@@ -25,13 +25,24 @@ class GatewayExchange(models.Model):
         FAILED = "failed"
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    # Null for a request whose key named no Application (a refused key, an unknown path):
+    # every answer is counted (contract §14).
     application = models.ForeignKey(
-        Application, on_delete=models.CASCADE, related_name="gateway_exchanges"
+        Application,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="gateway_exchanges",
     )
     session = models.ForeignKey(
         Session, null=True, blank=True, on_delete=models.CASCADE, related_name="gateway_exchanges"
     )
     client_format = models.CharField(max_length=16)
+    # The request as operators look it up: its id (X-Request-Id), path and the client's
+    # User-Agent.
+    request_id = models.CharField(max_length=64, blank=True, default="", db_default="")
+    path = models.CharField(max_length=200, blank=True, default="", db_default="")
+    user_agent = models.CharField(max_length=256, blank=True, default="", db_default="")
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.RUNNING)
     # The client's Idempotency-Key (cleared once older than a day, so it may be used again)
     # and the hash of the body it came with.
@@ -67,6 +78,12 @@ class GatewayExchange(models.Model):
         ]
         indexes = [
             models.Index(fields=["session", "-created_at"], name="gateway_session_recent"),
+            # An identical request in flight on a session (contract §14: exactly once).
+            models.Index(
+                fields=["session", "request_hash"],
+                condition=Q(status="running"),
+                name="gateway_running",
+            ),
             models.Index(fields=["created_at"], name="gateway_created"),
         ]
 

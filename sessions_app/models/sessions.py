@@ -81,6 +81,9 @@ class Run(models.Model):
     # Driven by gateway requests (contract §14), not by a worker: the sweeper leaves it alone and a
     # client's tool result does not queue it; the next request of its session continues it.
     via_gateway = models.BooleanField(default=False, db_default=False)
+    # For a run a gateway request drives: the client API and the client's User-Agent.
+    client_api = models.CharField(max_length=16, blank=True, default="", db_default="")
+    client_agent = models.CharField(max_length=256, blank=True, default="", db_default="")
 
     class Meta:
         indexes = [

@@ -10,7 +10,7 @@ we also send the documented `x-api-key` header, so gateways that only know that 
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from typing import Any
 
 import anthropic
@@ -222,7 +222,7 @@ class AnthropicMessagesProvider:
 
     async def astream(
         self, request: dict, *, model: str, step: int | None = None
-    ) -> AsyncIterator[StreamPiece]:
+    ) -> AsyncGenerator[StreamPiece, None]:
         """Messages with `stream: true`: text deltas as they come, then the message the SDK's
         stream helper puts together (thinking blocks and their signatures included)."""
         kwargs = self._kwargs(request, model, None)

@@ -15,7 +15,7 @@ import os
 import re
 import threading
 import weakref
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncGenerator, Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Protocol, runtime_checkable
 
@@ -31,6 +31,7 @@ from contextproto.errors import (
     PROVIDER_RESPONSE_INVALID,
     PROVIDER_UNAVAILABLE,
 )
+from contextproto.errors import retryable as registry_retryable
 from contextproto.protocol import tokens
 from contextproto.protocol.adapters import WireFormat
 
@@ -149,13 +150,14 @@ class ProviderError(Exception):
         code: str,
         message: str,
         *,
-        retryable: bool = False,
+        retryable: bool | None = None,
         details: dict[str, Any] | None = None,
     ) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
-        self.retryable = retryable
+        # The registry's flag for the code unless the caller knows better.
+        self.retryable = registry_retryable(code) if retryable is None else retryable
         self.details = details or {}
 
     def as_dict(self) -> dict[str, Any]:
@@ -195,7 +197,7 @@ class ModelProvider(Protocol):
 
     def astream(
         self, request: dict, *, model: str, step: int | None = None
-    ) -> AsyncIterator[StreamPiece]:
+    ) -> AsyncGenerator[StreamPiece, None]:
         """The upstream's own stream: `TextChunk`s (and `ReasoningChunk`s) as they arrive, then
         the same `ModelReply` `complete` would give, last. Closing the iterator closes the
         upstream stream."""

@@ -7,7 +7,7 @@ base URL includes the API version prefix (`https://api.openai.com/v1`); the SDK 
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from typing import Any
 
 import httpx
@@ -232,7 +232,7 @@ class OpenAIChatProvider:
 
     async def astream(
         self, request: dict, *, model: str, step: int | None = None
-    ) -> AsyncIterator[StreamPiece]:
+    ) -> AsyncGenerator[StreamPiece, None]:
         """Chat Completions with `stream: true`: content deltas as they come, then the chunks
         put together by the SDK's own accumulator (the reply `complete` would give)."""
         body = {

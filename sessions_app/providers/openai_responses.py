@@ -12,7 +12,7 @@ API only.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from typing import Any
 
 import httpx
@@ -199,7 +199,7 @@ class OpenAIResponsesProvider:
 
     async def astream(
         self, request: dict, *, model: str, step: int | None = None
-    ) -> AsyncIterator[StreamPiece]:
+    ) -> AsyncGenerator[StreamPiece, None]:
         """The Responses API with `stream: true`: text deltas as they come, each reasoning item
         when it is done (its encrypted content complete), then the reply `complete` would give,
         read from the final `response.completed` (or `.incomplete`) object."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from typing import Any
 
 from contextproto.errors import (
@@ -222,7 +222,7 @@ class ScriptedProvider:
 
     async def astream(
         self, request: dict, *, model: str, step: int | None = None
-    ) -> AsyncIterator[StreamPiece]:
+    ) -> AsyncGenerator[StreamPiece, None]:
         """The step's reasoning items, its text in one chunk, then its reply (a script has no
         stream of its own)."""
         reply = await self.acomplete(request, model=model, step=step)

@@ -17,6 +17,8 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
+from django.db import connection, transaction
+
 from contextproto.protocol.messages import RawMessage
 from sessions_app.reads import hot_sql, raw_log
 
@@ -44,6 +46,15 @@ def _get(key: tuple[str, str]) -> _Entry | None:
 
 
 def _put(key: tuple[str, str], entry: _Entry) -> None:
+    if connection.in_atomic_block:
+        # Rows read inside a transaction may be its own uncommitted writes: kept only once
+        # they are committed (a rollback would leave indices that later rows reuse).
+        transaction.on_commit(lambda: _keep(key, entry))
+        return
+    _keep(key, entry)
+
+
+def _keep(key: tuple[str, str], entry: _Entry) -> None:
     with _lock:
         if len(entry.rows) > MAX_ROWS:
             _entries.pop(key, None)

@@ -143,8 +143,12 @@ def projection_build(
     run_id: str | None = None,
     use_cache: bool = True,
     parameters: Parameters | None = None,
+    locked: Session | None = None,
 ) -> ProjectionSnapshot:
     """Freeze the turn, project, adapt for `provider` and store the snapshot.
+
+    `locked`: the session, locked by the caller inside its transaction (a gateway request
+    builds its first view in the commit that writes its input); else it is locked here.
 
     A gateway request's forwarded fields (`parameters`) are merged into the request, and
     recorded in the snapshot's build inputs; such a view is never served from the cache.
@@ -166,7 +170,7 @@ def projection_build(
             {"provider": provider},
         )
     with transaction.atomic():
-        session = session_lock(session_id)
+        session = locked if locked is not None else session_lock(session_id)
         protocol = protocol_of(session.agent_version)
         run_uuid = _run_for(session, run_id)
         plan = view.view_plan(

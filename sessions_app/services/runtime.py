@@ -2,17 +2,20 @@
 
 freeze → project → snapshot → model → answer (with its snapshot id) → dispatch protocol
 tools → next turn, until a final answer, `maxTurnsPerRun`, a host (or client) tool to wait
-for, or an error. One function advances a run, whoever drives it: `run_turns`, which a
-Celery task consumes whole (`run_advance`) and a gateway request turn by turn
-(sessions_app/services/gateway.py). One driver advances a session at a time: a run is
-claimed under a row lock with a lease, so a duplicate delivery does nothing.
+for, or an error. One function advances a run, whoever drives it: `run_turns`, a generator
+that does every step but the model call itself, which it hands to its driver as a
+`ModelCall` and takes the answer back (`send`). A Celery task drives it with the blocking
+call (`run_advance`); a gateway request with an awaited or streamed one
+(sessions_app/gateway/drive.py), so a client that goes away closes the upstream call. One
+driver advances a session at a time: a run is claimed under a row lock with a lease, so a
+duplicate delivery does nothing.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
@@ -35,16 +38,16 @@ from contextproto.protocol.messages import KIND_TOOL_CALL, KIND_TOOL_RESULT, Raw
 from contextproto.protocol.parameters import Parameters
 from sessions_app import nodes, providers
 from sessions_app.models import Message, ProjectionSnapshot, Run, Session
-from sessions_app.providers.base import storable_reply
+from sessions_app.providers.base import ModelReply, storable_reply
 from sessions_app.providers.scripted import ScriptedProvider
 from sessions_app.reads import raw_log
-from sessions_app.services.answers import AnswerCall, answer_record_locked
+from sessions_app.services.answers import AnswerCall
 from sessions_app.services.dispatch import tool_dispatch
 from sessions_app.services.projection import projection_build
 from sessions_app.services.runs import autostart, run_enqueue
-from sessions_app.services.usage import turn_usage_record
+from sessions_app.services.turn_commit import turn_commit_locked
 from sessions_app.store import hooks
-from sessions_app.store.state import session_lock
+from sessions_app.store.state import session_relock
 
 CONTINUE = "continue"
 # How far back a turn looks for protocol calls of the last answer left undispatched (a
@@ -78,6 +81,25 @@ class TurnReport:
 
 
 @dataclass(frozen=True)
+class ModelCall:
+    """A turn's model call, which `run_turns` hands to its driver: the view `snapshot` (its
+    `request` is what the provider gets) for `model`; `step` the scripted model's cursor."""
+
+    snapshot: ProjectionSnapshot
+    model: str
+    step: int | None
+
+    @property
+    def request(self) -> dict[str, Any]:
+        return self.snapshot.request
+
+
+# `run_turns`: yields a ModelCall and takes its answer back (`send`), yields each turn once it
+# is written.
+Turns = Generator[ModelCall | TurnReport, ModelReply | None, None]
+
+
+@dataclass(frozen=True)
 class Drive:
     """What a driver adds to the version's settings for its run's turns.
 
@@ -93,6 +115,9 @@ class Drive:
     on_final: Callable[[TurnReport], None] | None = None
     # False when the driver knows no protocol call of the session waits for its dispatch.
     recover: bool = True
+    # The first turn's view, when the driver built it in a commit of its own (a gateway
+    # request builds it with the request's input: one commit before the model call).
+    first_snapshot: ProjectionSnapshot | None = None
 
     @property
     def lease(self) -> int:
@@ -154,7 +179,8 @@ def run_advance(*, run_id: UUID | str, on_turn: Callable[[TurnReport], Any] | No
         )
         return run.status
     try:
-        for report in run_turns(run, session=session, provider=provider):
+        turns = run_turns(run, session=session, provider=provider)
+        for report in drive_with(turns, lambda call: _complete(provider, call)):
             if on_turn is not None:
                 on_turn(report)
     except providers.ProviderError as exc:
@@ -169,14 +195,16 @@ def run_advance(*, run_id: UUID | str, on_turn: Callable[[TurnReport], Any] | No
 
 def run_turns(
     run: Run, *, session: Session, provider: providers.ModelProvider, drive: Drive | None = None
-) -> Iterator[TurnReport]:
-    """Advance a claimed run turn by turn, yielding each turn once it is written.
+) -> Turns:
+    """Advance a claimed run turn by turn: the one loop of the runtime, whoever drives it.
 
-    The one loop of the runtime, whoever drives it. Stops after the turn that ends the run
-    (its status is set in that turn's commit, before it is yielded) or at `maxTurnsPerRun`
-    (the run's status becomes `max_turns_reached`, nothing is yielded). A provider or service
-    failure propagates with nothing of the failed turn written; the driver decides what the
-    run becomes.
+    Yields a `ModelCall` for each turn and takes the model's answer back through `send`
+    (the driver makes the call: blocking, awaited or streamed; it throws the call's failure
+    in, or closes the generator when it gives up); then yields the turn's `TurnReport` once
+    the turn is written. Stops after the turn that ends the run (its status is set in that
+    turn's commit, before it is yielded) or at `maxTurnsPerRun` (the run's status becomes
+    `max_turns_reached`, nothing is yielded). A failure propagates with nothing of the failed
+    turn written; the driver decides what the run becomes.
     """
     drive = drive or Drive()
     version = session.agent_version
@@ -185,6 +213,7 @@ def run_turns(
     # driver reads the session just before it drives, so its last index is current.)
     for call_id in _undispatched(session) if drive.recover else ():
         tool_dispatch(session_id=session.id, tool_call_id=call_id)
+    first = drive.first_snapshot
     while True:
         if run.turns >= version.max_turns_per_run:
             run_finish(
@@ -193,10 +222,50 @@ def run_turns(
                 {"code": MAX_TURNS_REACHED, "message": f"stopped after {run.turns} turns"},
             )
             return
-        report = _turn(session, run, provider, drive)
+        snapshot = first or projection_build(
+            session_id=session.id,
+            provider=provider.wire_format,
+            run_id=run.id.hex,
+            use_cache=False,
+            parameters=drive.parameters,
+        )
+        first = None
+        # Only a scripted model reads its step; a sum over the session's runs is not free.
+        step = _model_step(session) if isinstance(provider, ScriptedProvider) else None
+        started = time.monotonic()
+        with model_wait(run, drive.lease):
+            answer = yield ModelCall(snapshot=snapshot, model=version.model_name, step=step)
+        if answer is None:
+            raise TypeError("run_turns: send the model's answer for each ModelCall")
+        latency_ms = round((time.monotonic() - started) * 1000)
+        report = _commit(session, run, snapshot, answer, latency_ms, drive)
         yield report
         if report.outcome != CONTINUE:
             return
+
+
+def drive_with(turns: Turns, call: Callable[[ModelCall], ModelReply]) -> Iterator[TurnReport]:
+    """Drive `turns` in this thread, making each model call with `call` (blocking); a call's
+    failure is thrown into the loop (which writes nothing of that turn) and propagates."""
+    step = next(turns, None)
+    while step is not None:
+        if isinstance(step, TurnReport):
+            yield step
+            step = next(turns, None)
+            continue
+        try:
+            answer = call(step)
+        except BaseException as exc:
+            turns.throw(exc)
+            raise  # the loop re-raises what it is thrown; never reached otherwise
+        try:
+            step = turns.send(answer)
+        except StopIteration:
+            step = None
+
+
+def _complete(provider: providers.ModelProvider, call: ModelCall) -> ModelReply:
+    return provider.complete(call.request, model=call.model, step=call.step)
 
 
 def _renew(run: Run, seconds: int) -> None:
@@ -357,106 +426,57 @@ def _undispatched(session: Session) -> list[str]:
     return [str(c) for c in calls]
 
 
-def _turn(
-    session: Session, run: Run, provider: providers.ModelProvider, drive: Drive
+def _commit(
+    session: Session,
+    run: Run,
+    snapshot: ProjectionSnapshot,
+    answer: ModelReply,
+    latency_ms: int,
+    drive: Drive,
 ) -> TurnReport:
-    version = session.agent_version
-    snapshot = projection_build(
-        session_id=session.id,
-        provider=provider.wire_format,
-        run_id=run.id.hex,
-        use_cache=False,
-        parameters=drive.parameters,
-    )
-    # Only a scripted model reads its step; a sum over the session's runs is not free.
-    step = _model_step(session) if isinstance(provider, ScriptedProvider) else None
-    started = time.monotonic()
-    with model_wait(run, drive.lease):
-        answer = provider.complete(snapshot.request, model=version.model_name, step=step)
-    latency_ms = round((time.monotonic() - started) * 1000)
+    """Write a turn's answer in ONE commit: the answer, its dispatch and usage
+    (`turn_commit_locked`), the run's count and status, and the driver's record of the end."""
     reply = storable_reply(answer)
     if not reply.tool_calls and not (reply.text and reply.text.strip()):
         raise ApplicationError(
             MODEL_EMPTY_ANSWER, "The model answered with neither text nor a tool call."
         )
     calls = [AnswerCall(c.id, c.name, c.arguments) for c in reply.tool_calls]
-    dispatching = any(c.name in catalog.PROTOCOL_TOOL_NAMES for c in calls)
-    # Counted with the answer: a driver dying before its commit replays the turn (and a
-    # scripted model's step) instead of skipping it. A turn without a protocol call commits
-    # its answer, its count, its usage and the run's state at once; a protocol call is
-    # dispatched first and the usage recorded after it, so a maintenance job the usage
-    # triggers cannot make this turn's own call stale.
     with transaction.atomic():
-        locked = session_lock(session.id)
-        recorded = answer_record_locked(
+        locked = session_relock(session)
+        committed = turn_commit_locked(
             locked,
-            snapshot_id=snapshot.id,
+            snapshot=snapshot,
             text=reply.text,
             calls=calls,
             thinking=reply.thinking,
-            frame=(snapshot.revision, snapshot.upper_bound),
+            usage=reply.usage,
+            raw=reply.raw,
+            model_latency_ms=latency_ms,
         )
         outcome: str = CONTINUE
         if not calls:
             outcome = Run.Status.COMPLETED
-        elif recorded.handed is not None:
+        elif committed.answer.handed is not None:
             outcome = Run.Status.WAITING_FOR_HOST_TOOL
         run.turns += 1
-
-        def report(results: tuple[RawMessage, ...] = ()) -> TurnReport:
-            return TurnReport(
-                run_id=run.id.hex,
-                turn=run.turns,
-                window_id=snapshot.window_id,
-                tool=reply.tool_calls[0].name if reply.tool_calls else None,
-                input_tokens=snapshot.input_tokens,
-                outcome=str(outcome),
-                snapshot_id=str(snapshot.id),
-                text=reply.text or "",
-                handed=recorded.handed,
-                usage=dict(reply.usage or {}),
-                finish=reply.stop_reason,
-                upstream_ms=latency_ms,
-                written=(*recorded.messages, *results),
-            )
-
-        if dispatching:
-            Run.objects.filter(pk=run.pk).update(turns=run.turns)
-        else:
-            _settle(run, outcome, drive, report())
-            turn_usage_record(
-                snapshot=snapshot,
-                usage=reply.usage,
-                raw=reply.raw,
-                model_latency_ms=latency_ms,
-                session=locked,
-            )
-    results: tuple[RawMessage, ...] = ()
-    if dispatching:
-        results = tuple(
-            tool_dispatch(session_id=session.id, tool_call_id=call_id).result_message
-            for call_id in recorded.protocol_calls
+        report = TurnReport(
+            run_id=run.id.hex,
+            turn=run.turns,
+            window_id=snapshot.window_id,
+            tool=reply.tool_calls[0].name if reply.tool_calls else None,
+            input_tokens=snapshot.input_tokens,
+            outcome=str(outcome),
+            snapshot_id=str(snapshot.id),
+            text=reply.text or "",
+            handed=committed.answer.handed,
+            usage=dict(reply.usage or {}),
+            finish=reply.stop_reason,
+            upstream_ms=latency_ms,
+            written=committed.written,
         )
-        with transaction.atomic():
-            _settle(run, outcome, drive, report(results))
-            turn_usage_record(
-                snapshot=snapshot, usage=reply.usage, raw=reply.raw, model_latency_ms=latency_ms
-            )
-    if recorded.renamed:
-        _note_renamed(snapshot.id, recorded.renamed)
-    return report(results)
-
-
-def _note_renamed(snapshot_id: UUID, renamed: dict[str, str]) -> None:
-    """Say on the turn's snapshot which call ids the model reused and what they became."""
-    snapshot = ProjectionSnapshot.objects.get(pk=snapshot_id)
-    notes = list(snapshot.notes or [])
-    for old, new in renamed.items():
-        notes.append(
-            f"tool call id {old!r} of the answer is taken in this session (or repeated): "
-            f"recorded as {new!r}"
-        )
-    ProjectionSnapshot.objects.filter(pk=snapshot_id).update(notes=notes)
+        _settle(run, outcome, drive, report)
+    return report
 
 
 def run_resume_if_ready(*, session_id: UUID | str) -> bool:

@@ -45,8 +45,9 @@ from contextproto.protocol.model_answers import ModelAnswer
 from contextproto.usage import report_problems, tokens_of
 from sessions_app.models import HostTurn, Message, ProjectionSnapshot, Run, Session
 from sessions_app.reads import raw_log
-from sessions_app.services.answers import AnswerCall, answer_record_locked
+from sessions_app.services.answers import AnswerCall
 from sessions_app.services.dispatch import Receipt, ReceiptWire, tool_dispatch
+from sessions_app.services.turn_commit import TurnCommitted, turn_commit_locked
 from sessions_app.services.usage import snapshot_tokens, turn_usage_record
 from sessions_app.store.state import session_lock
 
@@ -117,9 +118,9 @@ def turn_record(
     that is not the session's (400 `snapshot_not_found`), a snapshot answered already with
     another body or through `messages/` (409 `snapshot_already_answered`), usage other than
     the snapshot's reported one (409 `usage_already_reported`). Locks the session, then the
-    snapshot row: the answer, the service's results, the turn's count and its HostTurn
-    commit together (a concurrent duplicate waits, then replays). Each dispatch has its own
-    transaction, as the dispatcher's contract says; the usage comes last.
+    snapshot row: the answer, the service's results, the dispatch of its protocol calls, the
+    usage (last), the turn's count and its HostTurn commit together (`turn_commit_locked`; a
+    concurrent duplicate waits, then replays).
     """
     for call in answer.calls:
         if isinstance(call.arguments, dict):
@@ -141,19 +142,20 @@ def turn_record(
         session = session_lock(session_id)
         snapshot = _snapshot_locked(session, snapshot_id)
         turn = HostTurn.objects.filter(session=session, snapshot_id=snapshot.id).first()
-        written: tuple[RawMessage, ...] | None = None  # None: a replay, read from the log
-        if turn is not None:
-            if turn.request_hash != request_hash:
-                raise _answered(snapshot, f"turn #{turn.first_index}-#{turn.last_index}")
-        else:
-            turn, written = _write(session, snapshot, answer, usage, request_hash)
+        if turn is None:
+            turn, committed = _write(session, snapshot, answer, usage, request_hash)
+            return _outcome(turn, committed.answer.messages, list(committed.receipts))
+        if turn.request_hash != request_hash:
+            raise _answered(snapshot, f"turn #{turn.first_index}-#{turn.last_index}")
+    # A replay: the stored receipts (a turn recorded before its dispatch and usage shared its
+    # commit may still lack them: this finishes it).
     receipts = [
         tool_dispatch(session_id=turn.session_id, tool_call_id=call_id)
         for call_id in turn.protocol_calls
     ]
     if usage is not None:
         _usage_record(snapshot.id, usage)
-    return _outcome(turn, written, receipts)
+    return _outcome(turn, None, receipts)
 
 
 def _snapshot_locked(session: Session, snapshot_id: str) -> ProjectionSnapshot:
@@ -202,7 +204,7 @@ def _write(
     answer: ModelAnswer,
     usage: Mapping[str, int] | None,
     request_hash: str,
-) -> tuple[HostTurn, tuple[RawMessage, ...]]:
+) -> tuple[HostTurn, TurnCommitted]:
     """Write the answer of a snapshot that has none (session locked, in its transaction)."""
     # An answer is written after its view was built, so above its bound: the hot rows there
     # (an answer the archive moved would be of a view long superseded).
@@ -225,23 +227,18 @@ def _write(
             "recorded once. Send the turn without usage, or with the counts reported.",
             {"snapshotId": str(snapshot.id), "usage": snapshot.usage},
         )
-    # The session is locked already: the locked writer, not a second lock.
-    recorded = answer_record_locked(
+    # The session is locked already: the locked writer, not a second lock. The usage is
+    # recorded unless the snapshot has the same counts already (checked above).
+    committed = turn_commit_locked(
         session,
-        snapshot_id=snapshot.id,
+        snapshot=snapshot,
         text=answer.text,
         calls=[AnswerCall(c.id, c.name, c.arguments) for c in answer.calls],
         thinking=answer.thinking,
-        frame=(snapshot.revision, snapshot.upper_bound),
+        usage=usage if usage is not None and not snapshot.usage else None,
+        notes=answer.notes,
     )
-    notes = [*answer.notes] + [
-        f"tool call id {old!r} of the answer is taken in this session (or repeated): "
-        f"recorded as {new!r}"
-        for old, new in recorded.renamed.items()
-    ]
-    if notes:
-        snapshot.notes = [*(snapshot.notes or []), *notes]
-        snapshot.save(update_fields=["notes"])
+    recorded = committed.answer
     first = recorded.messages[0]
     runs = Run.objects.filter(pk=UUID(first.run_id)) if first.run_id is not None else None
     if runs is not None and session.agent_version.model_provider == "external":
@@ -260,7 +257,7 @@ def _write(
         # Neither the dispatch nor the usage moves a run's status.
         run_status=runs.values_list("status", flat=True).first() if runs is not None else None,
     )
-    return turn, recorded.messages
+    return turn, committed
 
 
 def _usage_record(snapshot_id: UUID, usage: Mapping[str, int]) -> None:

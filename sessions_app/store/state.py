@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, overload
 from uuid import UUID
 
 from django.conf import settings
@@ -41,21 +41,47 @@ KV_DELETE: Any = _Delete()
 KV_KEY_MAX_LENGTH = 200
 
 
-def session_lock(session_id: UUID | str, *, with_run: bool = False) -> Session:
+@overload
+def session_lock(session_id: UUID | str) -> Session: ...
+@overload
+def session_lock(session_id: UUID | str, *, application_id: Any) -> Session | None: ...
+def session_lock(session_id: UUID | str, *, application_id: Any = None) -> Session | None:
     """Lock and return the session row (FOR NO KEY UPDATE: child inserts are not blocked).
 
-    Must be called inside a transaction. `with_run`: its current run comes along (unlocked).
+    Must be called inside a transaction. The version comes along (every write path needs
+    it); only the session row is locked. Its current run does not: a run read in the same
+    statement would be the row as it was when the statement began, before the lock was
+    granted (PostgreSQL's READ COMMITTED), not what the lock's previous holder committed.
+    With `application_id`: None when the session is not that Application's (else 404).
     """
-    related = ("agent_version", "current_run") if with_run else ("agent_version",)
+    rows = Session.objects.select_for_update(no_key=True, of=("self",)).select_related(
+        "agent_version"
+    )
+    if application_id is not None:
+        return rows.filter(pk=session_id, application_id=application_id).first()
     try:
-        # The version comes along (every write path needs it); only the session row is locked.
-        return (
-            Session.objects.select_for_update(no_key=True, of=("self",))
-            .select_related(*related)
-            .get(pk=session_id)
-        )
+        return rows.get(pk=session_id)
     except (Session.DoesNotExist, ValueError) as exc:
         raise NotFound("Session", {"sessionId": str(session_id)}) from exc
+
+
+def session_relock(session: Session) -> Session:
+    """Lock `session`'s row again in this transaction and refresh what may have moved since it
+    was read (its counters, its active window, its current run), without reading it whole:
+    a driver that read the session with its version once, when its request opened, writes
+    each later turn under this lock (issue 38: the session row read once per request)."""
+    try:
+        row = (
+            Session.objects.select_for_update(no_key=True)
+            .filter(pk=session.pk)
+            .values("next_message_index", "state_revision", "active_window", "current_run_id")
+            .get()
+        )
+    except Session.DoesNotExist as exc:
+        raise NotFound("Session", {"sessionId": str(session.pk)}) from exc
+    for name, value in row.items():
+        setattr(session, name, value)
+    return session
 
 
 def encoded_size(value: Any) -> int:

@@ -10,7 +10,7 @@ from django.db import OperationalError
 
 from contextproto import api_schema
 from sessions_app.models import Message, ProjectionSnapshot, Run
-from sessions_app.services import turns as turns_service
+from sessions_app.services import turn_commit as turn_commit_service
 from tests.api.turn_bodies import (
     MEMORY,
     log,
@@ -144,30 +144,36 @@ def test_the_schemas_run_statuses_are_the_runs():
     assert api_schema.RUN_STATUSES == [status.value for status in Run.Status]
 
 
-def test_the_retry_of_a_turn_that_died_before_its_dispatch_finishes_it(host, monkeypatch):
+def test_a_turn_whose_dispatch_dies_leaves_nothing_and_its_retry_records_it_once(host, monkeypatch):
+    """Answer, dispatch and usage share one commit (issue 42's turn_commit): a failure in the
+    dispatch leaves nothing of the turn, and the same body sent again records all of it."""
     s = host()
     view = s.project()
     body = {
         "snapshotId": view["snapshotId"],
         "answer": openai_completion("Noting.", ("call_A1", "context_task_memory_set", MEMORY)),
     }
-    dispatch = turns_service.tool_dispatch
+    dispatch = turn_commit_service.tool_dispatch
 
     def lost(**kwargs):
         raise OperationalError("the connection went away")
 
-    monkeypatch.setattr(turns_service, "tool_dispatch", lost)
+    monkeypatch.setattr(turn_commit_service, "tool_dispatch", lost)
     died = s.client.post(s.path("turns/"), body)
     assert died.status_code == 503, died.content
-    # The answer committed; its dispatch and usage did not happen.
-    assert [m["kind"] for m in log(s)] == ["input", "tool_call"]
+    # Nothing of the turn: no answer, no usage, no count.
+    assert [m["kind"] for m in log(s)] == ["input"]
     assert ProjectionSnapshot.objects.get(id=view["snapshotId"]).usage is None
+    assert Run.objects.get(session_id=s.id).turns == 0
 
-    monkeypatch.setattr(turns_service, "tool_dispatch", dispatch)
-    retried = turn(s, body, status=200)
+    monkeypatch.setattr(turn_commit_service, "tool_dispatch", dispatch)
+    retried = turn(s, body)
 
-    assert retried["replayed"] is True
+    assert retried["replayed"] is False
     assert retried["receipt"]["replayed"] is False and retried["receipt"]["result"]["success"]
     assert [m["kind"] for m in retried["messages"]] == ["tool_call", "tool_result"]
     assert ProjectionSnapshot.objects.get(id=view["snapshotId"]).usage["inputTokens"] == 3512
     assert Run.objects.get(session_id=s.id).turns == 1
+    # And once more: the stored turn, replayed.
+    again = turn(s, body, status=200)
+    assert again["replayed"] is True and again["receipt"]["replayed"] is True

@@ -100,8 +100,11 @@ class Upstream(FakeAPI):
         stop: str | None = None,
         thinking: list[dict[str, Any]] = (),  # type: ignore[assignment]
         delay: float = 0.0,
+        chunks: int = 1,
+        chunk_delay: float = 0.0,
     ) -> None:
-        """One answer: `text` and/or `calls` as (id, name, arguments)."""
+        """One answer: `text` and/or `calls` as (id, name, arguments). A streamed request
+        gets the text in `chunks` pieces, `chunk_delay` seconds apart."""
         if self.wire == "openai":
             message: dict[str, Any] = {"role": "assistant", "content": text}
             if calls:
@@ -155,7 +158,7 @@ class Upstream(FakeAPI):
                     "cache_creation_input_tokens": 0,
                 },
             }
-        self.answer(200, body, delay=delay)
+        self.answer(200, body, delay=delay, chunks=chunks, chunk_delay=chunk_delay)
 
     def say(self, text: str, **kwargs: Any) -> None:
         self.answer_with(text, **kwargs)

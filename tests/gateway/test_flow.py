@@ -195,18 +195,15 @@ def test_metrics_count_gateway_requests_and_their_time_outside_the_model(gateway
         return REGISTRY.get_sample_value(name, labels) or 0.0
 
     scripted([{"text": "ok"}])
-    before = sample("contextproto_gateway_requests_total", format="openai", status="200")
-    refused_before = sample("contextproto_gateway_requests_total", format="openai", status="404")
+    ok = {"format": "openai", "status": "200", "code": "ok"}
+    unknown = {"format": "openai", "status": "404", "code": "gateway_model_not_found"}
+    before = sample("contextproto_gateway_requests_total", **ok)
+    refused_before = sample("contextproto_gateway_requests_total", **unknown)
     observed = sample("contextproto_gateway_overhead_seconds_count", format="openai")
     gateway.openai({"model": "helper", "messages": [{"role": "user", "content": "hi"}]})
     gateway.openai({"model": "nobody", "messages": [{"role": "user", "content": "hi"}]})
-    assert (
-        sample("contextproto_gateway_requests_total", format="openai", status="200") == before + 1
-    )
-    assert (
-        sample("contextproto_gateway_requests_total", format="openai", status="404")
-        == refused_before + 1
-    )
+    assert sample("contextproto_gateway_requests_total", **ok) == before + 1
+    assert sample("contextproto_gateway_requests_total", **unknown) == refused_before + 1
     assert sample("contextproto_gateway_overhead_seconds_count", format="openai") == observed + 2
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import select
 import socket
 import threading
 import time
@@ -90,29 +91,32 @@ class Received:
 
 @dataclass
 class Answer:
+    """One answer of the fake API. A request with `stream: true` gets a 200 JSON `body` as
+    its API's event stream (`stream_events`): `chunks` text pieces, `chunk_delay` seconds
+    apart. `drop`: the connection is closed without an answer; a str `body` goes as is (a
+    cut-off JSON, an HTML page: set its content type in `headers`)."""
+
     status: int = 200
     body: Any = None
     headers: dict[str, str] = field(default_factory=dict)
     delay: float = 0.0
-    content_type: str = "application/json"
-
-
-def sse(events: list[dict[str, Any]]) -> str:
-    """`events` as a Server-Sent Events body (`event: <type>` / `data: <json>`), as the
-    Responses API streams them; an Answer with `content_type=SSE` sends it."""
-    return "".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in events)
-
-
-SSE = "text/event-stream"
+    chunks: int = 1
+    chunk_delay: float = 0.0
+    drop: bool = False
 
 
 class FakeAPI:
-    """Records every request; answers from `queue` (first in, first out), else `default`."""
+    """Records every request; answers from `queue` (first in, first out), else `default`.
+
+    `closed` counts streamed answers whose client closed the connection before the end.
+    """
 
     def __init__(self, default: Answer) -> None:
         self.default = default
         self.queue: list[Answer] = []
         self.received: list[Received] = []
+        self.closed = 0
+        self.first_chunk_at: list[float] = []  # time.monotonic() of each stream's first text
         self.url = ""
         self._lock = threading.Lock()
         # Open client connections, closed when the server stops: a keep-alive connection a
@@ -166,8 +170,17 @@ def _handler(api: FakeAPI) -> type[BaseHTTPRequestHandler]:
                 )
             )
             answer = api.next_answer()
-            if answer.delay:
-                time.sleep(answer.delay)
+            if answer.delay and self._client_left(answer.delay):
+                with api._lock:
+                    api.closed += 1
+                return
+            if answer.drop:
+                self.close_connection = True
+                self.connection.shutdown(socket.SHUT_RDWR)
+                return
+            if isinstance(body, dict) and body.get("stream") and answer.status == 200:
+                self._stream(answer, body)
+                return
             payload = (
                 answer.body.encode()
                 if isinstance(answer.body, str)
@@ -175,7 +188,7 @@ def _handler(api: FakeAPI) -> type[BaseHTTPRequestHandler]:
             )
             try:
                 self.send_response(answer.status)
-                self.send_header("Content-Type", answer.content_type)
+                self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(payload)))
                 for name, value in answer.headers.items():
                     self.send_header(name, value)
@@ -184,7 +197,235 @@ def _handler(api: FakeAPI) -> type[BaseHTTPRequestHandler]:
             except (BrokenPipeError, ConnectionResetError):
                 pass  # the client gave up (timeout tests)
 
+        def _client_left(self, seconds: float) -> bool:
+            """Wait `seconds` (a slow model); True as soon as the client closes the connection."""
+            deadline = time.monotonic() + seconds
+            while (left := deadline - time.monotonic()) > 0:
+                ready, _, _ = select.select([self.connection], [], [], min(left, 0.05))
+                if ready:
+                    try:
+                        if not self.connection.recv(1, socket.MSG_PEEK):
+                            return True  # EOF: the caller gave up on this request
+                    except OSError:
+                        return True
+                    time.sleep(min(left, 0.05))  # bytes of another request: keep waiting
+            return False
+
+        def _stream(self, answer: Answer, request: dict[str, Any]) -> None:
+            events = stream_events(answer.body, request, answer.chunks)
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Connection", "close")  # the body ends with the connection
+            self.end_headers()
+            self.close_connection = True
+            first = True
+            try:
+                for text, is_text in events:
+                    if is_text:
+                        if first:
+                            api.first_chunk_at.append(time.monotonic())
+                            first = False
+                        elif answer.chunk_delay:
+                            time.sleep(answer.chunk_delay)
+                    self.wfile.write(text.encode())
+                    self.wfile.flush()
+            except (BrokenPipeError, ConnectionResetError):
+                with api._lock:
+                    api.closed += 1
+
     return Handler
+
+
+def _split(text: str, pieces: int) -> list[str]:
+    size = max(1, -(-len(text) // max(pieces, 1)))
+    return [text[i : i + size] for i in range(0, len(text), size)] or [""]
+
+
+def _sse(data: Any, event: str | None = None) -> str:
+    head = f"event: {event}\n" if event else ""
+    return head + f"data: {json.dumps(data)}\n\n"
+
+
+def stream_events(body: Any, request: dict[str, Any], chunks: int) -> list[tuple[str, bool]]:
+    """A Chat Completions, Messages or Responses answer as that API's event stream: (event
+    text, whether it carries answer text), the text in `chunks` pieces. A str body is a stream
+    written out already (one that fails or stops short), sent as it is."""
+    if isinstance(body, str):
+        return [(body, False)]
+    if isinstance(body, dict) and body.get("object") == "chat.completion":
+        return _openai_events(body, request, chunks)
+    if isinstance(body, dict) and body.get("type") == "message":
+        return _anthropic_events(body, chunks)
+    if isinstance(body, dict) and body.get("object") == "response":
+        return _responses_events(body, chunks)
+    raise AssertionError(f"the fake API cannot stream {body!r}")
+
+
+def _openai_events(
+    body: dict[str, Any], request: dict[str, Any], chunks: int
+) -> list[tuple[str, bool]]:
+    head = {k: body[k] for k in ("id", "created", "model")}
+    usage_wanted = (request.get("stream_options") or {}).get("include_usage")
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> str:
+        data = {
+            **head,
+            "object": "chat.completion.chunk",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        }
+        return _sse(data)
+
+    message = body["choices"][0]["message"]
+    out = [(chunk({"role": "assistant", "content": ""}), False)]
+    for piece in _split(message.get("content") or "", chunks) if message.get("content") else []:
+        out.append((chunk({"content": piece}), True))
+    for n, call in enumerate(message.get("tool_calls") or []):
+        out.append(
+            (
+                chunk(
+                    {
+                        "tool_calls": [
+                            {
+                                "index": n,
+                                "id": call["id"],
+                                "type": "function",
+                                "function": {
+                                    "name": call["function"]["name"],
+                                    "arguments": call["function"]["arguments"],
+                                },
+                            }
+                        ]
+                    }
+                ),
+                False,
+            )
+        )
+    out.append((chunk({}, body["choices"][0]["finish_reason"]), False))
+    if usage_wanted and body.get("usage"):
+        out.append(
+            (
+                _sse(
+                    {
+                        **head,
+                        "object": "chat.completion.chunk",
+                        "choices": [],
+                        "usage": body["usage"],
+                    }
+                ),
+                False,
+            )
+        )
+    out.append(("data: [DONE]\n\n", False))
+    return out
+
+
+def _anthropic_events(body: dict[str, Any], chunks: int) -> list[tuple[str, bool]]:
+    usage = body["usage"]
+    start = {**body, "content": [], "stop_reason": None, "usage": {**usage, "output_tokens": 0}}
+    out = [(_sse({"type": "message_start", "message": start}, "message_start"), False)]
+    for n, block in enumerate(body["content"]):
+        kind = block["type"]
+        empty = {
+            "text": {"type": "text", "text": ""},
+            "thinking": {"type": "thinking", "thinking": "", "signature": ""},
+        }
+        opening = empty.get(kind, {**block, "input": {}} if kind == "tool_use" else block)
+        out.append(
+            (
+                _sse(
+                    {"type": "content_block_start", "index": n, "content_block": opening},
+                    "content_block_start",
+                ),
+                False,
+            )
+        )
+        if kind == "text":
+            for piece in _split(block["text"], chunks):
+                delta = {"type": "text_delta", "text": piece}
+                out.append(
+                    (
+                        _sse(
+                            {"type": "content_block_delta", "index": n, "delta": delta},
+                            "content_block_delta",
+                        ),
+                        True,
+                    )
+                )
+        elif kind == "thinking":
+            for delta in (
+                {"type": "thinking_delta", "thinking": block["thinking"]},
+                {"type": "signature_delta", "signature": block["signature"]},
+            ):
+                out.append(
+                    (
+                        _sse(
+                            {"type": "content_block_delta", "index": n, "delta": delta},
+                            "content_block_delta",
+                        ),
+                        False,
+                    )
+                )
+        elif kind == "tool_use":
+            delta = {"type": "input_json_delta", "partial_json": json.dumps(block["input"])}
+            out.append(
+                (
+                    _sse(
+                        {"type": "content_block_delta", "index": n, "delta": delta},
+                        "content_block_delta",
+                    ),
+                    False,
+                )
+            )
+        out.append((_sse({"type": "content_block_stop", "index": n}, "content_block_stop"), False))
+    delta = {"stop_reason": body["stop_reason"], "stop_sequence": body.get("stop_sequence")}
+    out.append(
+        (_sse({"type": "message_delta", "delta": delta, "usage": usage}, "message_delta"), False)
+    )
+    out.append((_sse({"type": "message_stop"}, "message_stop"), False))
+    return out
+
+
+def responses_sse(events: list[dict[str, Any]]) -> str:
+    """Responses API events as the stream's text, numbered as OpenAI numbers them."""
+    return "".join(
+        _sse({**event, "sequence_number": n}, event["type"]) for n, event in enumerate(events)
+    )
+
+
+def responses_events(body: dict[str, Any], chunks: int = 2) -> list[dict[str, Any]]:
+    """A `response` object as the Responses API streams it: created, in progress, each output
+    item added, a message's text as deltas, each item done, then the response completed (or
+    incomplete) carrying the whole object."""
+    shell = {**body, "status": "in_progress", "output": [], "usage": None}
+    events: list[dict[str, Any]] = [
+        {"type": "response.created", "response": shell},
+        {"type": "response.in_progress", "response": shell},
+    ]
+    for index, item in enumerate(body["output"]):
+        added = {**item, "content": []} if item["type"] == "message" else item
+        events.append({"type": "response.output_item.added", "output_index": index, "item": added})
+        if item["type"] == "message":
+            text = item["content"][0]["text"]
+            where = {"item_id": item["id"], "output_index": index, "content_index": 0}
+            part = {"type": "output_text", "text": "", "annotations": []}
+            events.append({"type": "response.content_part.added", **where, "part": part})
+            for piece in _split(text, chunks):
+                events.append({"type": "response.output_text.delta", **where, "delta": piece})
+            events.append({"type": "response.output_text.done", **where, "text": text})
+            events.append(
+                {"type": "response.content_part.done", **where, "part": item["content"][0]}
+            )
+        events.append({"type": "response.output_item.done", "output_index": index, "item": item})
+    end = "response.incomplete" if body.get("status") == "incomplete" else "response.completed"
+    events.append({"type": end, "response": body})
+    return events
+
+
+def _responses_events(body: dict[str, Any], chunks: int) -> list[tuple[str, bool]]:
+    return [
+        (_sse({**event, "sequence_number": n}, event["type"]), event["type"].endswith(".delta"))
+        for n, event in enumerate(responses_events(body, chunks))
+    ]
 
 
 @contextmanager

@@ -18,7 +18,7 @@ from sessions_app.providers.openai_chat import OpenAIChatProvider
 from sessions_app.providers.openai_responses import OpenAIResponsesProvider
 from tests.providers.engine_requests import adapted
 from tests.providers.responses_shapes import openai_responses_problems
-from tests.providers.servers import SSE, Answer, FakeAPI, serve, sse
+from tests.providers.servers import Answer, FakeAPI, responses_events, responses_sse, serve
 
 KEY = "sk-test-123"
 REASONING_ITEM = {
@@ -207,34 +207,6 @@ def test_failures_map_as_the_chat_provider_maps_them(
 # --------------------------------------------------------------------------- streaming
 
 
-def _events(*items: dict[str, Any], final: str = "response.completed", **fields: Any) -> list[dict]:
-    """A Responses stream as OpenAI sends it: each item added, its deltas, done; the end."""
-    shell = response(status="in_progress", usage=None)
-    shell["output"] = []
-    events: list[dict] = [
-        {"type": "response.created", "response": shell},
-        {"type": "response.in_progress", "response": shell},
-    ]
-    for index, item in enumerate(items):
-        events.append({"type": "response.output_item.added", "output_index": index, "item": item})
-        if item["type"] == "message":
-            text = item["content"][0]["text"]
-            for delta in (text[:4], text[4:]):
-                events.append(
-                    {
-                        "type": "response.output_text.delta",
-                        "item_id": item["id"],
-                        "output_index": index,
-                        "content_index": 0,
-                        "delta": delta,
-                    }
-                )
-        events.append({"type": "response.output_item.done", "output_index": index, "item": item})
-    status = "incomplete" if final == "response.incomplete" else "completed"
-    events.append({"type": final, "response": response(*items, status=status, **fields)})
-    return [{**e, "sequence_number": n} for n, e in enumerate(events)]
-
-
 def _stream(provider: OpenAIResponsesProvider, body: dict) -> list[Any]:
     async def collect() -> list[Any]:
         return [piece async for piece in provider.astream(body, model="gpt-test")]
@@ -244,13 +216,14 @@ def _stream(provider: OpenAIResponsesProvider, body: dict) -> list[Any]:
 
 def test_the_stream_yields_text_and_each_reasoning_item_then_the_same_reply(api: FakeAPI) -> None:
     whole = _provider(api.url).complete({"input": []}, model="gpt-test")
-    api.answer(200, sse(_events(REASONING_ITEM, MESSAGE_ITEM, CALL_ITEM)), content_type=SSE)
+    # The same response, streamed by the fake API as OpenAI streams one (its text in two).
+    api.answer(200, response(REASONING_ITEM, MESSAGE_ITEM, CALL_ITEM), chunks=2)
     pieces = _stream(_provider(api.url), {"input": []})
     assert api.last.body["stream"] is True
     assert pieces[:3] == [
         ReasoningChunk(whole.thinking[0]),
-        TextChunk("Open"),
-        TextChunk("ing a window."),
+        TextChunk("Opening a"),
+        TextChunk(" window."),
     ]
     last = pieces[-1]
     assert isinstance(last, ModelReply) and len(pieces) == 4
@@ -264,38 +237,35 @@ def test_the_stream_yields_text_and_each_reasoning_item_then_the_same_reply(api:
 
 
 def test_a_stream_whose_end_omits_the_output_is_read_from_its_done_items(api: FakeAPI) -> None:
-    events = _events(
-        MESSAGE_ITEM,
-        final="response.incomplete",
-        incomplete_details={"reason": "max_output_tokens"},
+    cut = response(
+        MESSAGE_ITEM, status="incomplete", incomplete_details={"reason": "max_output_tokens"}
     )
-    events[-1]["response"]["output"] = []
-    api.answer(200, sse(events), content_type=SSE)
+    events = responses_events(cut)
+    events[-1] = {**events[-1], "response": {**cut, "output": []}}
+    api.answer(200, responses_sse(events))
     last = _stream(_provider(api.url), {"input": []})[-1]
     assert (last.text, last.stop_reason) == ("Opening a window.", "length")
 
 
+def _failed_midway() -> str:
+    events = responses_events(response(MESSAGE_ITEM))[:-1]
+    error = {"code": "rate_limit_exceeded", "message": "slow"}
+    events.append({"type": "response.failed", "response": response(status="failed", error=error)})
+    return responses_sse(events)
+
+
 @pytest.mark.parametrize(
-    ("events", "code"),
+    ("body", "code"),
     [
+        (_failed_midway, "provider_rate_limited"),
         (
-            lambda: [
-                *_events(MESSAGE_ITEM)[:-1],
-                {
-                    "type": "response.failed",
-                    "sequence_number": 9,
-                    "response": response(
-                        status="failed", error={"code": "rate_limit_exceeded", "message": "slow"}
-                    ),
-                },
-            ],
-            "provider_rate_limited",
+            lambda: responses_sse(responses_events(response(MESSAGE_ITEM))[:-1]),
+            "provider_response_invalid",
         ),
-        (lambda: _events(MESSAGE_ITEM)[:-1], "provider_response_invalid"),
     ],
 )
-def test_a_stream_that_fails_or_stops_short_is_a_provider_error(api: FakeAPI, events, code) -> None:
-    api.answer(200, sse(events()), content_type=SSE)
+def test_a_stream_that_fails_or_stops_short_is_a_provider_error(api: FakeAPI, body, code) -> None:
+    api.answer(200, body())
     with pytest.raises(ProviderError) as caught:
         _stream(_provider(api.url), {"input": []})
     assert caught.value.code == code

@@ -3,7 +3,7 @@
 The client's state is its system text and tools; the run is the one the request drives;
 the messages are its new ones (user input, tool results, an imported history).
 
-The caller holds the session lock (gateway.py `GatewayCall._open_locked`).
+The caller holds the session lock (`open.open_request`).
 """
 
 from __future__ import annotations
@@ -46,10 +46,11 @@ def client_state_write(session: Session, system: str, tools: list[ClientToolWire
         kv_apply_locked(session, writes)
 
 
-def run_for(session: Session, outcome: Proceed) -> Run:
+def run_for(session: Session, outcome: Proceed, *, client_api: str, client_agent: str) -> Run:
     """The run this request drives, claimed for it (a short lease, renewed while it waits
     on the model): a new run for new user input, else the session's current run (which
-    a client's tool result answers, or whose turn failed and runs again)."""
+    a client's tool result answers, or whose turn failed and runs again). The run says which
+    client API and client (User-Agent) drive it."""
     current = session.current_run
     answers_current = any(i.role == ROLE_TOOL for i in outcome.new) or not outcome.new
     if current is not None and answers_current and not outcome.importing:
@@ -67,6 +68,8 @@ def run_for(session: Session, outcome: Proceed) -> Run:
         run = Run(session=session)
     run.status = Run.Status.RUNNING
     run.via_gateway = True
+    run.client_api = client_api
+    run.client_agent = client_agent
     run.error = None
     run.finished_at = None
     run.lease_until = timezone.now() + timedelta(seconds=settings.GATEWAY_LEASE_SECONDS)

@@ -1,9 +1,9 @@
-"""Routes of the gateway (contract §14): base URLs `…/gateway/openai/v1` and
-`…/gateway/anthropic`."""
+"""Routes of the gateway (contract §14, §21): base URLs `…/gateway/openai/v1` and
+`…/gateway/anthropic` (with or without its `/v1`)."""
 
 from django.urls import path, re_path
 
-from sessions_app import gateway_views as views
+from sessions_app.gateway import views
 
 urlpatterns = [
     path("openai/v1/chat/completions", views.openai_chat_completions, name="gateway-openai-chat"),

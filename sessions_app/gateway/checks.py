@@ -1,15 +1,11 @@
 """What a gateway request must be before it drives a session (contract §14).
 
-Its hash (for Idempotency-Key), its tools, its system text, a runnable model, and a session
-no live driver holds.
+Its tools, its system text, a runnable model, and a session no live driver holds.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 from datetime import timedelta
-from typing import Any
 
 from django.utils import timezone
 
@@ -35,12 +31,6 @@ IDEMPOTENCY_WINDOW = timedelta(hours=24)
 # What a client waits before retrying a busy session or a failed upstream call.
 RETRY_AFTER_SECONDS = 1
 ACTIVE = (Run.Status.QUEUED, Run.Status.RUNNING)
-
-
-def request_hash(body: Any) -> str:
-    """The identity of a request body for Idempotency-Key checks (key order does not count)."""
-    text = json.dumps(body, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def client_tools(request: GatewayRequest) -> list[ClientToolWire]:

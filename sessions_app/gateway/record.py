@@ -1,0 +1,174 @@
+"""A gateway request's record (contract §14): its `GatewayExchange` row, its counter, its line.
+
+`ExchangeRecord` is the request's collaborator from its first byte to its last: it knows the
+request's id, path, client API and timings, and which row is its own. Every answer is
+counted once, when the request ends (`done`): refusals, replays, failures after a stream
+began, unknown paths, refused keys (their rows name no Application).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any
+from uuid import UUID
+
+from django.db import connection, transaction
+from django.utils import timezone
+
+from agents.models import Application
+from contextproto import metrics
+from contextproto.errors import ApplicationError
+from sessions_app.gateway.events import Finished
+from sessions_app.models import GatewayExchange
+
+logger = logging.getLogger("contextproto.gateway")
+
+OK = "ok"  # the code of an answer that is not an error, in the counter and the log line
+
+
+@dataclass
+class ExchangeRecord:
+    """What the gateway records of one request (module docstring)."""
+
+    api: str
+    path: str
+    request_id: str
+    user_agent: str = ""
+    started: float = field(default_factory=time.monotonic)
+    application: Application | None = None
+    session_id: UUID | None = None
+    # The request's own row, once written (in the commit that opens the request).
+    exchange_id: UUID | None = None
+    upstream_ms: int = 0
+    turns: int = 0
+    streamed: bool = False
+    replayed: bool = False
+    _done: bool = False
+
+    def elapsed_ms(self) -> int:
+        return round((time.monotonic() - self.started) * 1000)
+
+    def gateway_ms(self) -> int:
+        """Time spent in the gateway outside its upstream calls, so far."""
+        return max(self.elapsed_ms() - self.upstream_ms, 0)
+
+    def _base(self) -> dict[str, Any]:
+        return {
+            "application": self.application,
+            "session_id": self.session_id,
+            "client_format": self.api,
+            "request_id": self.request_id,
+            "path": self.path[:200],
+            "user_agent": self.user_agent,
+            "streamed": self.streamed,
+        }
+
+    def opened(self, *, request_hash: str, idempotency_key: str | None) -> GatewayExchange:
+        """The request's row, `running`, written in the caller's transaction (the one that
+        opens the request): an identical request arriving meanwhile finds it."""
+        row = GatewayExchange.objects.create(
+            **self._base(), request_hash=request_hash, idempotency_key=idempotency_key
+        )
+        self.exchange_id = row.id
+        return row
+
+    def reply_fields(self, **fields: Any) -> dict[str, Any]:
+        """The row's fields once the reply is known (the caller writes them in the turn's
+        commit, so the stored reply and the answer it is made of commit together)."""
+        return {
+            **fields,
+            "status": GatewayExchange.Status.REPLIED,
+            "http_status": 200,
+            "finished_at": timezone.now(),
+            "upstream_ms": self.upstream_ms,
+            "gateway_ms": self.gateway_ms(),
+        }
+
+    def write_reply(self, **fields: Any) -> None:
+        """Write the reply to the request's row (in the caller's transaction)."""
+        assert self.exchange_id is not None, "a request that replies was opened"
+        GatewayExchange.objects.filter(pk=self.exchange_id).update(**self.reply_fields(**fields))
+
+    def replay(self, finished: Finished, *, request_hash: str, idempotency_key: str | None) -> None:
+        """A request answered from a stored reply: a row of its own (counted, no turns), with
+        the reply it sent, so its Idempotency-Key answers the same again."""
+        self.replayed = True
+        with transaction.atomic():
+            _async_commit()
+            row = GatewayExchange.objects.create(
+                **self._base(),
+                status=GatewayExchange.Status.REPLIED,
+                request_hash=request_hash,
+                idempotency_key=idempotency_key,
+                http_status=200,
+                replayed=True,
+                reply=finished.reply.to_json(),
+                reply_body=finished.body,
+                reply_headers=finished.headers,
+                finished_at=timezone.now(),
+                gateway_ms=self.elapsed_ms(),
+            )
+        self.exchange_id = row.id
+
+    def failed(self, error: ApplicationError, request_hash: str = "") -> None:
+        """Record a refused or failed request: its own row, or a new one (its own commit)."""
+        fields = {
+            "status": GatewayExchange.Status.FAILED,
+            "http_status": error.status,
+            "error_code": error.code,
+            "finished_at": timezone.now(),
+            "upstream_ms": self.upstream_ms,
+            "gateway_ms": self.gateway_ms(),
+        }
+        with transaction.atomic():
+            # Nothing else commits with it: it need not wait for the disk.
+            _async_commit()
+            if self.exchange_id is not None:
+                updated = GatewayExchange.objects.filter(pk=self.exchange_id).update(
+                    **fields, idempotency_key=None
+                )
+                if updated:
+                    return
+            row = GatewayExchange.objects.create(
+                **self._base(), request_hash=request_hash, **fields
+            )
+            self.exchange_id = row.id
+
+    def done(self, status: int, code: str = OK) -> None:
+        """Count the answer and write its log line, once (the request has ended)."""
+        if self._done:
+            return
+        self._done = True
+        served = self.application is not None
+        metrics.gateway_request(
+            self.api, status, code, self.gateway_ms() / 1000 if served else None
+        )
+        line = {
+            "requestId": self.request_id,
+            "api": self.api,
+            "path": self.path,
+            "status": status,
+            "code": code,
+            "application": str(self.application.pk) if self.application is not None else None,
+            "session": str(self.session_id) if self.session_id is not None else None,
+            "turns": self.turns,
+            "ms": self.elapsed_ms(),
+            "gatewayMs": self.gateway_ms(),
+            "upstreamMs": self.upstream_ms,
+            "replayed": self.replayed or None,
+            "streamed": self.streamed or None,
+        }
+        logger.log(
+            logging.WARNING if status >= 500 else logging.INFO,
+            " ".join(f"{k}={v}" for k, v in line.items() if v is not None),
+            extra={"gateway": line},
+        )
+
+
+def _async_commit() -> None:
+    """Let the current PostgreSQL transaction commit without waiting for its WAL flush."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SET LOCAL synchronous_commit TO OFF")
