@@ -7,14 +7,16 @@ from __future__ import annotations
 import pytest
 from openai.types.responses import CompactedResponse, Response, ResponseFailedEvent
 
+from contextproto.protocol.catalog import PROTOCOL_TOOL_NAMES
 from contextproto.protocol.gateway.responses_render import (
     compacted_response,
     input_items_page,
     render_reply,
 )
 from contextproto.protocol.gateway.responses_wire import ResponsesWire, parse_request
-from contextproto.protocol.gateway.transcript import Call, Item
+from contextproto.protocol.gateway.transcript import Call, Item, reply_of
 from contextproto.protocol.gateway.wire import Reply, Usage, WireError
+from contextproto.protocol.messages import RawMessage
 from tests.protocol.responses_client import (
     accumulate,
     client,
@@ -96,6 +98,7 @@ SCENARIOS = {
         ),
     ),
     "text the stream was not shown": ([], [], [], _reply(reasoning=())),
+    "nothing shown, the log's order": ([], [], [], _reply(message_at=1)),
     "reasoning the stream was not shown": ([], ["Let me check.\n\nIt costs 9000."], [], _reply()),
     "a compaction answer": ([], [], [], _reply(text="", reasoning=(), compaction="cpx1.a.b")),
 }
@@ -321,3 +324,59 @@ def test_input_tokens_count_parses_the_token_count() -> None:
         model="helper@1", input="hi"
     )
     assert counted.input_tokens == 812 and counted.object == "response.input_tokens"
+
+
+def test_a_reply_read_off_the_log_is_the_object_its_stream_ended_with() -> None:
+    # A request whose first answer reasoned, wrote text and called a protocol tool, and whose
+    # second answer reasoned and wrote text: the turn loop streams each answer's reasoning,
+    # then its text; the reply the pipeline stores is read off the log.
+    log = [
+        RawMessage(id="m1", index=1, window_id="main", role="user", kind="input", content="q"),
+        RawMessage(
+            id="m2",
+            index=2,
+            window_id="main",
+            role="assistant",
+            kind="tool_call",
+            content=[FIRST, {"type": "text", "text": "Let me check."}],
+            tool_call_id="p1",
+            tool_name="context_task_memory_set",
+            arguments={},
+            snapshot_id="s",
+        ),
+        RawMessage(
+            id="m3",
+            index=3,
+            window_id="main",
+            role="tool",
+            kind="tool_result",
+            content="{}",
+            tool_call_id="p1",
+            tool_name="context_task_memory_set",
+            snapshot_id="s",
+        ),
+        RawMessage(
+            id="m4",
+            index=4,
+            window_id="main",
+            role="assistant",
+            kind="text",
+            content=[LATER, {"type": "text", "text": "It costs 9000."}],
+            snapshot_id="s",
+        ),
+    ]
+    item = reply_of(log[1:], PROTOCOL_TOOL_NAMES, {"p1"})
+    assert item is not None and item.message_at == 1
+    stored = _reply(reasoning=item.reasoning, message_at=item.message_at)
+    request = parse_request(REQUEST)
+    encoder = ResponsesWire.encoder(request, reply_id=REPLY_ID, created=1, model="gpt-test")
+    text = encoder.start(Usage()) + encoder.reasoning(FIRST) + encoder.text("Let me check.")
+    text += encoder.text("\n\n") + encoder.reasoning(LATER) + encoder.text("It costs 9000.")
+    assert encoder.final(stored) == stored
+    state, _fired = accumulate(text + encoder.finish(stored))
+    assert state._completed_response.to_dict() == parsed(render_reply(stored, request))
+    assert [o.type for o in state._completed_response.output] == [
+        "reasoning",
+        "message",
+        "reasoning",
+    ]

@@ -68,14 +68,22 @@ class _Reply:
     texts: list[str] = field(default_factory=list)
     calls: list[Call] = field(default_factory=list)
     reasoning: list[dict[str, Any]] = field(default_factory=list)
+    message_at: int | None = None  # reasoning items before the first text
+
+    def text(self, text: str) -> None:
+        if text and self.message_at is None:
+            self.message_at = len(self.reasoning)
+        self.texts.append(text)
 
     def item(self) -> Item:
+        before = self.message_at
         return Item(
             role=ROLE_ASSISTANT,
             content=ANSWER_SEPARATOR.join(t for t in self.texts if t),
             calls=tuple(self.calls),
             position=self.position,
             reasoning=tuple(self.reasoning),
+            message_at=before if before is not None and before < len(self.reasoning) else None,
         )
 
 
@@ -183,7 +191,7 @@ def _message(item: Mapping[str, Any], where: str, position: int, read: ReadInput
     elif role == ROLE_USER:
         read.add(Item(role=ROLE_USER, content=_user_content(content, where), position=position))
     elif role == ROLE_ASSISTANT:
-        read.replying(position).texts.append(_text_only(content, f"{where}.content"))
+        read.replying(position).text(_text_only(content, f"{where}.content"))
     else:
         raise WireError(
             INVALID_REQUEST,

@@ -10,8 +10,10 @@ after the start is `response.failed`. Every event has `type` and an increasing
 `sequence_number`; items go out one at a time.
 
 Text streams as it arrives. A reasoning item that arrives while the message is open (a later
-answer's, after a protocol call) cannot precede the message any more: it follows it, and
-`final` records where the message stood so the stored reply renders the same `output`.
+answer's, after a protocol call) cannot precede the message any more: it follows it. A reply
+read off the log says the same (`Reply.message_at`: the reasoning of the answers through the
+first that wrote text comes first), so the stored reply renders the `output` the stream ended
+with; `final` gives the stream's order where a stream was shown its items otherwise.
 """
 
 from __future__ import annotations
@@ -194,13 +196,23 @@ class ResponsesStream:
 
     # ------------------------------------------------------------------ the end
 
+    def _before_message(self, reply: Reply) -> int:
+        """How many of the reply's reasoning items this stream puts before its message: the
+        ones it sent before the text began; when the text has not begun, as many as the reply
+        says (its `message_at`, which the log gives: reasoning precedes its answer's text)."""
+        if self.message_index is not None:
+            return self.reasoning_sent
+        split = len(reply.reasoning) if reply.message_at is None else reply.message_at
+        return max(self.reasoning_sent, split)
+
     def final(self, reply: Reply) -> Reply:
-        """`reply` with the message where this stream puts it: after the reasoning items that
-        went out before its text began (all of them when the text came first or last)."""
-        opens = self.message_index is not None or bool(reply.text)
-        if not opens or self.reasoning_sent >= len(reply.reasoning):
+        """`reply` with the message where this stream puts it. A reply read off the log already
+        says so whenever each answer's reasoning reached the stream before its text (a
+        Responses upstream's always does): then this is `reply` itself."""
+        before = self._before_message(reply)
+        if not reply.text or before >= len(reply.reasoning):
             return replace(reply, message_at=None)
-        return replace(reply, message_at=self.reasoning_sent)
+        return replace(reply, message_at=before)
 
     def finish(self, reply: Reply) -> str:
         reply = self.final(reply)
@@ -209,6 +221,11 @@ class ResponsesStream:
             out += self._compaction_events(reply.compaction)
         else:
             if reply.text and self.message_index is None:
+                # Reasoning the stream was not shown that precedes the text, then the text.
+                before = self._before_message(reply)
+                for shown in reply.reasoning[self.reasoning_sent : before]:
+                    out += self._reasoning_events(shown)
+                self.reasoning_sent = before
                 out += self.text(reply.text)
             elif reply.text.startswith(self.streamed) and len(reply.text) > len(self.streamed):
                 out += self.text(reply.text[len(self.streamed) :])

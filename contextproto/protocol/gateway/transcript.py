@@ -141,7 +141,8 @@ class Item:
     of its first message (an item read off the log). `reasoning`: a reply's OpenAI reasoning
     items (content parts `{"type": "reasoning", "id", "summary", …}`), the ones its answers
     stored or the ones a Responses client sent before it; they belong to the reply and do not
-    enter its `key` (a client that leaves them out resends the same reply).
+    enter its `key` (a client that leaves them out resends the same reply). `message_at`: how
+    many of them come before the reply's text in a Responses `output` (None: all of them).
     """
 
     role: Role
@@ -151,6 +152,7 @@ class Item:
     is_error: bool = False
     position: int = 0
     reasoning: tuple[dict[str, Any], ...] = ()
+    message_at: int | None = None
     key: tuple[Any, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -268,12 +270,21 @@ def reply_of(
         for m in answer
         if handed(m)
     )
+    # A Responses answer's reasoning precedes its text: the reasoning of the answers through
+    # the first one that wrote text comes before the reply's message, the later ones after it.
+    reasoning: list[dict[str, Any]] = []
+    message_at: int | None = None
+    for answer in answers:
+        reasoning.extend(reasoning_of(m.content for m in answer))
+        if message_at is None and any(text_of(m.content) for m in answer):
+            message_at = len(reasoning)
     return Item(
         role=ROLE_ASSISTANT,
         content=ANSWER_SEPARATOR.join(t for t in texts if t),
         calls=calls,
         position=answers[0][0].index,
-        reasoning=reasoning_of(m.content for answer in answers for m in answer),
+        reasoning=tuple(reasoning),
+        message_at=message_at if message_at is not None and message_at < len(reasoning) else None,
     )
 
 
