@@ -8,6 +8,7 @@ import json
 import pytest
 from openai.types.responses import Response
 
+from contextproto.protocol import host_tools
 from contextproto.protocol.custom_tools import CUSTOM_INPUT_SCHEMA
 from contextproto.protocol.gateway.responses_render import output_item_id, render_reply
 from contextproto.protocol.gateway.responses_wire import ResponsesWire, parse_request
@@ -138,6 +139,10 @@ def test_a_codex_request_reads_onto_the_transcript() -> None:
     assert (
         patch.to_wire()["kind"] == "custom" and patch.to_wire()["format"] == APPLY_PATCH["format"]
     )
+    # The schema is one the gateway's schema check takes; a call's text is its one argument.
+    assert host_tools.input_schema_problem(patch.input_schema) is None
+    assert host_tools.arguments_problem(patch.input_schema, {"input": "*** Begin Patch"}) is None
+    assert host_tools.arguments_problem(patch.input_schema, {"input": 3}) is not None
     # The hosted tool is forwarded (to a Responses upstream), its call item in the input not.
     assert request.parameters.hosted_tools == (
         {"type": "web_search", "external_web_access": False},
