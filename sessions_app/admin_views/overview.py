@@ -88,6 +88,10 @@ class OverviewPages(BrowserPages):
             if KEY_CURRENT_WINDOW_ENTRY in kv
             else None,
             runs=[(run, by_run.get(run.id)) for run in runs],
+            gateway_run=next((run for run in runs if run.via_gateway), None),
+            gateway_api=presenters.client_api_title(
+                next((run.client_api for run in runs if run.via_gateway), "")
+            ),
             usage=session_usage(session),
             window_count=window_count,
             fold_count=fold_count,

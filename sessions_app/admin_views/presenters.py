@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from contextproto.protocol.gateway.wires import wire_for
 from contextproto.protocol.messages import RawMessage
 from sessions_app import charts
 from sessions_app.admin_views.common import RAW_INLINE_LIMIT, content_text, pretty, preview, url
@@ -109,3 +110,11 @@ def _position(after: list[bool]) -> float:
         if hit:
             return max(i - 0.5, 0)
     return len(after) - 0.5 if len(after) > 1 else 0
+
+
+def client_api_title(client_api: str) -> str:
+    """The client API a gateway run or request came through, as operators read it."""
+    try:
+        return wire_for(client_api).title
+    except (KeyError, ValueError):
+        return client_api or "unknown"

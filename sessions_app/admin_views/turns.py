@@ -27,6 +27,7 @@ from django.utils.dateparse import parse_datetime
 
 from contextproto.pagination import split_page
 from contextproto.protocol.messages import KIND_TOOL_CALL, KIND_TOOL_RESULT, RawMessage
+from sessions_app.admin_views import presenters
 from sessions_app.admin_views.common import (
     SNAPSHOT_HEAVY_FIELDS,
     pretty,
@@ -152,6 +153,7 @@ class Turn:
 class Timeline:
     run: Run
     host_driven: bool
+    client_api: str  # the client API of a gateway-driven run, as operators read it
     inputs: list[RawMessage]
     turns: list[Turn]
     more: bool
@@ -249,6 +251,7 @@ def run_timeline(
     return Timeline(
         run=run,
         host_driven=session.agent_version.model_provider == "external",
+        client_api=presenters.client_api_title(run.client_api) if run.via_gateway else "",
         inputs=inputs + head,
         turns=turns,
         more=more,

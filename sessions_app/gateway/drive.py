@@ -144,6 +144,7 @@ async def drive(opened: Opened, record: ExchangeRecord) -> AsyncGenerator[Event,
     )
     stream = incoming.request.stream
     timeout = upstream_timeout(version)
+    ended = False
     try:
         step = await in_thread(next, turns, None)
         while step is not None:
@@ -197,6 +198,7 @@ async def drive(opened: Opened, record: ExchangeRecord) -> AsyncGenerator[Event,
                 {"runId": run.id.hex, "turns": run.turns},
             )
         assert progress.finished is not None, "a run that ended had its final turn"
+        ended = True  # the reply is stored: closing the events now changes nothing
         yield progress.finished
     except ProviderError as exc:
         error = upstream_error(exc, version, incoming.upstream_key)
@@ -206,6 +208,8 @@ async def drive(opened: Opened, record: ExchangeRecord) -> AsyncGenerator[Event,
         await in_thread(_close_and_fail, turns, run, exc)
         raise
     except BaseException as exc:
+        if ended:
+            raise
         # The client went away (the task is cancelled, or the stream closed) or a defect.
         gone = not isinstance(exc, Exception)
         reason = ApplicationError(

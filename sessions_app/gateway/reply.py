@@ -22,7 +22,6 @@ from contextproto.protocol.gateway.wire import (
     Usage,
     dumps,
 )
-from contextproto.protocol.gateway.wires import wire_for
 from contextproto.protocol.messages import KIND_TOOL_RESULT, RawMessage
 from sessions_app.gateway.events import Finished
 from sessions_app.models import GatewayExchange
@@ -71,9 +70,9 @@ def stored_reply(exchange: GatewayExchange, wire: ClientWire, request: GatewayRe
     """The stored reply of `exchange` again (a retry, a reused key): byte for byte, unless the
     retry speaks another client API (then rendered in its wire from the stored reply)."""
     reply = Reply.from_json(exchange.reply or {})
-    body = exchange.reply_body
-    if wire_for(exchange.client_format) is not wire:
-        body = render(wire, reply, request)
+    # The body as sent, in the wire it was sent in; another wire renders the stored reply.
+    sent = {exchange.client_format: exchange.reply_body}
+    body = sent.get(wire.format) or render(wire, reply, request)
     headers = {**(exchange.reply_headers or {}), TURNS_HEADER: "0"}
     return Finished(reply=reply, body=body, headers=headers, replayed=True)
 

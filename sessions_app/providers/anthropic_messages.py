@@ -106,6 +106,14 @@ def _usage(usage_raw: Mapping[str, Any]) -> dict[str, Any]:
     return usage
 
 
+def _message_json(message: object) -> dict[str, Any]:
+    """The message as JSON; the SDK hands back the text of a body that is not JSON (an HTML
+    error page with a 200) instead of raising."""
+    if not isinstance(message, anthropic.types.Message):
+        raise ValueError(f"a {type(message).__name__} body, not a message")
+    return message.to_dict(mode="json")
+
+
 def parse_message(raw: dict[str, Any], request: dict) -> ModelReply:
     """Read the content blocks and usage of a Messages response body."""
     blocks = raw.get("content")
@@ -202,7 +210,7 @@ class AnthropicMessagesProvider:
             # An SDK client per call (key, base URL, timeout) over the process's shared HTTP
             # client; not closed, since closing it would close the shared one.
             client = anthropic.Anthropic(**self._client_args(), http_client=HTTP.get())
-            raw = client.messages.create(**kwargs).to_dict(mode="json")
+            raw = _message_json(client.messages.create(**kwargs))
         except anthropic.AnthropicError as exc:
             raise map_error(exc) from exc
         except (ValueError, httpx.HTTPError) as exc:  # a body that is not the API's JSON
@@ -213,7 +221,7 @@ class AnthropicMessagesProvider:
         kwargs = self._kwargs(request, model, None)
         try:
             client = anthropic.AsyncAnthropic(**self._client_args(), http_client=ASYNC_HTTP.get())
-            raw = (await client.messages.create(**kwargs)).to_dict(mode="json")
+            raw = _message_json(await client.messages.create(**kwargs))
         except anthropic.AnthropicError as exc:
             raise map_error(exc) from exc
         except (ValueError, httpx.HTTPError) as exc:

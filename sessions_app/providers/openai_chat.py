@@ -88,6 +88,14 @@ def map_error(exc: openai.OpenAIError) -> ProviderError:
     return ProviderError(PROVIDER_NOT_CONFIGURED, f"{LABEL}: {exc}")
 
 
+def _completion_json(completion: object) -> dict[str, Any]:
+    """The completion as JSON; the SDK hands back the text of a body that is not JSON (an
+    HTML error page with a 200) instead of raising."""
+    if not isinstance(completion, ChatCompletion):
+        raise ValueError(f"a {type(completion).__name__} body, not a chat.completion")
+    return completion.to_dict(mode="json")
+
+
 def parse_completion(raw: dict[str, Any], request: dict) -> ModelReply:
     """Read `choices[0].message` and `usage` of a chat.completion body."""
     choices = raw.get("choices")
@@ -209,7 +217,7 @@ class OpenAIChatProvider:
             completion = client.post(
                 "/chat/completions", cast_to=ChatCompletion, body=body, options=self._options()
             )
-            raw = completion.to_dict(mode="json")
+            raw = _completion_json(completion)
         except openai.OpenAIError as exc:
             raise map_error(exc) from exc
         except (ValueError, httpx.HTTPError) as exc:  # a body that is not the API's JSON
@@ -223,7 +231,7 @@ class OpenAIChatProvider:
             completion = await client.post(
                 "/chat/completions", cast_to=ChatCompletion, body=body, options=self._options()
             )
-            raw = completion.to_dict(mode="json")
+            raw = _completion_json(completion)
         except openai.OpenAIError as exc:
             raise map_error(exc) from exc
         except (ValueError, httpx.HTTPError) as exc:

@@ -89,9 +89,22 @@ class VersionCost:
 
 
 @dataclass(frozen=True)
+class GatewayAnswers:
+    """Gateway answers of one client API, status and code (`ok` for a reply) (contract §14)."""
+
+    api: str
+    status: int | None
+    code: str
+    hour: int
+    day: int
+
+
+@dataclass(frozen=True)
 class GatewayActivity:
     """Gateway requests (contract §14) of the last hour and day: all, refused or failed (a 4xx or
-    5xx answer), answered from a stored reply."""
+    5xx answer), answered from a stored reply; and the day's answers by client API, status and
+    code (refused keys and unknown paths under /gateway/ included, for those who see every
+    Application)."""
 
     requests_hour: int
     requests_day: int
@@ -99,6 +112,7 @@ class GatewayActivity:
     errors_day: int
     replays_hour: int
     replays_day: int
+    answers: tuple[GatewayAnswers, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -239,8 +253,12 @@ def costs_today(scope: Scope, at: Moments) -> list[VersionCost]:
     return costs[:VERSIONS_LISTED]
 
 
+GATEWAY_ANSWERS_LISTED = 12
+
+
 def gateway_activity(scope: Scope, at: Moments) -> GatewayActivity:
-    """Gateway requests of the last hour and day, their errors and replays (one query)."""
+    """Gateway requests of the last hour and day, their errors and replays, and the day's
+    answers by client API, status and code (two queries)."""
     recent = _scoped(
         GatewayExchange.objects.filter(created_at__gte=at.day), scope, "application_id"
     )
@@ -255,7 +273,22 @@ def gateway_activity(scope: Scope, at: Moments) -> GatewayActivity:
         replays_hour=Count("pk", filter=hour & replay),
         replays_day=Count("pk", filter=replay),
     )
-    return GatewayActivity(**row)
+    kinds = (
+        recent.values("client_format", "http_status", "error_code")
+        .annotate(hour=Count("pk", filter=hour), day=Count("pk"))
+        .order_by("-day", "client_format", "http_status", "error_code")[:GATEWAY_ANSWERS_LISTED]
+    )
+    answers = tuple(
+        GatewayAnswers(
+            api=k["client_format"],
+            status=k["http_status"],
+            code=k["error_code"] or "ok",
+            hour=k["hour"],
+            day=k["day"],
+        )
+        for k in kinds
+    )
+    return GatewayActivity(**row, answers=answers)
 
 
 def latest_sessions(scope: Scope) -> list[Session]:
@@ -278,7 +311,7 @@ def latest_sessions(scope: Scope) -> list[Session]:
 
 
 def dashboard(user: Any, now: datetime | None = None) -> Dashboard:
-    """Everything the dashboard shows for `user`: at most eleven queries (ten for a
+    """Everything the dashboard shows for `user`: at most twelve queries (eleven for a
     superuser), whatever the data."""
     scope = member_scope(user)
     at = Moments.at(now)

@@ -29,7 +29,7 @@ from sessions_app.reads import console as console_reads
 from tests.builders.bulk import bulk_console_data
 
 PRICES = {"input": 3, "cacheRead": 0.3, "cacheWrite": 3.75, "output": 15}
-DASHBOARD_MAX_QUERIES = 16  # login session, user, the dashboard's eleven reads, app list
+DASHBOARD_MAX_QUERIES = 17  # login session, user, the dashboard's twelve reads, app list
 
 
 def _session(version, key: str, age: timedelta) -> Session:
@@ -295,6 +295,11 @@ def test_the_dashboard_counts_gateway_requests_and_links_the_latest_sessions(
     page = admin_client.get("/admin/").content.decode()
     cells = dict(re.findall(r'data-gateway="(\w+)">(\d+)<', page))
     assert cells == {"requests": "3", "errors": "1", "replays": "1"}
+    # The day's answers by client API, status and code.
+    answers = re.findall(
+        r'<tr class="gateway-answer"><td>(\w+)</td><td class="num">(\d+)</td>', page
+    )
+    assert sorted(answers) == [("openai", "200"), ("openai", "409"), ("openai", "502")]
     rows = re.findall(r'<tr class="latest-session">(.*?)</tr>', page, re.S)
     assert len(rows) == 2
     assert "/browse/" in rows[0] and str(via_gateway.pk)[:8] in rows[0]

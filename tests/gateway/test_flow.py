@@ -306,3 +306,34 @@ def test_client_system_text_and_tools_commit_one_revision_only_when_they_change(
     assert stored["gateway/system"] == "Be brief."
     assert stored["gateway/tools"] == []
     assert "gateway/tool/lookup" not in stored
+
+
+def test_refusals_and_unknown_paths_are_counted_and_recorded_with_a_log_line(
+    gateway, scripted, caplog
+):
+    """Every answer under /gateway/ is counted by client API, status and code and has a row
+    and a log line: a refused key, an unknown path (with and without a known key)."""
+
+    def sample(**labels: str) -> float:
+        return REGISTRY.get_sample_value("contextproto_gateway_requests_total", labels) or 0.0
+
+    unknown = {"format": "openai", "status": "404", "code": "not_found"}
+    refused = {"format": "anthropic", "status": "401", "code": "not_authenticated"}
+    before = sample(**unknown), sample(**refused)
+    caplog.set_level("INFO", logger="contextproto.gateway")
+    assert gateway.post("/gateway/openai/v1/nothing", {}).status_code == 404
+    bad_key = gateway.post("/gateway/anthropic/v1/messages", {}, key="cp_nobody")
+    assert bad_key.status_code == 401
+    assert bad_key.json()["error"]["type"] == "authentication_error"
+    assert (sample(**unknown), sample(**refused)) == (before[0] + 1, before[1] + 1)
+    rows = list(
+        GatewayExchange.objects.order_by("created_at").values_list(
+            "application_id", "path", "http_status", "error_code"
+        )
+    )
+    assert rows[-2][1:] == ("/gateway/openai/v1/nothing", 404, "not_found")
+    assert rows[-2][0] is not None  # the key was known
+    assert rows[-1] == (None, "/gateway/anthropic/v1/messages", 401, "not_authenticated")
+    lines = [r.getMessage() for r in caplog.records if r.name == "contextproto.gateway"]
+    assert any("status=404" in line and "code=not_found" in line for line in lines)
+    assert any("status=401" in line and "requestId=" in line for line in lines)

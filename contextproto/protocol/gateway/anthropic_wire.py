@@ -513,6 +513,7 @@ class MessagesWire:
     """Anthropic Messages as a `ClientWire` (contract §14)."""
 
     format = ClientFormat.ANTHROPIC
+    title = "Anthropic Messages"
     reply_id_prefix = "msg_"
 
     @staticmethod

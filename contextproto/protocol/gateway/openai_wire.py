@@ -429,6 +429,7 @@ class ChatCompletionsWire:
     """Chat Completions as a `ClientWire` (contract §14)."""
 
     format = ClientFormat.OPENAI
+    title = "OpenAI Chat Completions"
     reply_id_prefix = "chatcmpl-"
 
     @staticmethod

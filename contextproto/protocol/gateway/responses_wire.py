@@ -291,6 +291,7 @@ class ResponsesWire:
     """The Responses API as a `ClientWire` (contract §21)."""
 
     format = ClientFormat.RESPONSES
+    title = "OpenAI Responses"
     reply_id_prefix = "resp_"
 
     @staticmethod

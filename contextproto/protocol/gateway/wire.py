@@ -330,6 +330,7 @@ class ClientWire(Protocol):
     """
 
     format: ClientFormat
+    title: str  # what operators read: "OpenAI Chat Completions"
     reply_id_prefix: str  # "chatcmpl-", "msg_", "resp_": a reply's id is prefix + 32 hex
 
     def parse(self, body: Any) -> GatewayRequest:
