@@ -248,9 +248,10 @@ def _sse(data: Any, event: str | None = None) -> str:
 
 def stream_events(body: Any, request: dict[str, Any], chunks: int) -> list[tuple[str, bool]]:
     """A Chat Completions, Messages or Responses answer as that API's event stream: (event
-    text, whether it carries answer text), the text in `chunks` pieces. A str body is a stream
-    written out already (one that fails or stops short), sent as it is."""
-    if isinstance(body, str):
+    text, whether it carries answer text), the text in `chunks` pieces. A str body that is
+    Server-Sent Events already (`responses_sse`: a stream that fails or stops short) is sent as
+    it is; any other str cannot be streamed (the connection drops, as a broken upstream's)."""
+    if isinstance(body, str) and body.startswith("event: "):
         return [(body, False)]
     if isinstance(body, dict) and body.get("object") == "chat.completion":
         return _openai_events(body, request, chunks)
