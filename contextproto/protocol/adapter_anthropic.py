@@ -23,6 +23,7 @@ from contextproto.protocol.adapter_base import (
     _text_of,
 )
 from contextproto.protocol.content_parts import is_image_part, is_text_part, is_thinking_part
+from contextproto.protocol.custom_tools import described, is_custom
 from contextproto.protocol.messages import (
     ANSWER_KINDS,
     KIND_TOOL_CALL,
@@ -321,7 +322,8 @@ def _adapt_anthropic(
         body["tools"] = [
             {
                 "name": t["name"],
-                "description": t.get("description", ""),
+                # A custom tool is its one-string-argument form; the description says so.
+                "description": described(t) if is_custom(t) else t.get("description", ""),
                 "input_schema": t.get("inputSchema") or {"type": "object"},
             }
             for t in tools

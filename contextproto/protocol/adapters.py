@@ -28,7 +28,9 @@ carries tools asks for one tool call per answer, the same way every turn: OpenAI
 messages).
 
 The modules: adapter_base.py (the wire formats, the adapted request), this one (openai-chat and
-`adapt`, the entry point, which also names what the others define), adapter_anthropic.py.
+`adapt`, the entry point, which also names what the others define), adapter_anthropic.py,
+responses_adapter.py (openai-responses: the only adapter that sends OpenAI reasoning items
+back, with their encrypted content).
 
 Byte-stable prefixes: when a turn only appends raw messages to an unchanged state, each
 body equals the previous turn's up to the first appended message (markers aside): tools
@@ -42,19 +44,30 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from contextproto.protocol import errors
+from contextproto.protocol import errors, responses_adapter
 from contextproto.protocol.adapter_anthropic import _adapt_anthropic
 from contextproto.protocol.adapter_base import (
+    OPENAI_APIS,
+    OPENAI_PARALLEL_TOOL_CALLS,
     PROVIDER_ANTHROPIC_MESSAGES,
     PROVIDER_NEUTRAL,
     PROVIDER_OPENAI_CHAT,
+    PROVIDER_OPENAI_RESPONSES,
     PROVIDERS,
     ROLE_SYSTEM,
     AdaptedRequest,
     WireFormat,
-    _text_of,
+    image_url,
+    text_of,
 )
 from contextproto.protocol.content_parts import has_image, is_image_part, is_text_part
+from contextproto.protocol.custom_tools import (
+    KIND_CUSTOM,
+    call_input_text,
+    chat_format,
+    custom_names,
+    is_custom,
+)
 from contextproto.protocol.errors import ProtocolError
 from contextproto.protocol.messages import (
     KIND_TOOL_CALL,
@@ -62,16 +75,20 @@ from contextproto.protocol.messages import (
     ROLE_ASSISTANT,
     ROLE_TOOL,
     Arguments,
+    ModelMessage,
 )
 from contextproto.protocol.projection import Projection
 from contextproto.protocol.prompt_cache import PROMPT_CACHE_OFF, PromptCache
 
 # The names callers import from here, wherever they are defined.
 __all__ = [
+    "OPENAI_APIS",
+    "OPENAI_PARALLEL_TOOL_CALLS",
     "PROVIDERS",
     "PROVIDER_ANTHROPIC_MESSAGES",
     "PROVIDER_NEUTRAL",
     "PROVIDER_OPENAI_CHAT",
+    "PROVIDER_OPENAI_RESPONSES",
     "AdaptedRequest",
     "WireFormat",
     "adapt",
@@ -81,29 +98,19 @@ __all__ = [
 CALL_TEXT_SEPARATOR = "\n\n"
 
 
-# The `parallel_tool_calls` of every openai-chat request with tools (contract §4.5).
-OPENAI_PARALLEL_TOOL_CALLS = False
-
-
-def _image_url(part: dict[str, Any]) -> str:
-    if part.get("url"):
-        return str(part["url"])
-    return f"data:{part.get('mediaType', 'application/octet-stream')};base64,{part.get('data', '')}"
-
-
 # --------------------------------------------------------------------------- openai-chat
 
 
 def _openai_content(content: Any) -> Any:
     """Text and image parts only: Anthropic's thinking parts mean nothing to Chat Completions."""
     if not isinstance(content, list):
-        return _text_of(content)
+        return text_of(content)
     parts = []
     for part in content:
         if not isinstance(part, dict):
             continue
         if is_image_part(part):
-            parts.append({"type": "image_url", "image_url": {"url": _image_url(part)}})
+            parts.append({"type": "image_url", "image_url": {"url": image_url(part)}})
         elif is_text_part(part):
             parts.append({"type": "text", "text": part.get("text", "")})
     # An answer that only thought: an empty list is refused, an empty string is a message.
@@ -153,6 +160,44 @@ def _openai_arguments(arguments: Arguments | None) -> str:
     return json.dumps(arguments or {}, ensure_ascii=False)
 
 
+def _openai_call(message: ModelMessage, custom: frozenset[str]) -> dict[str, Any]:
+    """A call as Chat Completions has it: a function call, or a custom tool's call with its
+    text input (contextproto/protocol/custom_tools.py)."""
+    if str(message.tool_name) in custom:
+        return {
+            "id": message.tool_call_id,
+            "type": KIND_CUSTOM,
+            "custom": {"name": message.tool_name, "input": call_input_text(message.arguments)},
+        }
+    return {
+        "id": message.tool_call_id,
+        "type": "function",
+        "function": {
+            "name": message.tool_name,
+            "arguments": _openai_arguments(message.arguments),
+        },
+    }
+
+
+def _openai_tool(tool: Mapping[str, Any]) -> dict[str, Any]:
+    """A view tool as a Chat Completions tool: a function, or a client's custom tool as
+    Chat's own custom tool (its grammar in Chat's words)."""
+    if is_custom(tool):
+        custom: dict[str, Any] = {"name": tool["name"], "description": tool.get("description", "")}
+        grammar = chat_format(tool.get("format"))
+        if grammar is not None:
+            custom["format"] = grammar
+        return {"type": KIND_CUSTOM, "custom": custom}
+    return {
+        "type": "function",
+        "function": {
+            "name": tool["name"],
+            "description": tool.get("description", ""),
+            "parameters": tool.get("inputSchema") or {"type": "object"},
+        },
+    }
+
+
 def _adapt_openai(
     projection: Projection,
     tools: Sequence[Mapping[str, Any]],
@@ -162,21 +207,15 @@ def _adapt_openai(
 ) -> AdaptedRequest:
     notes: list[str] = []
     out: list[dict[str, Any]] = []
+    custom = custom_names(tools)
     for message in projection.messages:
         if message.role == ROLE_SYSTEM:
-            out.append({"role": ROLE_SYSTEM, "content": _text_of(message.content)})
+            out.append({"role": ROLE_SYSTEM, "content": text_of(message.content)})
         elif message.kind == KIND_TOOL_CALL:
-            call = {
-                "id": message.tool_call_id,
-                "type": "function",
-                "function": {
-                    "name": message.tool_name,
-                    "arguments": _openai_arguments(message.arguments),
-                },
-            }
+            call = _openai_call(message, custom)
             # The text the model wrote beside its call (text parts only; thinking is left
             # out, and Chat Completions takes no images from the assistant).
-            text = _text_of(message.content)
+            text = text_of(message.content)
             if has_image(message.content):
                 notes.append(
                     f"openai-chat: image parts beside tool call {message.tool_call_id} were "
@@ -211,7 +250,7 @@ def _adapt_openai(
                 {
                     "role": ROLE_TOOL,
                     "tool_call_id": message.tool_call_id,
-                    "content": _text_of(message.content),
+                    "content": text_of(message.content),
                 }
             )
         else:
@@ -220,17 +259,7 @@ def _adapt_openai(
 
     body: dict[str, Any] = {"messages": out}
     if tools:
-        body["tools"] = [
-            {
-                "type": "function",
-                "function": {
-                    "name": t["name"],
-                    "description": t.get("description", ""),
-                    "parameters": t.get("inputSchema") or {"type": "object"},
-                },
-            }
-            for t in tools
-        ]
+        body["tools"] = [_openai_tool(t) for t in tools]
         # Only the first call of an answer is executed (contract §5.6): ask for one.
         body["parallel_tool_calls"] = OPENAI_PARALLEL_TOOL_CALLS
     if prompt_cache.enabled and cache_key:
@@ -267,6 +296,10 @@ def adapt(
     if provider == PROVIDER_ANTHROPIC_MESSAGES:
         return _adapt_anthropic(
             projection, tools, assistant_prefill=assistant_prefill, prompt_cache=prompt_cache
+        )
+    if provider == PROVIDER_OPENAI_RESPONSES:
+        return responses_adapter.adapt_responses(
+            projection, tools, prompt_cache=prompt_cache, cache_key=cache_key
         )
     raise ProtocolError(
         errors.PROVIDER_UNKNOWN,

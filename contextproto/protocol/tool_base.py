@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 from contextproto.protocol import errors
 from contextproto.protocol.catalog import ProtocolVersion
-from contextproto.protocol.content_parts import is_text_part, is_thinking_part
+from contextproto.protocol.content_parts import is_model_reasoning, is_text_part
 from contextproto.protocol.errors import ProtocolError
 from contextproto.protocol.messages import Content, Fold, Frame, RawMessage
 from contextproto.protocol.state import (
@@ -247,14 +247,15 @@ def record_of(window_id: str, kv: Mapping[str, Any]) -> dict[str, Any]:
 def text_of(content: Content | object) -> str:
     """Return the readable text of a message content (images as a short marker).
 
-    Thinking parts are left out: a preview shows what the model said, not how it got there.
+    Thinking and reasoning parts are left out: a preview shows what the model said, not how
+    it got there.
     """
     if isinstance(content, str):
         return content
     if isinstance(content, list):
         parts = []
         for part in content:
-            if is_thinking_part(part):
+            if is_model_reasoning(part):
                 continue
             if is_text_part(part):
                 parts.append(str(part.get("text", "")))

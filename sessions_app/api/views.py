@@ -232,7 +232,8 @@ class ProjectionApi(APIView):
             error_messages={
                 "invalid_choice": f'"{{input}}" is not a wire format; use one of '
                 f"{', '.join(adapters.PROVIDERS)} (model.provider openai speaks openai-chat, "
-                "anthropic speaks anthropic-messages)."
+                "or openai-responses with model.config.api responses; anthropic speaks "
+                "anthropic-messages)."
             },
         )
 

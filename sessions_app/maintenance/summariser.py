@@ -39,11 +39,16 @@ def _maintainer_version(session: Session) -> AgentVersion:
     return version
 
 
-def _summary_request(wire_format: str, prompt: list[dict[str, str]]) -> dict[str, Any]:
+def summary_request(wire_format: str, prompt: list[dict[str, str]]) -> dict[str, Any]:
+    """The summary prompt as a request body of the maintainer's wire format."""
+    system = "\n\n".join(m["content"] for m in prompt if m["role"] == "system")
+    rest = [m for m in prompt if m["role"] != "system"]
     if wire_format == WireFormat.ANTHROPIC_MESSAGES:
-        system = "\n\n".join(m["content"] for m in prompt if m["role"] == "system")
-        rest = [m for m in prompt if m["role"] != "system"]
         return {"system": system, "messages": rest}
+    if wire_format == WireFormat.OPENAI_RESPONSES:
+        # Input messages with text content; the provider keeps nothing of a summary call.
+        items = [{"type": "message", "role": m["role"], "content": m["content"]} for m in rest]
+        return {"instructions": system, "input": items, "store": False}
     return {"messages": prompt}
 
 
@@ -91,7 +96,7 @@ def _summarise(
         )
         with telemetry.chat_span(facts, attributes={TURN_SOURCE: "maintenance"}) as chat:
             reply = provider.complete(
-                _summary_request(provider.wire_format, prompt),
+                summary_request(provider.wire_format, prompt),
                 model=maintainer.model_name,
                 step=step,
             )

@@ -37,10 +37,11 @@ from contextproto.ids import canonical_uuid
 from contextproto.parsers import MAX_JSON_DEPTH, check_storable
 from contextproto.protocol.catalog import PROTOCOL_TOOL_NAMES
 from contextproto.protocol.content_parts import (
+    PART_REASONING,
     PART_REDACTED_THINKING,
     PART_THINKING,
     is_image_part,
-    is_thinking_part,
+    is_model_reasoning,
     part_text,
     part_type,
 )
@@ -302,7 +303,8 @@ def _tool_call_recorded(session: Session, tool_call_id: str) -> bool:
 _BASE_PARTS = "{type: text, text} or {type: image, mediaType, data|url}"
 _ANSWER_PARTS = (
     "{type: text, text}, {type: image, mediaType, data|url}, "
-    "{type: thinking, thinking, signature} or {type: redacted_thinking, data}"
+    "{type: thinking, thinking, signature}, {type: redacted_thinking, data} or "
+    "{type: reasoning, id, summary, encryptedContent?}"
 )
 
 
@@ -316,10 +318,18 @@ def _base_part(part: dict[str, Any]) -> bool:
 
 def _thinking_part(part: dict[str, Any]) -> bool:
     # Strings as Anthropic gives them (an omitted thinking text is ""); the signature is
-    # checked by the provider when the block goes back.
+    # checked by the provider when the block goes back. An OpenAI reasoning item: its id and
+    # summary list, its encrypted content when the provider gave it (contract §3.1).
     kind = part_type(part)
     if kind == PART_THINKING:
         return isinstance(part.get("thinking"), str) and isinstance(part.get("signature"), str)
+    if kind == PART_REASONING:
+        encrypted = part.get("encryptedContent")
+        return (
+            isinstance(part.get("id"), str)
+            and isinstance(part.get("summary"), list)
+            and (encrypted is None or isinstance(encrypted, str))
+        )
     return kind == PART_REDACTED_THINKING and isinstance(part.get("data"), str)
 
 
@@ -327,8 +337,8 @@ def content_check(content: Any, *, kind: str | None = None) -> None:
     """Refuse (400 `content_invalid`) a content that is neither text nor a list of parts.
 
     Parts are text and images; a model's answer (`kind` text or tool_call) may also carry
-    Anthropic's thinking and redacted_thinking parts, stored as given (contract §2.3). Without
-    `kind` (a user input) the base parts only.
+    Anthropic's thinking and redacted_thinking parts and OpenAI's reasoning items, stored as
+    given (contract §2.3, §3.1). Without `kind` (a user input) the base parts only.
     """
     if isinstance(content, str):
         return
@@ -345,7 +355,7 @@ def content_check(content: Any, *, kind: str | None = None) -> None:
             continue
         if answer and isinstance(part, dict) and _thinking_part(part):
             continue
-        if not answer and is_thinking_part(part):
+        if not answer and is_model_reasoning(part):
             message = (
                 f"content[{position}]: {part['type']} parts are stored only on a model's answer "
                 f"(assistant text or tool_call); a {kind or 'user input'} message takes "
