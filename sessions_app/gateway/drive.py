@@ -233,10 +233,12 @@ async def drive(opened: Opened, record: ExchangeRecord) -> AsyncGenerator[Event,
         if ended:
             raise
         # The client went away (the task is cancelled, or the stream closed) or a defect.
-        gone = not isinstance(exc, Exception)
-        reason = ApplicationError(
-            GATEWAY_CLIENT_DISCONNECTED if gone else INTERNAL_ERROR,
-            "The client went away before its reply." if gone else "A defect of the service.",
+        reason = (
+            ApplicationError(INTERNAL_ERROR, "A defect of the service.")
+            if isinstance(exc, Exception)
+            else ApplicationError(
+                GATEWAY_CLIENT_DISCONNECTED, "The client went away before its reply."
+            )
         )
         with contextlib.suppress(Exception):  # the database may be what failed
             await in_thread(_close_and_fail, turns, run, reason)

@@ -1,7 +1,7 @@
 """The gateway's HTTP edge (contract §14, §21): one async view per endpoint, any client API.
 
 A request goes through its stages (`read_incoming` → `open_request` → `drive`), each
-refusal and failure is answered in the client's own wire (`ClientWire.error_body`) with the
+refusal and failure is answered in the client's own wire (`ClientWire.error_reply_body`) with the
 headers its SDK retries by, and a streamed reply is Server-Sent Events from ONE async
 generator (`_events_stream`) that closes the turns in `finally` and turns any failure after
 the stream began into the wire's error event and a record. Under uvicorn the views run as
@@ -99,7 +99,7 @@ def _session_headers(
         response[SESSION_KEY_HEADER] = created_key
 
 
-def error_response(
+def error_answer(
     wire: ClientWire, error: ApplicationError, record: ExchangeRecord | None = None
 ) -> HttpResponse:
     """An error in the client API's shape, with the headers its SDK retries by: a 4xx the
@@ -107,7 +107,7 @@ def error_response(
     past says `Retry-After` (the registry's `retryable`)."""
     status = error.status
     response = HttpResponse(
-        dumps(wire.error_body(status, error.code, error.message, error.details)),
+        dumps(wire.error_reply_body(status, error.code, error.message, error.details)),
         status=status,
         content_type="application/json",
     )
@@ -130,7 +130,7 @@ async def _refuse(
     """Record a refusal (its own commit), count it, answer it."""
     await in_thread(record.failed, error, request_hash)
     record.done(error.status, error.code)
-    return error_response(wire, error, record)
+    return error_answer(wire, error, record)
 
 
 def _reply_response(
@@ -374,7 +374,7 @@ async def _refuse_quietly(
     with contextlib.suppress(Exception):
         await in_thread(record.failed, error)
     record.done(error.status, error.code)
-    return error_response(wire, error, record)
+    return error_answer(wire, error, record)
 
 
 async def _once(text: str) -> AsyncIterator[str]:

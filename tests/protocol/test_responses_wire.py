@@ -437,7 +437,9 @@ def test_a_reply_round_trips_through_its_stored_json() -> None:
 
 
 def test_errors_counts_and_models_are_in_openais_words() -> None:
-    error = ResponsesWire.error_body(404, "previous_response_not_found", "No such response.", {})
+    error = ResponsesWire.error_reply_body(
+        404, "previous_response_not_found", "No such response.", {}
+    )
     assert error == {
         "error": {
             "message": "No such response.",

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from contextproto.protocol.maintenance import summariser_prompt
+from contextproto.protocol.checkpoints import summariser_prompt
 from sessions_app.maintenance.summariser import summary_request
 from sessions_app.providers import ProviderError, ToolCallRequest, provider_for
 from sessions_app.providers.base import ModelReply, ReasoningChunk, TextChunk

@@ -529,7 +529,7 @@ class MessagesWire:
         return Stream(reply_id=reply_id, model=model)
 
     @staticmethod
-    def error_body(
+    def error_reply_body(
         status: int, code: str, message: str, details: Mapping[str, Any]
     ) -> dict[str, Any]:
         return error_reply(status, code, message, details)

@@ -447,7 +447,7 @@ class ChatCompletionsWire:
         )
 
     @staticmethod
-    def error_body(
+    def error_reply_body(
         status: int, code: str, message: str, details: Mapping[str, Any]
     ) -> dict[str, Any]:
         return error_reply(status, code, message, details)

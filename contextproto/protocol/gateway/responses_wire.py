@@ -309,7 +309,7 @@ class ResponsesWire:
         return ResponsesStream(request, reply_id=reply_id, created=created, model=model)
 
     @staticmethod
-    def error_body(
+    def error_reply_body(
         status: int, code: str, message: str, details: Mapping[str, Any]
     ) -> dict[str, Any]:
         return openai_wire.error_reply(status, code, message, details)

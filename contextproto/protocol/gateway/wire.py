@@ -347,7 +347,7 @@ class ClientWire(Protocol):
         """A stream of one reply to `request`."""
         ...
 
-    def error_body(
+    def error_reply_body(
         self, status: int, code: str, message: str, details: Mapping[str, Any]
     ) -> dict[str, Any]:
         """The API's error shape with this service's code in it."""
