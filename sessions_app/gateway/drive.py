@@ -16,6 +16,7 @@ committed (then the reply is stored, and a retry gets it as a replay).
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -83,7 +84,7 @@ def _finish(opened: Opened, record: ExchangeRecord, progress: _Progress) -> Fini
     """The reply of what the request's turns wrote, stored with its record (inside the commit
     of the turn that ends the request)."""
     incoming = opened.incoming
-    item = reply_item(progress.written)
+    item = reply_item(progress.written, incoming.request)
     reply = Reply(
         id=opened.reply_id,
         created=opened.created,
@@ -92,6 +93,9 @@ def _finish(opened: Opened, record: ExchangeRecord, progress: _Progress) -> Fini
         call=item.calls[0] if item.calls else None,
         finish=finish_of(item, progress.finish),
         usage=progress.usage,
+        reasoning=item.reasoning,
+        message_at=item.message_at,
+        completed=int(time.time()),
     )
     body = render(incoming.wire, reply, incoming.request)
     headers = reply_headers(progress.turns, progress.snapshot_id, incoming.request)
@@ -101,6 +105,8 @@ def _finish(opened: Opened, record: ExchangeRecord, progress: _Progress) -> Fini
         reply_body=body,
         reply_headers=headers,
         reply_start_index=item.position,
+        reply_end_index=max(m.index for m in progress.written),
+        reply_id=reply.id,
         turns=progress.turns,
     )
     return Finished(reply=reply, body=body, headers=headers)

@@ -280,7 +280,12 @@ def _open_locked(
     session.current_run = run
     session.save(update_fields=["next_message_index", "current_run", "via_gateway"])
     record.session_id = session.id
-    record.opened(request_hash=incoming.body_hash, idempotency_key=incoming.idempotency_key)
+    record.opened(
+        request_hash=incoming.body_hash,
+        idempotency_key=incoming.idempotency_key,
+        continues=request.previous_response_id or "",
+        stored=request.store,
+    )
     # The first turn's view, in this commit (building it cannot fail for anything the
     # model says).
     first = projection_build(

@@ -83,11 +83,23 @@ class ExchangeRecord:
             "streamed": self.streamed,
         }
 
-    def opened(self, *, request_hash: str, idempotency_key: str | None) -> GatewayExchange:
+    def opened(
+        self,
+        *,
+        request_hash: str,
+        idempotency_key: str | None,
+        continues: str = "",
+        stored: bool = True,
+    ) -> GatewayExchange:
         """The request's row, `running`, written in the caller's transaction (the one that
-        opens the request): an identical request arriving meanwhile finds it."""
+        opens the request): an identical request arriving meanwhile finds it. `continues`
+        the response it continues, `stored` false for a Responses `store: false`."""
         row = GatewayExchange.objects.create(
-            **self._base(), request_hash=request_hash, idempotency_key=idempotency_key
+            **self._base(),
+            request_hash=request_hash,
+            idempotency_key=idempotency_key,
+            continues=continues,
+            stored=stored,
         )
         self.exchange_id = row.id
         return row

@@ -19,7 +19,6 @@ import math
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
 
-from asgiref.sync import async_to_sync
 from django.conf import settings
 from django.core.handlers.asgi import ASGIRequest
 from django.db import InterfaceError, OperationalError, connection
@@ -146,7 +145,7 @@ def _reply_response(
     return response
 
 
-def _stream_response(
+async def _stream_response(
     content: AsyncIterator[str],
     request: HttpRequest,
     record: ExchangeRecord,
@@ -158,16 +157,12 @@ def _stream_response(
     else:
         # WSGI: the whole stream at once (runserver and the test client have no event loop
         # to send it from as it comes).
-        body = async_to_sync(_collect)(content)
+        body = [chunk async for chunk in content]
     response = StreamingHttpResponse(body, content_type="text/event-stream; charset=utf-8")
     response["Cache-Control"] = "no-cache"
     response["X-Accel-Buffering"] = "no"
     _session_headers(response, record, created_key)
     return response
-
-
-async def _collect(content: AsyncIterator[str]) -> list[str]:
-    return [chunk async for chunk in content]
 
 
 async def _open(incoming: Incoming, record: ExchangeRecord) -> Opened | Finished:
@@ -314,7 +309,7 @@ async def serve(
                     created=opened.reply.created,
                     model=opened.reply.model,
                 )
-                response = _stream_response(
+                response = await _stream_response(
                     _once(encoder.whole(opened.reply)), request, record, None
                 )
                 response[REPLAYED_HEADER] = "true"
@@ -346,7 +341,7 @@ async def serve(
         except BaseException:
             await events.aclose()
             raise
-        return _stream_response(
+        return await _stream_response(
             _events_stream(head, events, opened, record), request, record, created_key
         )
     except ApplicationError as exc:
@@ -389,6 +384,11 @@ async def openai_chat_completions(request: HttpRequest) -> HttpResponse | Stream
 @csrf_exempt
 async def anthropic_messages(request: HttpRequest) -> HttpResponse | StreamingHttpResponse:
     return await serve(request, ClientFormat.ANTHROPIC)
+
+
+@csrf_exempt
+async def openai_responses(request: HttpRequest) -> HttpResponse | StreamingHttpResponse:
+    return await serve(request, ClientFormat.RESPONSES)
 
 
 async def _models(request: HttpRequest, client_format: ClientFormat) -> HttpResponse:
