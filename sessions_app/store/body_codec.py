@@ -67,6 +67,22 @@ def body_text(body: Any) -> str:
     return _dumps(body)
 
 
+def body_texts(body: Any, key: str = "request") -> tuple[str, str | None]:
+    """`body_text(body)` and `body_text(body[key])` (None without it), serialized once: a
+    dict of string keys serializes as its keys' and values' texts joined, so the value's
+    text is kept on the way."""
+    if not isinstance(body, dict) or key not in body or not all(isinstance(k, str) for k in body):
+        return _dumps(body), (_dumps(body[key]) if isinstance(body, dict) and key in body else None)
+    found = ""
+    parts = []
+    for name, value in body.items():
+        text = _dumps(value)
+        if name == key:
+            found = text
+        parts.append(_dumps(name) + ":" + text)
+    return "{" + ",".join(parts) + "}", found
+
+
 # --------------------------------------------------------------------------- tokens
 
 

@@ -27,6 +27,7 @@ the encoding and the store makes the store write a keyframe instead.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from dataclasses import dataclass
 from typing import Any
@@ -107,12 +108,7 @@ def body_base(session_id: Any, *, lock: bool = False) -> BodyBase | None:
     return BodyBase(id=base, depth=found[1], tokens=tokens)
 
 
-def body_encode_on(
-    base: BodyBase | None, snapshot: ProjectionSnapshot, body: dict[str, Any]
-) -> EncodedBody:
-    """Encode `body` as a delta on `base`, or a keyframe when there is none or the delta is
-    not smaller. Pure computation: no database."""
-    text = body_codec.body_text(body)
+def _encoded(base: BodyBase | None, snapshot_id: UUID, text: str) -> EncodedBody:
     tokens = body_codec.cut(text)
     size = len(text.encode())
     if base is not None:
@@ -121,9 +117,17 @@ def body_encode_on(
         if len(delta) * KEYFRAME_RATIO_BOUND < size or len(delta) < len(
             key := body_codec.encode_key(tokens)
         ):
-            return EncodedBody(snapshot.pk, Encoding.DELTA, delta, base.id, size, tokens)
-        return EncodedBody(snapshot.pk, Encoding.KEY, key, None, size, tokens)
-    return EncodedBody(snapshot.pk, Encoding.KEY, body_codec.encode_key(tokens), None, size, tokens)
+            return EncodedBody(snapshot_id, Encoding.DELTA, delta, base.id, size, tokens)
+        return EncodedBody(snapshot_id, Encoding.KEY, key, None, size, tokens)
+    return EncodedBody(snapshot_id, Encoding.KEY, body_codec.encode_key(tokens), None, size, tokens)
+
+
+def body_encode_on(
+    base: BodyBase | None, snapshot: ProjectionSnapshot, body: dict[str, Any]
+) -> EncodedBody:
+    """Encode `body` as a delta on `base`, or a keyframe when there is none or the delta is
+    not smaller. Pure computation: no database."""
+    return _encoded(base, snapshot.pk, body_codec.body_text(body))
 
 
 def body_encode(snapshot: ProjectionSnapshot, body: dict[str, Any]) -> EncodedBody:
@@ -226,10 +230,14 @@ def snapshot_create(*, body: dict[str, Any], **fields: Any) -> ProjectionSnapsho
     takes them), in the caller's transaction if there is one: the session's newest body is
     read and share-locked as the base (no session lock is taken), the body encoded on it, and
     row and body inserted in one statement. The instance carries `body` as its view."""
-    snapshot = ProjectionSnapshot(**fields, request_hash=_request_hash(body))
+    text, request = body_codec.body_texts(body)  # serialized once for the hash and the body
+    digest = ""
+    if request is not None and body.get("request") is not None:  # as `_request_hash`
+        digest = hashlib.sha256(request.encode()).hexdigest()
+    snapshot = ProjectionSnapshot(**fields, request_hash=digest)
     with transaction.atomic(savepoint=False):
         base = body_base(snapshot.session_id, lock=True)
-        encoded = body_encode_on(base, snapshot, body)
+        encoded = _encoded(base, snapshot.pk, text)
         depth = base.depth + 1 if encoded.base is not None and base is not None else 0
         for name, value in _columns(encoded, depth, State.STORED).items():
             setattr(snapshot, name, value)
