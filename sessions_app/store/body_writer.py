@@ -12,7 +12,7 @@ the caller's own transactions, in one of two ways:
 * A turn that commits before and after its model call: `snapshot_row_create` in the first
   transaction (the row, no body), `body_encode` with no transaction (while the model call is
   in flight: it reads only bodies already written, which never change), `body_store` in the
-  second (a share lock on the base and one UPDATE).
+  second (one UPDATE, which share-locks the base).
 
 A row left without a body — its turn is still waiting for its model, or its process died
 between the two commits — is rebuilt by every reader from the state at R and the log through
@@ -52,7 +52,7 @@ KEYFRAME_RATIO_BOUND = 100
 _BASE_SQL = f"""
 SELECT id, body_depth FROM {TABLE}
 WHERE session_id = %s AND body_state IN ('stored', 'rebuilt') AND body_encoding IN ('key', 'delta')
-ORDER BY created_at DESC, id DESC
+ORDER BY created_at DESC
 LIMIT 1
 """
 # The same base again, share-locked by the transaction that stores a delta built on it, so
@@ -60,6 +60,20 @@ LIMIT 1
 _BASE_LOCK_SQL = f"""
 SELECT body_depth FROM {TABLE}
 WHERE id = %s AND body_state IN ('stored', 'rebuilt') AND body_encoding IN ('key', 'delta')
+"""
+# A delta into its pending row, its base share-locked, in one statement (an UPDATE, whose row
+# count every driver reports): no row updated when the row has its body already or the base
+# was dropped ({lock}: FOR SHARE on PostgreSQL).
+_STORE_DELTA_SQL = f"""
+UPDATE {TABLE} SET body = %s, body_encoding = 'delta', body_base = %s,
+    body_depth = (SELECT b.body_depth + 1 FROM {TABLE} b WHERE b.id = %s),
+    body_state = %s, body_bytes = %s, view_bytes = %s
+WHERE id = %s AND body_state = 'pending' AND EXISTS (
+    SELECT 1 FROM {TABLE} b
+    WHERE b.id = %s AND b.body_state IN ('stored', 'rebuilt')
+      AND b.body_encoding IN ('key', 'delta')
+    {{lock}}
+)
 """
 
 
@@ -180,12 +194,37 @@ def _remember_on_commit(encoded: EncodedBody) -> None:
     transaction.on_commit(lambda: snapshot_bodies.remember(encoded.snapshot_id, encoded.tokens))
 
 
+def _store_delta(encoded: EncodedBody, state: str) -> bool:
+    """The one-statement store of a delta (the turn's usual case)."""
+    lock = " FOR SHARE" if connection.vendor == "postgresql" else ""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _STORE_DELTA_SQL.format(lock=lock),
+            [
+                encoded.data,
+                db_uuid(encoded.base),
+                db_uuid(encoded.base),
+                state,
+                len(encoded.data),
+                encoded.view_bytes,
+                db_uuid(encoded.snapshot_id),
+                db_uuid(encoded.base),
+            ],
+        )
+        return cursor.rowcount == 1
+
+
 def body_store(encoded: EncodedBody, *, state: str = State.STORED, note: str | None = None) -> bool:
     """Write an encoded body into its snapshot's row, in the caller's transaction (its own
-    if there is none): a share lock on the base and one UPDATE. False when the row has no
-    body to receive any more (the sweeper wrote its rebuild first, or it is gone). `state`
-    `rebuilt` and a `note` (added to the snapshot's notes) are the sweeper's."""
+    if there is none): for a delta, one UPDATE that share-locks its base. False when the row
+    has no body to receive any more (the sweeper wrote its rebuild first, or it is gone).
+    `state` `rebuilt` and a `note` (added to the snapshot's notes) are the sweeper's."""
     with transaction.atomic(savepoint=False):
+        if encoded.base is not None and note is None and _store_delta(encoded, state):
+            _remember_on_commit(encoded)
+            return True
+        # Not stored above: a keyframe, the sweeper's note, a row that has its body already,
+        # or a base dropped since the encoding (then a keyframe is stored instead).
         encoded, depth = _locked(encoded)
         columns = _columns(encoded, depth, state)
         rows = ProjectionSnapshot.objects.filter(pk=encoded.snapshot_id, body_state=State.PENDING)

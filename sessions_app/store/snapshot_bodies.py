@@ -3,8 +3,9 @@
 `view_of` / `views_of` decode a body, following its delta chain (one statement for any number
 of snapshots). A snapshot without a body — not written yet (its turn stores it with its
 answer, store/body_writer.py), lost with its process, or dropped by retention
-(store/body_retention.py) — is rebuilt at once from the state at R and the log through U and
-says so; nothing waits for a body, and nothing is ever served as an empty view.
+(store/body_retention.py) — or whose body does not decode is rebuilt at once from the state
+at R and the log through U and says so; nothing waits for a body, and nothing is ever served
+as an empty view.
 
 Bodies never change once written (retention re-encodes a delta as a keyframe of the same
 tokens), so this module keeps the few most recent decoded bodies by id (`_decoded`): a delta's
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
@@ -28,6 +30,8 @@ from django.db import connection, models
 from sessions_app.models import ProjectionSnapshot
 from sessions_app.store import body_codec, hooks
 from sessions_app.store.snapshot_view import REBUILT, SnapshotView
+
+logger = logging.getLogger(__name__)
 
 State = ProjectionSnapshot.BodyState
 Encoding = ProjectionSnapshot.BodyEncoding
@@ -270,7 +274,12 @@ def _view(snapshot: ProjectionSnapshot, rows: dict[UUID, _Row]) -> SnapshotView:
     state = row.state if row is not None else snapshot.body_state
     if state in (State.PENDING, State.DROPPED):
         return _rebuild(snapshot)
-    body = _body(snapshot.pk, rows)
+    try:
+        body = _body(snapshot.pk, rows)
+    except body_codec.CodecError:
+        # A stored body that does not decode (corrupt bytes): said again from the state at R.
+        logger.exception("snapshot %s: its stored body does not decode; rebuilt", snapshot.pk)
+        return _rebuild(snapshot)
     if state == State.REBUILT:
         matches = (
             request_hash(body.get("request")) == snapshot.request_hash

@@ -39,6 +39,10 @@ def _sent(snapshot: ProjectionSnapshot) -> str:
     return body_codec.body_text(snapshot.view.body)
 
 
+def _sent_view(view) -> str:
+    return body_codec.body_text(view.body)
+
+
 def _row_fields(snapshot: ProjectionSnapshot) -> dict:
     """The row fields a turn gives the writer, as `projection_build` gave them for `snapshot`."""
     return {
@@ -272,7 +276,20 @@ def test_a_body_not_written_yet_is_rebuilt_at_once_never_waited_for(api_session,
     assert ProjectionSnapshot.objects.get(pk=built.pk).body_state == "pending"
 
 
-def test_a_turn_that_commits_twice_stores_its_body_in_its_second_commit(api_session):
+def test_a_stored_body_that_does_not_decode_is_rebuilt_not_an_error(api_session):
+    s = api_session(protocol="unified", version=2)
+    s.input("quote ACME")
+    s.host_tool_work("lookup", RESULT.format(n=1))
+    built = projection_build(session_id=s.id, provider="openai-chat", use_cache=False)
+    ProjectionSnapshot.objects.filter(pk=built.pk).update(body=b"\x05\x00\x00\x00corrupt")
+    snapshot_bodies.forget_cache()
+    view = ProjectionSnapshot.objects.get(pk=built.pk).view
+    assert view.rebuilt and view.hash_matches is True and _sent_view(view) == _sent(built)
+
+
+def test_a_turn_that_commits_twice_stores_its_body_in_its_second_commit(
+    api_session, django_assert_num_queries
+):
     """The row in the turn's first transaction, the body encoded with no transaction (as
     during the model call) and stored in a later one, as a delta on the previous body."""
     s = api_session(protocol="unified", version=2)
@@ -292,7 +309,7 @@ def test_a_turn_that_commits_twice_stores_its_body_in_its_second_commit(api_sess
 
     encoded = body_writer.body_encode(row, body)
     assert encoded.encoding == "delta" and encoded.base == view.pk
-    with transaction.atomic():
+    with transaction.atomic(), django_assert_num_queries(1):  # one UPDATE in the 2nd commit
         assert body_writer.body_store(encoded)
     assert not body_writer.body_store(encoded)  # once only
     snapshot_bodies.forget_cache()
