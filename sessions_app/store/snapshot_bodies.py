@@ -261,10 +261,12 @@ def view_of(snapshot: ProjectionSnapshot) -> SnapshotView:
 
 
 def _known(snapshot: ProjectionSnapshot) -> bool:
-    """Whether the snapshot's body is decoded here already and its row says it has one (a
-    row loaded before its body was written asks the table again)."""
-    written = snapshot.body_state in (State.STORED, State.REBUILT)
-    return written and _decoded.get(snapshot.pk) is not None
+    """Whether the snapshot's body is decoded here already and its row, as loaded, says it
+    has one (a row loaded before its body was written, or without its state, asks the table
+    again: never a query per snapshot for a deferred field)."""
+    if _decoded.get(snapshot.pk) is None:
+        return False
+    return snapshot.__dict__.get("body_state") in (State.STORED, State.REBUILT)
 
 
 def _view(snapshot: ProjectionSnapshot, rows: dict[UUID, _Row]) -> SnapshotView:
