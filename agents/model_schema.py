@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 from agents.models import AgentVersion
+from contextproto.protocol.adapters import OPENAI_APIS
 from contextproto.protocol.prompt_cache import PROMPT_CACHE_SCHEMA, validate_prompt_cache
 from contextproto.usage import PRICE_KEYS, PRICE_MAX, Problem, prices_problems
 
@@ -240,6 +241,18 @@ MODEL_FIELDS: tuple[ModelField, ...] = (
         checked_at="save",
     ),
     ModelField(
+        name="config.api",
+        title="OpenAI API",
+        help="openai: the API the model is called through. chat: Chat Completions. responses: "
+        "the Responses API (the view as its input items; the model's reasoning items kept and "
+        "sent back with each later turn). Empty: chat. Other providers ignore it.",
+        type="choice",
+        store=CONFIG,
+        key="api",
+        choices=tuple(OPENAI_APIS),
+        checked_at="publish",
+    ),
+    ModelField(
         name="config.apiKeyEnv",
         title="API key variable",
         help="The name of the environment variable on the workers that holds the API key "
@@ -302,11 +315,12 @@ def stored_value(version: AgentVersion, field: ModelField) -> Any:
 def model_problems(version: AgentVersion) -> list[Problem]:
     """Every model setting publish refuses (contract §2.1, §8), in MODEL_FIELDS order.
 
-    Column settings are checked entry by entry; `model.promptCache` and `model.prices` as a
-    whole (unknown keys, a non-object), by the engine's and contextproto.usage's checks.
+    Column settings and the config settings marked for publish (`config.api`) are checked
+    entry by entry; `model.promptCache` and `model.prices` as a whole (unknown keys, a
+    non-object), by the engine's and contextproto.usage's checks.
     """
     problems: list[Problem] = []
-    for field in fields_of(COLUMN):
+    for field in (*fields_of(COLUMN), *fields_of(CONFIG)):
         if field.checked_at == "publish":
             found = field.problem(stored_value(version, field))
             if found is not None:

@@ -157,6 +157,8 @@ class _Writer:
                 is_error,
                 None,
                 BASE_TIME + timedelta(milliseconds=self.index),
+                None,  # the frame (frozen_revision, frozen_upper_bound): no call is dispatched
+                None,
             )
         )
         self.index += 1

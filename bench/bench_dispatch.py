@@ -142,7 +142,7 @@ def _arguments(tool: str, session: Any, target: Target, slot: int, number: int) 
 def _prepare_call(tool: str) -> Callable[[Target, int, int], Any]:
     def prepare(target: Target, slot: int, number: int) -> str:
         from sessions_app.models import Session
-        from sessions_app.services.messages import message_write
+        from sessions_app.services.messages import NewMessage, message_write
         from sessions_app.store.body_writer import snapshot_create
 
         session = Session.objects.get(pk=target.session_id)
@@ -160,13 +160,16 @@ def _prepare_call(tool: str) -> Callable[[Target, int, int], Any]:
         call_id = f"bench-{tool}-{slot}-{number}-{uuid.uuid4().hex[:8]}"
         message_write(
             session_id=session.id,
-            role="assistant",
-            kind="tool_call",
-            content="",
-            tool_call_id=call_id,
-            tool_name=tool,
-            arguments=_arguments(tool, session, target, slot, number),
-            snapshot_id=str(snapshot.id),
+            message=NewMessage(
+                role="assistant",
+                kind="tool_call",
+                content="",
+                tool_call_id=call_id,
+                tool_name=tool,
+                arguments=_arguments(tool, session, target, slot, number),
+                snapshot_id=str(snapshot.id),
+            ),
+            host=True,
         )
         return call_id
 

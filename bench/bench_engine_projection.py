@@ -6,7 +6,7 @@ Each session has V visible messages in the active window `a` (above its
 checkpoint) and H hidden ones: half are `a`'s covered prefix, half belong to
 window `b` and are interleaved with `a`'s visible history. An in-memory "table"
 with per-window sorted indices stands in for the database's
-(session, window, index) index: it returns exactly the rows `plan_reads` asks
+(session, window, index) index: it returns exactly the rows the view's `ReadPlan` asks
 for, as the DB layer does. The table prints the rows handed to the engine and
 the time of fetch + project; both must stay flat along H and grow with V.
 """
@@ -24,20 +24,17 @@ from typing import Any
 # Runnable as a plain script from a checkout, without installing the project.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from contextproto.protocol import catalog
 from contextproto.protocol.folds import make_fold
 from contextproto.protocol.messages import Fold, RawMessage
-from contextproto.protocol.projection import (
-    ProjectionInput,
-    kv_keys_for_view,
-    plan_reads,
-    project,
-)
+from contextproto.protocol.projection import ProjectionInput, project
 from contextproto.protocol.state import (
     KEY_ACTIVE_WINDOW,
     covered_key,
     new_window_record,
     window_key,
 )
+from contextproto.protocol.view_plan import view_plan
 
 RUN = "a" * 32
 OLD_RUN = "b" * 32
@@ -168,21 +165,19 @@ def build_session(visible: int, hidden: int) -> tuple[Table, dict[str, Any]]:
 
 
 def one_turn(table: Table, kv: dict[str, Any], upper_bound: int) -> tuple[int, Any]:
-    plan = plan_reads(
-        protocol_id="unified",
-        active_window=kv[KEY_ACTIVE_WINDOW],
-        covered_through=kv[covered_key("a")],
-        run_id=RUN,
-        upper_bound=upper_bound,
+    entry = catalog.get_version("unified", 2)
+    plan = view_plan(
+        entry, active_window=kv[KEY_ACTIVE_WINDOW], run_id=RUN, upper_bound=upper_bound, revision=1
     )
-    window_rows = table.window_range(plan.window_id, plan.after_index, plan.through_index)
-    inputs = table.run_inputs(plan.run_id, plan.through_index)
-    folds = table.folds_above(plan.folds_window, plan.folds_after_index)
-    view_kv = {k: kv[k] for k in kv_keys_for_view("unified", plan.window_id) if k in kv}
+    reads = plan.reads(kv[covered_key("a")])
+    window_rows = table.window_range(reads.window_id, reads.after_index, reads.through_index)
+    inputs = table.run_inputs(reads.run_id, reads.through_index)
+    folds = table.folds_above(reads.folds_window, reads.folds_after_index)
+    view_kv = {k: kv[k] for k in plan.kv_keys if k in kv}
     projection = project(
         ProjectionInput(
-            protocol_id="unified",
-            version=2,
+            plan=plan,
+            reads=reads,
             options={
                 "guiProjection": True,
                 "pageSize": 200,
@@ -191,12 +186,8 @@ def one_turn(table: Table, kv: dict[str, Any], upper_bound: int) -> tuple[int, A
                 "maxFolds": 1024,
             },
             system_prompt="You are an agent.\n{{context_protocol}}",
-            protocol_prompt="PROTOCOL",
             session_id="bench",
             session_inputs={"task": "bench"},
-            run_id=RUN,
-            upper_bound=upper_bound,
-            revision=1,
             kv=view_kv,
             window_messages=window_rows,
             run_inputs=inputs,

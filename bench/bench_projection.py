@@ -81,9 +81,8 @@ def engine_stopwatch() -> Iterator[Stopwatch]:
 
 @contextmanager
 def snapshot_stopwatch() -> Iterator[Stopwatch]:
-    """Time the snapshot write inside projection_build (`snapshot_create`: the INSERT and the
-    request hash; the body, by default, is written after the turn by the writer thread, which
-    `measure` lets drain untimed after every turn: snapshots_measure.py times it)."""
+    """Time the snapshot write inside projection_build (`snapshot_create`: the request hash,
+    the base read, the body's encoding and the INSERT of row and body)."""
     from sessions_app.services import projection
 
     watch = Stopwatch()
@@ -168,14 +167,16 @@ def _bare(built: bench_data.Built, keys: list[str]) -> tuple[int, int]:
 
 
 def _view_keys(window: str) -> list[str]:
-    from contextproto.protocol import projection as engine
+    from contextproto.protocol import catalog
+    from contextproto.protocol.view_plan import view_plan
 
-    return list(engine.kv_keys_for_view("unified", window))
+    entry = catalog.get_version("unified", 4)
+    plan = view_plan(entry, active_window=window, run_id=None, upper_bound=0, revision=0)
+    return list(plan.kv_keys)
 
 
 def measure(built: list[bench_data.Built], reps: int) -> list[Cell]:
     from sessions_app.services.projection import projection_build
-    from sessions_app.store.body_writer import bodies_flush
 
     cells = [Cell(b) for b in built]
     keys = {c.built.window_id: _view_keys(c.built.window_id) for c in cells}
@@ -195,7 +196,6 @@ def measure(built: list[bench_data.Built], reps: int) -> list[Cell]:
                     session_id=cell.built.session_id, provider=PROVIDER, use_cache=False
                 )
                 cell.projection.append(time.perf_counter() - start)
-            bodies_flush(60)  # the deferred body write, after the turn and off its clock
             cell.snapshot_write.append(write.seconds)
             cell.sql.append(clock.seconds)
             cell.engine.append(watch.seconds)

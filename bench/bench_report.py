@@ -375,7 +375,7 @@ def render(results: dict[str, Any], verdicts: list[dict[str, str]], ctx: dict[st
             "## Engine only",
             "",
             "`bench/bench_engine_projection.py --repeat 10`: the pure engine over an "
-            "in-memory table that returns exactly the rows `plan_reads` asks for (no "
+            "in-memory table that returns exactly the rows the view's `ReadPlan` asks for (no "
             "database). The time per turn follows the visible messages, not the session.",
             "",
             "```",

@@ -419,7 +419,7 @@ def _answer_host_calls(session_id: Any, sizes: str) -> None:
     from django.db.models import Exists, OuterRef
 
     from sessions_app.models import Message, Session
-    from sessions_app.services.messages import message_write
+    from sessions_app.services.messages import NewMessage, message_write
 
     session = Session.objects.only("id", "current_run_id").get(pk=session_id)
     answers = Message.objects.filter(
@@ -439,10 +439,10 @@ def _answer_host_calls(session_id: Any, sizes: str) -> None:
         )
         message_write(
             session_id=session.id,
-            role="tool",
-            kind="tool_result",
-            content=content,
-            tool_call_id=call.tool_call_id,
+            message=NewMessage(
+                role="tool", kind="tool_result", content=content, tool_call_id=call.tool_call_id
+            ),
+            host=True,
         )
 
 

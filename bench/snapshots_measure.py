@@ -1,8 +1,8 @@
 """The snapshot storage section's three measurements: bytes, the turn's cost, reads.
 
-Bytes per turn of scripted sessions, the turn's cost of storing its view by
-SNAPSHOT_BODY_WRITE mode, and cold reads against whole bodies; bench/bench_snapshots.py's
-docstring says how each figure is taken, and runs them.
+Bytes per turn of scripted sessions, the turn's cost of storing its view (whole as before
+issue 33, in one call, in two commits), and cold reads against whole bodies;
+bench/bench_snapshots.py's docstring says how each figure is taken, and runs them.
 """
 
 from __future__ import annotations
@@ -16,7 +16,10 @@ from benchlib import log, median, p95
 APPLICATION = "bench-snapshots"
 VIEWS = ("unified@2", "unified@4", "prefix@2")
 BUDGETS = (16_000, 128_000)
-MODES = ("full", "inline", "deferred")
+MODES = ("whole", "row only", "one call", "two commits")
+# The turn's cost is a few ms against a shared machine's noise: more repetitions than the
+# sections that take a second each.
+COST_REPS_FACTOR = 3
 PROVIDER = "openai-chat"
 
 
@@ -136,17 +139,13 @@ def storage() -> list[dict[str, Any]]:
     import bench_tokens
     from django.test.utils import override_settings
 
-    from sessions_app.store import body_writer
-
     _unified, _prefix, inputs = bench_tokens.build_scripts()
     rows = []
     with override_settings(RUNTIME_AUTOSTART=False, CELERY_TASK_ALWAYS_EAGER=True):
         for budget in BUDGETS:
             for label, version in _versions(budget).items():
                 began = time.perf_counter()
-                session = bench_tokens._drive(version, inputs)
-                if not body_writer.bodies_flush(120):
-                    raise RuntimeError("the body writer did not drain")
+                session = bench_tokens._drive(version, inputs, bench_tokens.SIZES_FIXED)
                 rows.append(_storage_row(label, budget, session))
                 log(
                     f"{label} {budget // 1000}k: {rows[-1]['turns']} turns in "
@@ -158,28 +157,66 @@ def storage() -> list[dict[str, Any]]:
 # --------------------------------------------------------------------------- 2. the turn
 
 
-def turn_cost(reps: int) -> dict[str, Any]:
-    import bench_projection
-    from django.test.utils import override_settings
+def _whole_create(**kwargs: Any) -> Any:
+    """The snapshot as the code before issue 33 stored it: the whole body, zlib level 1 of
+    its JSON text, inserted with the row (the baseline; no product code writes it so)."""
+    from sessions_app.models import ProjectionSnapshot
+    from sessions_app.store import body_codec
+    from sessions_app.store.snapshot_bodies import request_hash
+    from sessions_app.store.snapshot_view import SnapshotView
 
+    body = kwargs.pop("body")
+    data = body_codec.body_text(body).encode()
+    packed = body_codec.legacy_encode(data)
+    snapshot = ProjectionSnapshot.objects.create(
+        **kwargs,
+        body=packed,
+        body_encoding="json",
+        body_bytes=len(packed),
+        view_bytes=len(data),
+        request_hash=request_hash(body["request"]),
+    )
+    snapshot.attach_view(SnapshotView(body=body))
+    return snapshot
+
+
+def turn_cost(reps: int) -> dict[str, Any]:
+    """`projection_build` per way of storing its snapshot, interleaved with the bare read:
+    `whole` (before issue 33), `row only` (before issue 42: what the turn did when a thread
+    wrote the body after its commit; the body is never written here), `one call` (row and
+    body, what projection_build does) and `two commits` (the row in the turn; the body
+    encoded off its path, as while the model call is in flight, and stored in a second
+    transaction, whose statement is on the path)."""
+    import bench_projection
+    from django.db import connection, transaction
+
+    from sessions_app.models import ProjectionSnapshot
     from sessions_app.services import projection
-    from sessions_app.store import body_writer
+    from sessions_app.store import body_writer, snapshot_bodies
 
     built = bench_projection.prepare((1000,))[0]
     keys = bench_projection._view_keys(built.window_id)
+    # Planner statistics after section 1's 1,800 snapshots (autovacuum may not have run yet).
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE sessions_app_projectionsnapshot")
     times: dict[str, list[float]] = {mode: [] for mode in MODES}
     snapshot: dict[str, list[float]] = {mode: [] for mode in MODES}
+    encode: list[float] = []
+    made_last: list[Any] = []
     bare: list[float] = []
-    writer: list[float] = []
     original_create = projection.snapshot_create
-    original_write = body_writer.body_write
 
-    def timed_write(**kwargs: Any) -> bool:
-        start = time.perf_counter()
-        try:
-            return original_write(**kwargs)
-        finally:
-            writer.append(time.perf_counter() - start)
+    def row_only(**kwargs: Any) -> Any:
+        with transaction.atomic():
+            return body_writer.snapshot_row_create(**kwargs)
+
+    creators = {
+        "whole": _whole_create,
+        "row only": row_only,
+        "one call": original_create,
+        "two commits": row_only,
+    }
+    row_only_ids: list[Any] = []
 
     def build(mode: str, record: bool) -> None:
         spent = [0.0]
@@ -187,40 +224,60 @@ def turn_cost(reps: int) -> dict[str, Any]:
         def create(**kwargs: Any) -> Any:
             start = time.perf_counter()
             try:
-                return original_create(**kwargs)
+                return creators[mode](**kwargs)
             finally:
                 spent[0] += time.perf_counter() - start
 
         projection.snapshot_create = create
         try:
-            with override_settings(SNAPSHOT_BODY_WRITE=mode):
-                start = time.perf_counter()
-                projection.projection_build(
-                    session_id=built.session_id, provider=PROVIDER, use_cache=False
-                )
-                elapsed = time.perf_counter() - start
+            start = time.perf_counter()
+            made = projection.projection_build(
+                session_id=built.session_id, provider=PROVIDER, use_cache=False
+            )
+            elapsed = time.perf_counter() - start
         finally:
             projection.snapshot_create = original_create
-        body_writer.bodies_flush(60)  # untimed: the writer never overlaps the next turn
+        if mode == "row only":
+            row_only_ids.append(made.pk)  # never stored: deleted below
+        if mode == "two commits":
+            made_last[:] = [made]
+            start = time.perf_counter()
+            encoded = body_writer.body_encode(made, made.view.body)  # off the turn's path
+            encoded_in = time.perf_counter() - start
+            # The turn's second transaction: its COMMIT is the answer's, paid with or without
+            # the body, so only the store's own statements are timed.
+            with transaction.atomic():
+                start = time.perf_counter()
+                body_writer.body_store(encoded)
+                stored_in = time.perf_counter() - start
+            elapsed += stored_in
+            spent[0] += stored_in
+            if record:
+                encode.append(encoded_in)
         if record:
             times[mode].append(elapsed)
             snapshot[mode].append(spent[0])
 
-    body_writer.body_write = timed_write
-    try:
-        for _ in range(3):
-            for mode in MODES:
-                build(mode, record=False)
-            bench_projection._bare(built, keys)
-        writer.clear()
-        for _ in range(reps):
-            for mode in MODES:
-                build(mode, record=True)
-            start = time.perf_counter()
-            bench_projection._bare(built, keys)
-            bare.append(time.perf_counter() - start)
-    finally:
-        body_writer.body_write = original_write
+    for _ in range(3):
+        for mode in MODES:
+            build(mode, record=False)
+        bench_projection._bare(built, keys)
+    reps *= COST_REPS_FACTOR
+    for _ in range(reps):
+        for mode in MODES:
+            build(mode, record=True)
+        start = time.perf_counter()
+        bench_projection._bare(built, keys)
+        bare.append(time.perf_counter() - start)
+    # The two-commit turn's encoding when this process does not hold the base decoded (the
+    # previous turn ran in another process): the base's rows are read and decoded too.
+    cold: list[float] = []
+    for _ in range(10):
+        snapshot_bodies.forget_cache()
+        start = time.perf_counter()
+        body_writer.body_encode(made_last[0], made_last[0].view.body)
+        cold.append(time.perf_counter() - start)
+    ProjectionSnapshot.objects.filter(pk__in=row_only_ids).delete()
     b = median(bare)
     rows = {}
     for mode in MODES:
@@ -237,8 +294,9 @@ def turn_cost(reps: int) -> dict[str, Any]:
         "bare": b,
         "bare_p95": p95(bare),
         "modes": rows,
-        "writer": median(writer) if writer else 0.0,
-        "writer_p95": p95(writer) if writer else 0.0,
+        "encode": median(encode),
+        "encode_p95": p95(encode),
+        "encode_cold": median(cold),
         "reps": reps,
     }
 

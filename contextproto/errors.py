@@ -418,6 +418,23 @@ GATEWAY_UPSTREAM_FAILED = _code(
 GATEWAY_UPSTREAM_TIMEOUT = _code(
     "gateway_upstream_timeout", 504, "No upstream answer within GATEWAY_UPSTREAM_TIMEOUT_SECONDS."
 )
+# The Responses API (contract §21).
+PREVIOUS_RESPONSE_NOT_FOUND = _code(
+    "previous_response_not_found",
+    404,
+    "previous_response_id names no stored response of the Application (unknown, another "
+    "Application's, deleted, or sent with store: false).",
+)
+RESPONSE_NOT_FOUND = _code(
+    "response_not_found",
+    404,
+    "No stored response of the Application has this id (unknown, deleted, or store: false).",
+)
+INVALID_COMPACTION_ITEM = _code(
+    engine.INVALID_COMPACTION_ITEM,
+    400,
+    "A compaction item this service did not sign for the Application, or altered.",
+)
 
 # ---------------------------------------------------------------- the engine's codes
 # Refusals of the engine reach the API through ApplicationError.from_protocol or as a

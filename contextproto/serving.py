@@ -79,7 +79,7 @@ def body_too_large(limit: int, path: str = API_PREFIX) -> Refusal:
     if path.startswith(GATEWAY_PREFIX):
         # A gateway client reads its own API's error shape (contract §14).
         wire = wire_for(client_format_of_path(path))
-        body = json.dumps(wire.error_body(413, REQUEST_TOO_LARGE, message, {})).encode()
+        body = json.dumps(wire.error_reply_body(413, REQUEST_TOO_LARGE, message, {})).encode()
         headers = [
             (b"content-type", b"application/json"),
             (b"content-length", str(len(body)).encode()),

@@ -321,26 +321,19 @@ CELERY_BEAT_SCHEDULE = {
     },
 }
 
-# Snapshot bodies (issue 33, contract §4.6a; sessions_app/store/snapshot_bodies.py).
-# How a turn stores its view: "deferred" (default: the turn commits the row, this process
-# writes the body right after, off the turn's path), "inline" (the body in the turn), or
-# "full" (the whole body in the turn, no delta: as before issue 33). SQLite has one writer at
-# a time (and its in-memory test database raises "table is locked" instead of waiting), so a
-# second writer thread only contends there: its default is "inline".
-_SQLITE = DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3"
-SNAPSHOT_BODY_WRITE = env_str("SNAPSHOT_BODY_WRITE", "inline" if _SQLITE else "deferred")
-if SNAPSHOT_BODY_WRITE not in ("deferred", "inline", "full"):
-    raise ImproperlyConfigured(
-        f"SNAPSHOT_BODY_WRITE must be deferred, inline or full, got {SNAPSHOT_BODY_WRITE!r}"
-    )
+# Snapshot bodies (issues 33 and 42, contract §4.6a; sessions_app/store/body_writer.py): a
+# turn writes its snapshot's row and its body (a delta or a keyframe) in its own transactions.
+#
 # A keyframe (a whole body) at least every this many snapshots of a session, so reading one
 # decodes at most this many minus one deltas. 1: every body whole.
 SNAPSHOT_KEYFRAME_INTERVAL = env_int("SNAPSHOT_KEYFRAME_INTERVAL", 16)
 if SNAPSHOT_KEYFRAME_INTERVAL < 1:
     raise ImproperlyConfigured("SNAPSHOT_KEYFRAME_INTERVAL must be at least 1")
-# A body still not written this many seconds after its turn is taken as lost (its process
-# died): readers stop waiting for it and rebuild it, and the sweeper writes it rebuilt.
-SNAPSHOT_BODY_GRACE_SECONDS = env_int("SNAPSHOT_BODY_GRACE_SECONDS", 30)
+# A body still not written this many seconds after its row is taken as lost (its process
+# died between the turn's two commits) and the sweeper writes it rebuilt. Readers never wait
+# for a body: they rebuild a missing one at once. Longer than any model call, since a turn
+# that calls a model stores its body after the call.
+SNAPSHOT_BODY_GRACE_SECONDS = env_int("SNAPSHOT_BODY_GRACE_SECONDS", 900)
 # Bodies older than this many days are dropped by the sweeper and rebuilt on read from the
 # state at R and the log through U (unset or empty: kept forever).
 SNAPSHOT_BODY_RETENTION_DAYS: int | None = (

@@ -23,7 +23,7 @@ from contextproto.protocol.vocabulary import (
 )
 from sessions_app.models import Session
 from sessions_app.reads.raw_log import log_page, log_run_inputs
-from sessions_app.services.messages import message_write
+from sessions_app.services.messages import NewMessage, message_write
 from sessions_app.services.runs import run_start
 from sessions_app.services.runtime import run_advance
 
@@ -307,10 +307,13 @@ def answer_pending_host_calls(session_id: Any) -> int:
                 )
                 message_write(
                     session_id=session.id,
-                    role="tool",
-                    kind=KIND_TOOL_RESULT,
-                    content=content,
-                    tool_call_id=call.tool_call_id,
+                    message=NewMessage(
+                        role="tool",
+                        kind=KIND_TOOL_RESULT,
+                        content=content,
+                        tool_call_id=call.tool_call_id,
+                    ),
+                    host=True,
                 )
                 count += 1
     return count

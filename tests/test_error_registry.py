@@ -39,9 +39,12 @@ COMPUTED_CODES = {
     ("contextproto/api_errors.py", "str(code)"): "test_drf_refusals_are_registered",
     ("contextproto/protocol/folds.py", "code"): "a loop over errors.FOLD_* constants",
     ("contextproto/protocol/prompt_cache.py", "first['code']"): "a PROMPT_CACHE_* constant",
-    ("sessions_app/gateway_views.py", "exc.code"): "a WireError's: test_gateway_codes_registered",
-    ("sessions_app/services/gateway.py", "outcome.code"): "test_gateway_codes_registered",
-    ("sessions_app/services/gateway_writes.py", "exc.code"): "content_check's code passed on",
+    (
+        "sessions_app/gateway/incoming.py",
+        "exc.code",
+    ): "a WireError's: test_gateway_codes_registered",
+    ("sessions_app/gateway/open.py", "outcome.code"): "test_gateway_codes_registered",
+    ("sessions_app/gateway/writes.py", "exc.code"): "content_check's code passed on",
 }
 
 CODE_SITES = {"ApplicationError", "ProtocolError", "error_response", "error_body"}

@@ -127,6 +127,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "sessions_app.services.runtime",
             "sessions_app.services.turns",
             "sessions_app.services.turn_commit",
+            "sessions_app.services.turn_spans",
             "sessions_app.services.usage",
             "sessions_app.maintenance",
             "sessions_app.maintenance.*",

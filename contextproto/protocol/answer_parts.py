@@ -15,6 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from .content_parts import PART_REASONING
+from .custom_tools import KIND_CUSTOM, custom_arguments
 from .errors import ANSWER_INVALID, TOOL_CALL_ID_INVALID, ProtocolError
 from .host_wire import arguments_from_text, tool_call_id_problem
 
@@ -151,8 +153,9 @@ def _text_of_parts(parts: list[Any], where: str, reading: AnswerReading) -> str:
 def read_openai_message(message: Mapping[str, Any], *, where: str, strict: bool) -> AnswerParts:
     """Text and calls of an OpenAI `choices[0].message` (or a compatible server's).
 
-    A `function` call's arguments are the model's JSON text; a `custom` tool's call keeps
-    its free-form input text (noted). Content given as parts is joined.
+    A `function` call's arguments are the model's JSON text; a `custom` tool's call is the
+    call of a custom tool, its free-form input text as `{"input": text}` (custom_tools.py).
+    Content given as parts is joined.
     """
     reading = AnswerReading(strict=strict)
     raw_calls = message.get("tool_calls")
@@ -178,18 +181,19 @@ def read_openai_message(message: Mapping[str, Any], *, where: str, strict: bool)
             )
             calls.append(AnswerCall(call_id, name, arguments, f"{at}.function.arguments"))
             continue
-        if strict and kind != "custom":
+        if strict and kind != KIND_CUSTOM:
             reading.problem(f"{at}.type", f'"function" or "custom", not {json.dumps(kind)[:40]}.')
-        # e.g. a `custom` tool: free-form input, no JSON arguments.
+        # A `custom` tool: free-form input, no JSON arguments.
         body = call.get(kind) if isinstance(kind, str) else None
         body = body if isinstance(body, Mapping) else {}
         name = reading.name(body.get("name"), f"{at}.{kind}.name")
         raw_input = body.get("input")
         if strict and not isinstance(raw_input, str):
             reading.problem(f"{at}.{kind}.input", "the custom tool's input text.")
-        arguments = raw_input if isinstance(raw_input, str) else json.dumps(raw_input)
-        reading.notes.append(f"tool call {call_id}: type {kind!r} kept as its text input")
-        calls.append(AnswerCall(call_id, name, arguments, f"{at}.{kind}.input"))
+        written = raw_input if isinstance(raw_input, str) else json.dumps(raw_input)
+        if kind != KIND_CUSTOM:
+            reading.notes.append(f"tool call {call_id}: type {kind!r} kept as its text input")
+        calls.append(AnswerCall(call_id, name, custom_arguments(written), f"{at}.{kind}.input"))
     content = message.get("content")
     text: str | None
     if isinstance(content, list):
@@ -266,3 +270,74 @@ def check_thinking_block(block: Mapping[str, Any], where: str) -> None:
             "block as the provider returned it.",
             {"field": f"{where}.data"},
         )
+
+
+# ---------------------------------------------------------------- OpenAI Responses
+
+
+def reasoning_part(item: Mapping[str, Any]) -> dict[str, Any]:
+    """A Responses reasoning output item as the content part an answer stores (contract §3.1):
+    its id, summary, encrypted content and (from servers that give it) reasoning text."""
+    part: dict[str, Any] = {
+        "type": PART_REASONING,
+        "id": str(item.get("id") or ""),
+        "summary": [dict(s) for s in item.get("summary") or () if isinstance(s, Mapping)],
+    }
+    if isinstance(item.get("encrypted_content"), str):
+        part["encryptedContent"] = item["encrypted_content"]
+    content = item.get("content")
+    if isinstance(content, list) and content:
+        part["content"] = [dict(c) for c in content if isinstance(c, Mapping)]
+    return part
+
+
+def read_responses_output(output: list[Any], *, where: str, strict: bool) -> AnswerParts:
+    """Text, reasoning items and calls of a Responses API `output`.
+
+    Message texts are joined by a blank line (a model may write a commentary message before
+    its final one); reasoning items become reasoning parts, kept with the answer; a function
+    call's arguments are read as Chat's are, a custom tool's call is `{"input": text}`. Items
+    a hosted tool produced at the provider (a web search) are not part of the answer: noted.
+    """
+    reading = AnswerReading(strict=strict)
+    texts: list[str] = []
+    reasoning: list[dict[str, Any]] = []
+    calls: list[AnswerCall] = []
+    for n, item in enumerate(output):
+        at = f"{where}[{n}]"
+        kind = item.get("type") if isinstance(item, Mapping) else None
+        if not isinstance(item, Mapping):
+            reading.problem(at, 'an output item is an object with a "type".')
+            continue
+        if kind == "message":
+            for m, part in enumerate(item.get("content") or ()):
+                if not isinstance(part, Mapping):
+                    continue
+                if part.get("type") == "output_text" and isinstance(part.get("text"), str):
+                    texts.append(part["text"])
+                elif part.get("type") == "refusal":
+                    reading.notes.append(f"openai: the model refused: {part.get('refusal')}")
+                else:
+                    reading.problem(f"{at}.content[{m}]", "an output_text or refusal part.")
+        elif kind == PART_REASONING:
+            reasoning.append(reasoning_part(item))
+        elif kind in ("function_call", KIND_CUSTOM + "_tool_call"):
+            call_id = reading.call_id(item.get("call_id"), f"{at}.call_id", f"call_missing_id_{n}")
+            name = reading.name(item.get("name"), f"{at}.name")
+            if kind == "function_call":
+                arguments = reading.arguments(item.get("arguments"), f"{at}.arguments", call_id)
+                calls.append(AnswerCall(call_id, name, arguments, f"{at}.arguments"))
+            else:
+                written = item.get("input")
+                if not isinstance(written, str):
+                    reading.problem(f"{at}.input", "the custom tool's input text.")
+                    written = json.dumps(written)
+                calls.append(AnswerCall(call_id, name, custom_arguments(written), f"{at}.input"))
+        else:
+            reading.notes.append(f"openai: output item {n} of type {kind!r} was not used")
+    return AnswerParts(
+        text="\n\n".join(t for t in texts if t) or None,
+        calls=tuple(calls),
+        thinking=tuple(reasoning),
+        notes=tuple(reading.notes),
+    )

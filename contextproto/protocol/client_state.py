@@ -4,21 +4,29 @@ Both are KV, so a view stays a pure function of the state at R and the log: `gat
 (the text put where the version's prompt says `{{client_system}}`) and `gateway/tools` (the
 tool names in the client's order), each tool's definition under `gateway/tool/<name>`; one
 key per tool keeps every value far below the KV value limit even for clients whose tool
-definitions run to tens of kilobytes.
+definitions run to tens of kilobytes. A custom (free-form) tool (contract §21) is stored with
+its `kind` and the client's `format` beside its schema (contextproto/protocol/custom_tools.py).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any, TypedDict
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, NotRequired, TypedDict
+
+from contextproto.protocol.custom_tools import KIND_CUSTOM
 
 
 class ClientToolWire(TypedDict):
-    """A client tool as the session stores it (KV `gateway/tools`) and the view sends it."""
+    """A client tool as the session stores it (KV `gateway/tools`) and the view sends it.
+
+    `kind` and `format` only for a custom tool: `"custom"` and the grammar or text format
+    its input follows (None: free text)."""
 
     name: str
     description: str
     inputSchema: dict[str, Any]
+    kind: NotRequired[str]
+    format: NotRequired[dict[str, Any] | None]
 
 
 KEY_SYSTEM = "gateway/system"
@@ -29,8 +37,26 @@ TOOL_PREFIX = "gateway/tool/"
 VIEW_KEYS = (KEY_SYSTEM, KEY_TOOLS)
 
 
+# Reads the values of the keys it is given that exist in the state (absent keys left out): a
+# view source's `kv`, or the live KV table's read.
+KvRead = Callable[[Sequence[str]], Mapping[str, Any]]
+
+
 def tool_key(name: str) -> str:
     return TOOL_PREFIX + name
+
+
+def read_client_kv(read: KvRead, keys: Sequence[str] = VIEW_KEYS) -> dict[str, Any]:
+    """`keys` read with `read`, then the definitions of the client tools they name: the two
+    steps every reader of a client's tools takes (a tool's definition has a key of its own).
+
+    `keys` must hold `KEY_TOOLS` for the definitions to follow; two reads at most.
+    """
+    kv = dict(read(keys))
+    names = tool_names(kv)
+    if names:
+        kv.update(read([tool_key(n) for n in names]))
+    return kv
 
 
 def tool_names(kv: Mapping[str, Any]) -> list[str]:
@@ -50,14 +76,29 @@ def client_tools(kv: Mapping[str, Any]) -> list[ClientToolWire]:
         definition = kv.get(tool_key(name))
         if not isinstance(definition, Mapping):
             continue
-        tools.append(
-            {
-                "name": name,
-                "description": str(definition.get("description") or ""),
-                "inputSchema": dict(definition.get("inputSchema") or {"type": "object"}),
-            }
-        )
+        tool: ClientToolWire = {
+            "name": name,
+            "description": str(definition.get("description") or ""),
+            "inputSchema": dict(definition.get("inputSchema") or {"type": "object"}),
+        }
+        if definition.get("kind") == KIND_CUSTOM:
+            custom_format = definition.get("format")
+            tool["kind"] = KIND_CUSTOM
+            tool["format"] = dict(custom_format) if isinstance(custom_format, Mapping) else None
+        tools.append(tool)
     return tools
+
+
+def definition_of(tool: ClientToolWire) -> dict[str, Any]:
+    """What KV `gateway/tool/<name>` holds for `tool`."""
+    definition: dict[str, Any] = {
+        "description": tool["description"],
+        "inputSchema": tool["inputSchema"],
+    }
+    if tool.get("kind") == KIND_CUSTOM:
+        definition["kind"] = KIND_CUSTOM
+        definition["format"] = tool.get("format")
+    return definition
 
 
 def client_state_writes(
@@ -76,7 +117,7 @@ def client_state_writes(
     if stored != names:
         upserts[KEY_TOOLS] = names
     for tool in tools:
-        definition = {"description": tool["description"], "inputSchema": tool["inputSchema"]}
+        definition = definition_of(tool)
         if kv.get(tool_key(tool["name"])) != definition:
             upserts[tool_key(tool["name"])] = definition
     removals = [tool_key(name) for name in stored if name not in names]

@@ -4,8 +4,10 @@ text.
 A content is a string or a list of JSON parts (contract §2.3): `{"type": "text", "text"}`,
 `{"type": "image", "mediaType", "data" | "url"}`, and on a model's answers Anthropic's
 reasoning blocks exactly as it gave them, `{"type": "thinking", "thinking", "signature"}` and
-`{"type": "redacted_thinking", "data"}`. Every "is this part a text / an image / thinking"
-question of the engine and the service is answered here, so a part type is spelt in one place.
+`{"type": "redacted_thinking", "data"}`, and OpenAI's reasoning items (a Responses upstream's),
+`{"type": "reasoning", "id", "summary", "encryptedContent"}` (contract §3.1). Every "is this
+part a text / an image / thinking" question of the engine and the service is answered here, so
+a part type is spelt in one place.
 """
 
 from __future__ import annotations
@@ -18,6 +20,9 @@ PART_IMAGE = "image"
 PART_THINKING = "thinking"
 PART_REDACTED_THINKING = "redacted_thinking"
 THINKING_PART_TYPES = frozenset({PART_THINKING, PART_REDACTED_THINKING})
+# OpenAI's reasoning item, stored on the answer it belongs to and sent back only to the
+# Responses API (contract §4.5); never text a reader or another provider sees.
+PART_REASONING = "reasoning"
 
 
 def part_type(part: object) -> Any:
@@ -40,6 +45,26 @@ def is_thinking_part(part: object) -> TypeGuard[dict[str, Any]]:
     return isinstance(part, dict) and part.get("type") in THINKING_PART_TYPES
 
 
+def is_reasoning_part(part: object) -> TypeGuard[dict[str, Any]]:
+    """Whether `part` is an OpenAI reasoning item stored on an answer (contract §3.1)."""
+    return isinstance(part, dict) and part.get("type") == PART_REASONING
+
+
+def is_model_reasoning(part: object) -> TypeGuard[dict[str, Any]]:
+    """Whether `part` is how a model reasoned (Anthropic thinking or an OpenAI reasoning item):
+    stored with the answer, sent back to its own provider only, never shown as its text."""
+    return is_thinking_part(part) or is_reasoning_part(part)
+
+
+def reasoning_summary(part: dict[str, Any]) -> str:
+    """The summary text of a reasoning part (its `summary_text` entries, one per line)."""
+    summary = part.get("summary")
+    if not isinstance(summary, list):
+        return ""
+    texts = [s.get("text") for s in summary if isinstance(s, dict)]
+    return "\n".join(t for t in texts if isinstance(t, str))
+
+
 def part_text(part: object) -> str | None:
     """The text of a text part whose `text` is a string; None for any other part."""
     if is_text_part(part):
@@ -58,8 +83,9 @@ def content_text(content: object, *, text_only: bool = False) -> str:
     """Flatten a message content (a string or a list of parts) into text, parts on new lines.
 
     A text part gives its text, an image part `[image <mediaType>]`, a thinking part
-    `[thinking] <its text>` and a redacted_thinking part `[redacted thinking]` (signatures
-    and encrypted data mean nothing to a reader), any other part (or a content that is
+    `[thinking] <its text>`, a redacted_thinking part `[redacted thinking]` and a reasoning
+    part `[reasoning] <its summary>` (signatures and encrypted data mean nothing to a
+    reader), any other part (or a content that is
     neither a string nor a list) its JSON with sorted keys. With `text_only`, only text
     parts count: other parts are left out, other contents give "". The maintainer's page
     text is built with the default (its prompts are pinned by tests).
@@ -90,6 +116,9 @@ def content_text(content: object, *, text_only: bool = False) -> str:
             pieces.append(f"[thinking] {part['thinking']}")
         elif kind == PART_REDACTED_THINKING:
             pieces.append("[redacted thinking]")
+        elif kind == PART_REASONING:
+            summary = reasoning_summary(part)
+            pieces.append(f"[reasoning] {summary}" if summary else "[reasoning]")
         else:
             pieces.append(json.dumps(part, sort_keys=True, ensure_ascii=False, default=str))
     return "\n".join(pieces)

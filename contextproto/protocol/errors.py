@@ -87,6 +87,8 @@ INVALID_REQUEST = "invalid_request"
 GATEWAY_PARAMETER_UNSUPPORTED = "gateway_parameter_unsupported"
 GATEWAY_NOTHING_NEW = "gateway_nothing_new"
 TOOL_CALL_PENDING = "tool_call_pending"
+# A Responses `compaction` item this service did not sign for the Application, or altered.
+INVALID_COMPACTION_ITEM = "invalid_compaction_item"
 
 # what hosts send (contract §5.2)
 USAGE_INVALID = "usage_invalid"

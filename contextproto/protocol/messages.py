@@ -83,8 +83,28 @@ DERIVED_MASKED: Final = "masked"
 ViewKind = Kind | Literal["system", "context_header", "context_fold", "context_state"]
 
 
+class FrameWire(TypedDict):
+    """A tool call's frame on the wire (contract §3.1, §9.1)."""
+
+    revision: int
+    upperBound: int
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    """The state revision R and upper bound U a tool call was made against (contract §3.1):
+    its view's, or for an MCP call the state its client saw. Its dispatch acts on them."""
+
+    revision: int
+    upper_bound: int
+
+    def to_wire(self) -> FrameWire:
+        return {"revision": self.revision, "upperBound": self.upper_bound}
+
+
 class RawMessageWire(TypedDict):
-    """A raw message as the API shows it (contract §12.1 `messages/`)."""
+    """A raw message as the API shows it (contract §12.1 `messages/`); `frame` on tool calls
+    only (null on other kinds, and on calls written before frames were recorded)."""
 
     id: str
     index: int
@@ -99,6 +119,7 @@ class RawMessageWire(TypedDict):
     arguments: Arguments | None
     isError: bool | None
     snapshotId: str | None
+    frame: FrameWire | None
     createdAt: str | None
 
 
@@ -154,6 +175,7 @@ class RawMessage:
     is_error: bool | None = None
     snapshot_id: str | None = None
     created_at: str | None = None
+    frame: Frame | None = None  # a tool call's (contract §3.1)
 
     def to_wire(self) -> RawMessageWire:
         return {
@@ -170,6 +192,7 @@ class RawMessage:
             "arguments": self.arguments,
             "isError": self.is_error,
             "snapshotId": self.snapshot_id,
+            "frame": self.frame.to_wire() if self.frame is not None else None,
             "createdAt": self.created_at,
         }
 

@@ -15,9 +15,9 @@ from typing import Any, Protocol
 
 from contextproto.protocol import errors
 from contextproto.protocol.catalog import ProtocolVersion
-from contextproto.protocol.content_parts import is_text_part, is_thinking_part
+from contextproto.protocol.content_parts import is_model_reasoning, is_text_part
 from contextproto.protocol.errors import ProtocolError
-from contextproto.protocol.messages import Content, Fold, RawMessage
+from contextproto.protocol.messages import Content, Fold, Frame, RawMessage
 from contextproto.protocol.state import (
     KEY_ACTIVE_WINDOW,
     MAIN_WINDOW,
@@ -112,15 +112,16 @@ class SessionReader(Protocol):
 
 @dataclass(frozen=True)
 class ToolCall:
-    """The raw `tool_call` record being dispatched; frozen values come from its snapshot."""
+    """The raw `tool_call` record being dispatched, with the frame it acts on."""
 
     tool_call_id: str
     tool_name: str
     arguments: object  # as the model wrote them; validated by dispatch
     call_index: int  # MessageIndex of the tool_call message
     call_window_id: str  # window the tool_call message was written in
-    frozen_revision: int  # state revision of the view the call was made from
-    frozen_upper_bound: int  # upper bound of that view (the call itself is above it)
+    # The revision and upper bound of the view the call was made from (the call itself is
+    # above the bound), or of the state an MCP client saw.
+    frame: Frame
 
 
 @dataclass(frozen=True)
@@ -246,14 +247,15 @@ def record_of(window_id: str, kv: Mapping[str, Any]) -> dict[str, Any]:
 def text_of(content: Content | object) -> str:
     """Return the readable text of a message content (images as a short marker).
 
-    Thinking parts are left out: a preview shows what the model said, not how it got there.
+    Thinking and reasoning parts are left out: a preview shows what the model said, not how
+    it got there.
     """
     if isinstance(content, str):
         return content
     if isinstance(content, list):
         parts = []
         for part in content:
-            if is_thinking_part(part):
+            if is_model_reasoning(part):
                 continue
             if is_text_part(part):
                 parts.append(str(part.get("text", "")))

@@ -100,7 +100,7 @@ def history_list(inv: Invocation) -> ToolOutcome:
     gets here must be valid for a context_fold_create made from that same view.
     Read-only, so no revision check applies.
     """
-    window_id, bound = inv.call.call_window_id, inv.call.frozen_upper_bound
+    window_id, bound = inv.call.call_window_id, inv.call.frame.upper_bound
     covered = _covered(inv, window_id)
     after, limit = inv.args["afterIndex"], inv.args["limit"]
     # Groups must be built from C on: a page starting mid-group would turn the
@@ -147,7 +147,7 @@ def fold_create(inv: Invocation) -> ToolOutcome:
     The fold id derives from the toolCallId, so a replayed call names the same
     fold; `createdAtIndex` is the call's index. The summary is stored as given.
     """
-    window_id, bound = inv.active_window(), inv.call.frozen_upper_bound
+    window_id, bound = inv.active_window(), inv.call.frame.upper_bound
     covered = _covered(inv, window_id)
     first, last = inv.args["fromIndex"], inv.args["throughIndex"]
     low, high = min(first, last), max(first, last)
@@ -280,7 +280,7 @@ def history_read(inv: Invocation) -> ToolOutcome:
     Never switches window and writes nothing. Cursors count UTF-16 code units, as for
     context_fold_read.
     """
-    index, bound = inv.args["index"], inv.call.frozen_upper_bound
+    index, bound = inv.args["index"], inv.call.frame.upper_bound
     if index > bound:
         raise Refusal(
             errors.HISTORY_INDEX_OUT_OF_RANGE,

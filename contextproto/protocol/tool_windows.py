@@ -61,7 +61,7 @@ def _entry(
     return {
         "windowId": target,
         "fromWindowId": came_from,
-        "upperBoundBeforeEntry": inv.call.frozen_upper_bound,
+        "upperBoundBeforeEntry": inv.call.frame.upper_bound,
         "input": handoff,
         # The switch commits as the next revision: the entry names the state it creates.
         "enteredAtRevision": inv.ctx.current_revision + 1,

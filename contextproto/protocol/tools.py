@@ -83,7 +83,7 @@ def _check_expectation(inv: Invocation) -> None:
 def _check_revision(inv: Invocation) -> None:
     if inv.call.tool_name not in inv.ctx.version.mutating_tools:
         return
-    current, frozen = inv.ctx.current_revision, inv.call.frozen_revision
+    current, frozen = inv.ctx.current_revision, inv.call.frame.revision
     if current != frozen:
         raise Refusal(
             errors.STATE_STALE,

@@ -2,8 +2,8 @@
 
 plan → load → project → adapt (docs/contract.md §4):
 
-* `view_plan` says, from the catalog entry and the state's active window, which window the
-  view shows and which KV keys it reads;
+* `view_plan` (`view_plan.py`) says, from the catalog entry and the state's active window,
+  which window the view shows and which KV keys it reads: the one place that asks the entry;
 * a `ViewSource` supplies them: the live database under the session lock, or the KV history
   at a revision and the log through the turn's bound (replay, snapshot rebuild);
 * `freeze` reads the state part (KV, the read plan, folds) and `assemble` the rows, then
@@ -32,17 +32,26 @@ from contextproto.protocol.messages import (
     RawMessage,
 )
 from contextproto.protocol.parameters import Parameters, with_parameters
-from contextproto.protocol.projection import (
-    Projection,
-    ProjectionInput,
-    ReadPlan,
-    kv_keys_for_view,
-    plan_reads,
-    project,
-)
+from contextproto.protocol.projection import Projection, ProjectionInput, project
 from contextproto.protocol.prompt_cache import PromptCache
-from contextproto.protocol.state import MAIN_WINDOW, covered_key
+from contextproto.protocol.state import covered_key
 from contextproto.protocol.tokens import json_tokens
+from contextproto.protocol.view_plan import ReadPlan, ViewPlan, view_plan
+
+# The builder's stages, in order: the plan (from view_plan.py), freeze, assemble, request_for.
+__all__ = [
+    "FrozenView",
+    "ProtectedSizes",
+    "View",
+    "ViewPlan",
+    "ViewRecipe",
+    "ViewSource",
+    "WireRecipe",
+    "assemble",
+    "freeze",
+    "request_for",
+    "view_plan",
+]
 
 
 class ViewSource(Protocol):
@@ -62,39 +71,6 @@ class ViewSource(Protocol):
 
 
 @dataclass(frozen=True)
-class ViewPlan:
-    """Which window a view shows and which state it reads, before anything is read."""
-
-    protocol: ProtocolVersion
-    window_id: str
-    kv_keys: tuple[str, ...]
-    run_id: str | None
-    upper_bound: int
-    revision: int
-
-
-def view_plan(
-    protocol: ProtocolVersion,
-    *,
-    active_window: str | None,
-    run_id: str | None,
-    upper_bound: int,
-    revision: int,
-) -> ViewPlan:
-    """The plan of a view of `protocol` at `revision` and `upper_bound`: a windowed version
-    shows the state's active window, any other `main`."""
-    window_id = (active_window or MAIN_WINDOW) if protocol.windowed else MAIN_WINDOW
-    return ViewPlan(
-        protocol=protocol,
-        window_id=window_id,
-        kv_keys=kv_keys_for_view(protocol.protocol_id, window_id),
-        run_id=run_id,
-        upper_bound=upper_bound,
-        revision=revision,
-    )
-
-
-@dataclass(frozen=True)
 class FrozenView:
     """The state part of a view, read at one revision: what must be read under the lock."""
 
@@ -107,17 +83,8 @@ class FrozenView:
 def freeze(plan: ViewPlan, source: ViewSource) -> FrozenView:
     """Read the plan's KV (and the definitions of a gateway client's tools it names), the
     window's covered bound, and its folds above it."""
-    kv = dict(source.kv(plan.kv_keys))
-    names = client_state.tool_names(kv)
-    if names:
-        kv.update(source.kv([client_state.tool_key(n) for n in names]))
-    reads = plan_reads(
-        protocol_id=plan.protocol.protocol_id,
-        active_window=plan.window_id,
-        covered_through=int(kv.get(covered_key(plan.window_id), 0) or 0),
-        run_id=plan.run_id,
-        upper_bound=plan.upper_bound,
-    )
+    kv = client_state.read_client_kv(source.kv, plan.kv_keys)
+    reads = plan.reads(int(kv.get(covered_key(plan.window_id), 0) or 0))
     folds = (
         tuple(source.folds(reads.folds_window, reads.folds_after_index))
         if reads.folds_window
@@ -199,16 +166,12 @@ def assemble(
     tool_tokens = json_tokens(tools) if tools else 0
     projection = project(
         ProjectionInput(
-            protocol_id=plan.protocol.protocol_id,
-            version=plan.protocol.version,
+            plan=plan,
+            reads=frozen.reads,
             options=recipe.options,
             system_prompt=recipe.system_prompt,
-            protocol_prompt=plan.protocol.prompt,
             session_id=recipe.session_id,
             session_inputs=recipe.session_inputs,
-            run_id=plan.run_id,
-            upper_bound=plan.upper_bound,
-            revision=plan.revision,
             kv=frozen.kv,
             window_messages=window_messages,
             run_inputs=run_inputs,

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from contextproto.protocol import catalog
+from contextproto.protocol.derived_texts import HEADER_LEAD, STATE_LEAD
 from contextproto.protocol.foldtext import render_fold_text
 from contextproto.protocol.messages import (
     KIND_TOOL_CALL,
@@ -25,7 +26,6 @@ from contextproto.protocol.messages import (
     RawMessage,
     content_text,
 )
-from contextproto.protocol.projection import HEADER_LEAD, STATE_LEAD
 from contextproto.protocol.state import KEY_TASK_MEMORY, covered_key, fold_key
 from sessions_app.models import (
     FoldRecord,

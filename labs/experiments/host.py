@@ -22,7 +22,7 @@ from labs.experiments.spec import RunSpec
 from sessions_app.maintenance import maintenance_execute
 from sessions_app.models import MaintenanceJob, ProjectionSnapshot, Run, Session
 from sessions_app.reads import raw_log
-from sessions_app.services.messages import message_write
+from sessions_app.services.messages import NewMessage, message_write
 from sessions_app.services.runs import run_start
 from sessions_app.services.runtime import TurnReport, run_advance
 
@@ -47,10 +47,13 @@ def answer_host_calls(session: Session, host_results: Mapping[str, str]) -> None
         if call.kind == KIND_TOOL_CALL and call.tool_call_id not in answered and result is not None:
             message_write(
                 session_id=session.id,
-                role="tool",
-                kind=KIND_TOOL_RESULT,
-                content=result,
-                tool_call_id=call.tool_call_id,
+                message=NewMessage(
+                    role="tool",
+                    kind=KIND_TOOL_RESULT,
+                    content=result,
+                    tool_call_id=call.tool_call_id,
+                ),
+                host=True,
             )
 
 

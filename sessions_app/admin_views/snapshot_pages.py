@@ -225,5 +225,5 @@ def _storage(snapshot: ProjectionSnapshot) -> str:
     if snapshot.body_encoding == ProjectionSnapshot.BodyEncoding.DELTA:
         return f"a delta, {snapshot.body_depth} after its keyframe; {kept}"
     if snapshot.body_state == ProjectionSnapshot.BodyState.PENDING:
-        return "being written after the turn's commit; shown from the writing process"
+        return "not written yet (the turn stores it with its answer); shown rebuilt"
     return f"whole; {kept}" if kept else "whole"

@@ -49,6 +49,5 @@ class StoragePages:
                 "total_view": sum(r.view_bytes for r in rows),
                 "retention_days": settings.SNAPSHOT_BODY_RETENTION_DAYS,
                 "keyframe_interval": settings.SNAPSHOT_KEYFRAME_INTERVAL,
-                "write_mode": settings.SNAPSHOT_BODY_WRITE,
             },
         )

@@ -20,6 +20,15 @@ def _nullable_text(**kwargs) -> serializers.CharField:
     return serializers.CharField(allow_null=True, allow_blank=True, **kwargs)
 
 
+class Frame(serializers.Serializer):
+    """The state revision and upper bound a tool call was made against (contract §3.1)."""
+
+    revision = serializers.IntegerField(help_text="The state revision R of the call's view.")
+    upperBound = serializers.IntegerField(
+        help_text="The upper bound U of the call's view (the call itself is above it)."
+    )
+
+
 class Message(serializers.Serializer):
     """One message of the raw log; fields a message does not have are null."""
 
@@ -42,7 +51,16 @@ class Message(serializers.Serializer):
         "it is not the JSON text of one.",
     )
     isError = serializers.BooleanField(allow_null=True)
-    snapshotId = _nullable_text()
+    snapshotId = _nullable_text(
+        help_text="The view a model's answer was generated from; null for a call made over MCP "
+        "(its view is the MCP host's)."
+    )
+    frame = Frame(
+        allow_null=True,
+        help_text="On a tool_call: the state revision and upper bound it was made against and "
+        "its dispatch acts on (its snapshot's; an MCP call's, the state its client saw). Null "
+        "on other kinds.",
+    )
     createdAt = serializers.DateTimeField(allow_null=True)
 
 

@@ -193,7 +193,9 @@ class SessionMessagesApi(APIView):
             session_id=session.id,
             client_message_id=data.get("clientMessageId"),
             request=fields,
-            write=lambda: messages.message_write(session_id=session.id, **fields),
+            write=lambda: messages.message_write(
+                session_id=session.id, message=messages.NewMessage(**fields), host=True
+            ),
         )
         return _written(message.to_wire(), replayed)
 
@@ -230,7 +232,8 @@ class ProjectionApi(APIView):
             error_messages={
                 "invalid_choice": f'"{{input}}" is not a wire format; use one of '
                 f"{', '.join(adapters.PROVIDERS)} (model.provider openai speaks openai-chat, "
-                "anthropic speaks anthropic-messages)."
+                "or openai-responses with model.config.api responses; anthropic speaks "
+                "anthropic-messages)."
             },
         )
 

@@ -16,6 +16,7 @@ committed (then the reply is stored, and a retry gets it as a replay).
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,6 +25,7 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.utils import timezone
 
+from contextproto import telemetry
 from contextproto.errors import (
     GATEWAY_CLIENT_DISCONNECTED,
     INTERNAL_ERROR,
@@ -33,6 +35,7 @@ from contextproto.errors import (
 from contextproto.protocol.gateway.transcript import ANSWER_SEPARATOR
 from contextproto.protocol.gateway.wire import Reply, Usage
 from contextproto.protocol.messages import RawMessage
+from contextproto.telemetry.spans import TURN_SOURCE
 from sessions_app.gateway.events import (
     Event,
     Finished,
@@ -42,17 +45,19 @@ from sessions_app.gateway.events import (
     TurnDone,
 )
 from sessions_app.gateway.open import Opened
-from sessions_app.gateway.record import ExchangeRecord
+from sessions_app.gateway.record import CLIENT_API, ExchangeRecord
 from sessions_app.gateway.reply import finish_of, render, reply_headers, reply_item
 from sessions_app.gateway.upstream import Heartbeat, model_pieces, upstream_error, upstream_timeout
 from sessions_app.models import Run
 from sessions_app.providers.base import ModelReply, ProviderError, ReasoningChunk, TextChunk
+from sessions_app.reads import trace_facts
 from sessions_app.services.runtime import CONTINUE, Drive, ModelCall, TurnReport, run_turns
+from sessions_app.services.turn_spans import turn_recorded
 
 
-async def in_thread[T](function: Callable[..., T], *args: Any) -> T:
+async def in_thread[T](function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     """Run `function` in the request's thread (every database call of a request runs there)."""
-    return await sync_to_async(function, thread_sensitive=True)(*args)
+    return await sync_to_async(function, thread_sensitive=True)(*args, **kwargs)
 
 
 @dataclass
@@ -79,7 +84,7 @@ def _finish(opened: Opened, record: ExchangeRecord, progress: _Progress) -> Fini
     """The reply of what the request's turns wrote, stored with its record (inside the commit
     of the turn that ends the request)."""
     incoming = opened.incoming
-    item = reply_item(progress.written)
+    item = reply_item(progress.written, incoming.request)
     reply = Reply(
         id=opened.reply_id,
         created=opened.created,
@@ -88,6 +93,9 @@ def _finish(opened: Opened, record: ExchangeRecord, progress: _Progress) -> Fini
         call=item.calls[0] if item.calls else None,
         finish=finish_of(item, progress.finish),
         usage=progress.usage,
+        reasoning=item.reasoning,
+        message_at=item.message_at,
+        completed=int(time.time()),
     )
     body = render(incoming.wire, reply, incoming.request)
     headers = reply_headers(progress.turns, progress.snapshot_id, incoming.request)
@@ -97,6 +105,8 @@ def _finish(opened: Opened, record: ExchangeRecord, progress: _Progress) -> Fini
         reply_body=body,
         reply_headers=headers,
         reply_start_index=item.position,
+        reply_end_index=max(m.index for m in progress.written),
+        reply_id=reply.id,
         turns=progress.turns,
     )
     return Finished(reply=reply, body=body, headers=headers)
@@ -145,51 +155,69 @@ async def drive(opened: Opened, record: ExchangeRecord) -> AsyncGenerator[Event,
     stream = incoming.request.stream
     timeout = upstream_timeout(version)
     ended = False
+    facts = opened.facts
     try:
-        step = await in_thread(next, turns, None)
-        while step is not None:
-            if isinstance(step, TurnReport):
-                if progress.finished is None:
-                    progress.add(step)
-                record.upstream_ms, record.turns = progress.upstream_ms, progress.turns
-                if not stream and step.text:
-                    yield TextDelta((ANSWER_SEPARATOR if said else "") + step.text)
-                said = said or bool(step.text)
-                yield TurnDone(progress.usage)
-                if step.outcome != CONTINUE:
-                    break
-                step = await in_thread(next, turns, None)
-                continue
-            call: ModelCall = step
-            answer: ModelReply | None = None
-            first_text = True
-            pieces = model_pieces(
-                provider,
-                call.request,
-                model=call.model,
-                step=call.step,
-                stream=stream,
-                timeout=timeout,
-                keepalive=settings.GATEWAY_KEEPALIVE_SECONDS,
-            )
-            try:
-                async for piece in pieces:
-                    if isinstance(piece, Heartbeat):
-                        yield KeepAlive()
-                    elif isinstance(piece, TextChunk):
-                        prefix = ANSWER_SEPARATOR if said and first_text else ""
-                        first_text = False
-                        yield TextDelta(prefix + piece.text)
-                    elif isinstance(piece, ReasoningChunk):
-                        yield ReasoningDone(piece.item)
-                    else:
-                        answer = piece
-            except ProviderError as exc:
-                await in_thread(turns.throw, exc)  # re-raises, after the turn's cleanup
-            assert answer is not None, "a model call ends with its answer"
-            if stream and answer.text:
-                said = True
-            step = await in_thread(_send, turns, answer)
+        with telemetry.agent_span(
+            facts.at(run_id=run.id.hex) if facts is not None else None,
+            attributes={TURN_SOURCE: "gateway", CLIENT_API: incoming.wire.format},
+        ):
+            step = await in_thread(next, turns, None)
+            while step is not None:
+                if isinstance(step, TurnReport):
+                    if progress.finished is None:
+                        progress.add(step)
+                    record.upstream_ms, record.turns = progress.upstream_ms, progress.turns
+                    if not stream and step.text:
+                        yield TextDelta((ANSWER_SEPARATOR if said else "") + step.text)
+                    said = said or bool(step.text)
+                    yield TurnDone(progress.usage)
+                    if step.outcome != CONTINUE:
+                        break
+                    step = await in_thread(next, turns, None)
+                    continue
+                call: ModelCall = step
+                turn = trace_facts.turn_facts(facts, call.snapshot) if facts is not None else None
+                with telemetry.chat_span(turn) as chat:
+                    answer: ModelReply | None = None
+                    first_text = True
+                    pieces = model_pieces(
+                        provider,
+                        call.request,
+                        model=call.model,
+                        step=call.step,
+                        stream=stream,
+                        timeout=timeout,
+                        keepalive=settings.GATEWAY_KEEPALIVE_SECONDS,
+                    )
+                    try:
+                        async for piece in pieces:
+                            if isinstance(piece, Heartbeat):
+                                yield KeepAlive()
+                            elif isinstance(piece, TextChunk):
+                                prefix = ANSWER_SEPARATOR if said and first_text else ""
+                                first_text = False
+                                yield TextDelta(prefix + piece.text)
+                            elif isinstance(piece, ReasoningChunk):
+                                yield ReasoningDone(piece.item)
+                            else:
+                                answer = piece
+                    except ProviderError as exc:
+                        await in_thread(turns.throw, exc)  # re-raises, after the turn's cleanup
+                    assert answer is not None, "a model call ends with its answer"
+                    if stream and answer.text:
+                        said = True
+                    step = await in_thread(_send, turns, answer)
+                    if turn is not None and isinstance(step, TurnReport):
+                        await in_thread(
+                            turn_recorded,
+                            chat,
+                            turn,
+                            call.snapshot,
+                            raw=answer.raw,
+                            stop_reason=answer.stop_reason,
+                            text=answer.text,
+                            written=step.written,
+                        )
         if run.status == Run.Status.MAX_TURNS:
             raise ApplicationError(
                 MAX_TURNS_REACHED,
@@ -211,10 +239,12 @@ async def drive(opened: Opened, record: ExchangeRecord) -> AsyncGenerator[Event,
         if ended:
             raise
         # The client went away (the task is cancelled, or the stream closed) or a defect.
-        gone = not isinstance(exc, Exception)
-        reason = ApplicationError(
-            GATEWAY_CLIENT_DISCONNECTED if gone else INTERNAL_ERROR,
-            "The client went away before its reply." if gone else "A defect of the service.",
+        reason = (
+            ApplicationError(INTERNAL_ERROR, "A defect of the service.")
+            if isinstance(exc, Exception)
+            else ApplicationError(
+                GATEWAY_CLIENT_DISCONNECTED, "The client went away before its reply."
+            )
         )
         with contextlib.suppress(Exception):  # the database may be what failed
             await in_thread(_close_and_fail, turns, run, reason)

@@ -27,14 +27,14 @@ from uuid import UUID
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from agents.selectors import gateway_version_for_model
-from contextproto.errors import IDEMPOTENCY_KEY_REUSED, SESSION_BUSY, ApplicationError, NotFound
-from contextproto.ids import canonical_uuid
+from contextproto import telemetry
+from contextproto.errors import IDEMPOTENCY_KEY_REUSED, SESSION_BUSY, ApplicationError
 from contextproto.protocol import catalog
 from contextproto.protocol.client_state import ClientToolWire
 from contextproto.protocol.gateway.reconcile import Proceed, Refusal, Replay, reconcile
 from contextproto.protocol.gateway.transcript import Item, open_text
 from contextproto.protocol.messages import KIND_TOOL_CALL, ROLE_ASSISTANT, RawMessage
+from contextproto.telemetry import SessionFacts
 from sessions_app.gateway.checks import (
     IDEMPOTENCY_WINDOW,
     RETRY_AFTER_SECONDS,
@@ -44,6 +44,7 @@ from sessions_app.gateway.checks import (
     system_check,
 )
 from sessions_app.gateway.events import Finished
+from sessions_app.gateway.identity import locate
 from sessions_app.gateway.incoming import Incoming
 from sessions_app.gateway.record import ExchangeRecord
 from sessions_app.gateway.reply import rebuilt_reply, stored_reply
@@ -52,10 +53,9 @@ from sessions_app.gateway.writes import client_state_write, messages_write, run_
 from sessions_app.models import GatewayExchange, ProjectionSnapshot, Run, Session
 from sessions_app.nodes import require_protocol
 from sessions_app.providers import ModelProvider, ProviderError
+from sessions_app.reads import trace_facts
 from sessions_app.reads.transcript import transcript_tail
 from sessions_app.services.projection import projection_build
-from sessions_app.services.sessions import session_create
-from sessions_app.store.state import session_lock
 
 
 @dataclass(frozen=True)
@@ -79,6 +79,8 @@ class Opened:
     recover: bool
     reply_id: str
     created: int
+    # What every span of the request's trace says of the session (None: tracing is off).
+    facts: SessionFacts | None = None
 
 
 @dataclass(frozen=True)
@@ -175,35 +177,13 @@ def _abandoned(exchange: GatewayExchange) -> bool:
     return not busy(run)
 
 
-def _session_locked(
-    incoming: Incoming, record: ExchangeRecord, named: str | None
-) -> tuple[Session, str | None]:
-    """Find (and lock) or start the request's session; the key of a session it started."""
-    if incoming.session_key_of is not None:
-        return session_lock(incoming.session_key_of), None
-    wanted_name = named or incoming.named_session
-    if wanted_name is not None:
-        wanted = canonical_uuid(wanted_name)
-        found = (
-            session_lock(wanted, application_id=incoming.application.pk)
-            if wanted is not None
-            else None
-        )
-        if found is None:
-            raise NotFound("Session", {"sessionId": wanted_name})
-        return found, None
-    version = gateway_version_for_model(
-        application=incoming.application, model=incoming.request.model
-    )
-    system_check(version, incoming.request.system)
-    session, key = session_create(agent_version=version)
-    return session_lock(session.id), key
-
-
 def _open_locked(
     incoming: Incoming, record: ExchangeRecord, tools: list[ClientToolWire], named: str | None
 ) -> Opened | Finished | InFlight:
-    session, created_key = _session_locked(incoming, record, named)
+    located = locate(incoming, record, named)
+    if located.replay is not None:
+        return located.replay
+    session, created_key = located.session, located.created_key
     if created_key is None:
         record.session_id = session.id
     version = session.agent_version
@@ -234,7 +214,11 @@ def _open_locked(
             return InFlight(session_id=session.id, exchange_id=in_flight)
         raise _busy_error()
     request = incoming.request
-    wanted = len(request.items)
+    # What the client sent, after what its reference (a previous response, a compaction
+    # item) stands for.
+    sent = request.items[request.compaction.at :] if request.compaction else request.items
+    client_items = (*located.implied, *sent)
+    wanted = len(client_items)
     tail = transcript_tail(session.id, session.last_index, wanted=wanted + 1)
     last_reply = _last_reply(tail.transcript.items)
     if last_reply is not None and not tail.complete:
@@ -246,7 +230,7 @@ def _open_locked(
     items = tail.transcript.items
     before_reply = [i for i in items if i.position < last_reply.position] if last_reply else None
     outcome = reconcile(
-        request.items,
+        client_items,
         items,
         before_reply=before_reply,
         log_empty=session.last_index == 0,
@@ -263,7 +247,11 @@ def _open_locked(
     assert isinstance(outcome, Proceed)
     client_state_write(session, request.system, tools)
     run = run_for(
-        session, outcome, client_api=incoming.wire.format, client_agent=incoming.user_agent
+        session,
+        current,
+        outcome,
+        client_api=incoming.wire.format,
+        client_agent=incoming.user_agent,
     )
     messages_write(session, run, outcome)
     open_answers: tuple[RawMessage, ...] = () if outcome.new else tail.transcript.open_answers
@@ -271,7 +259,12 @@ def _open_locked(
     session.current_run = run
     session.save(update_fields=["next_message_index", "current_run", "via_gateway"])
     record.session_id = session.id
-    record.opened(request_hash=incoming.body_hash, idempotency_key=incoming.idempotency_key)
+    record.opened(
+        request_hash=incoming.body_hash,
+        idempotency_key=incoming.idempotency_key,
+        continues=request.previous_response_id or "",
+        stored=request.store,
+    )
     # The first turn's view, in this commit (building it cannot fail for anything the
     # model says).
     first = projection_build(
@@ -299,6 +292,7 @@ def _open_locked(
         ),
         reply_id=incoming.wire.reply_id_prefix + uuid.uuid4().hex,
         created=int(time.time()),
+        facts=trace_facts.session_facts(session) if telemetry.enabled() else None,
     )
 
 

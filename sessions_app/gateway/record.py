@@ -10,15 +10,18 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Mapping
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
 
 from django.db import connection, transaction
 from django.utils import timezone
+from opentelemetry.trace import INVALID_SPAN, Span
 
 from agents.models import Application
-from contextproto import metrics
+from contextproto import metrics, telemetry
 from contextproto.errors import ApplicationError
 from sessions_app.gateway.events import Finished
 from sessions_app.models import GatewayExchange
@@ -26,6 +29,7 @@ from sessions_app.models import GatewayExchange
 logger = logging.getLogger("contextproto.gateway")
 
 OK = "ok"  # the code of an answer that is not an error, in the counter and the log line
+CLIENT_API = "contextproto.gateway.client_api"
 
 
 @dataclass
@@ -45,7 +49,21 @@ class ExchangeRecord:
     turns: int = 0
     streamed: bool = False
     replayed: bool = False
+    # The request's root span (contract §22) and what ends it, once the request has ended.
+    span: Span = INVALID_SPAN
+    _trace: ExitStack | None = None
     _done: bool = False
+
+    def trace(self, method: str, route: str, headers: Mapping[str, str]) -> None:
+        """Start the request's root span (continuing the client's `traceparent`); `done` ends
+        it, whenever the request ends (a stream's end included)."""
+        stack = ExitStack()
+        self.span = stack.enter_context(
+            telemetry.request_span(
+                method, route, headers, path=self.path, attributes={CLIENT_API: self.api}
+            )
+        )
+        self._trace = stack
 
     def elapsed_ms(self) -> int:
         return round((time.monotonic() - self.started) * 1000)
@@ -65,11 +83,23 @@ class ExchangeRecord:
             "streamed": self.streamed,
         }
 
-    def opened(self, *, request_hash: str, idempotency_key: str | None) -> GatewayExchange:
+    def opened(
+        self,
+        *,
+        request_hash: str,
+        idempotency_key: str | None,
+        continues: str = "",
+        stored: bool = True,
+    ) -> GatewayExchange:
         """The request's row, `running`, written in the caller's transaction (the one that
-        opens the request): an identical request arriving meanwhile finds it."""
+        opens the request): an identical request arriving meanwhile finds it. `continues`
+        the response it continues, `stored` false for a Responses `store: false`."""
         row = GatewayExchange.objects.create(
-            **self._base(), request_hash=request_hash, idempotency_key=idempotency_key
+            **self._base(),
+            request_hash=request_hash,
+            idempotency_key=idempotency_key,
+            continues=continues,
+            stored=stored,
         )
         self.exchange_id = row.id
         return row
@@ -165,6 +195,9 @@ class ExchangeRecord:
             " ".join(f"{k}={v}" for k, v in line.items() if v is not None),
             extra={"gateway": line},
         )
+        if self._trace is not None:
+            telemetry.http_response(self.span, status, error_code=None if code == OK else code)
+            self._trace.close()
 
 
 def _async_commit() -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from contextproto.protocol import catalog
+from contextproto.protocol.custom_tools import KIND_CUSTOM
 from contextproto.protocol.gateway.transcript import Item, reply_of
 from contextproto.protocol.gateway.wire import (
     FINISH_LENGTH,
@@ -39,7 +40,12 @@ def finish_of(item: Item, stop_reason: str | None) -> Finish:
     return FINISH_LENGTH if stop_reason in LENGTH_STOPS else FINISH_STOP
 
 
-def reply_item(written: Sequence[RawMessage]) -> Item:
+def custom_tools_of(request: GatewayRequest) -> frozenset[str]:
+    """The names of the request's free-form (custom) tools: their calls are custom calls."""
+    return frozenset(t.name for t in request.tools if t.kind == KIND_CUSTOM)
+
+
+def reply_item(written: Sequence[RawMessage], request: GatewayRequest) -> Item:
     """The reply the messages a request's turns wrote make (the answers of a request that
     failed half way and its retry's included)."""
     service_answered = {
@@ -47,7 +53,9 @@ def reply_item(written: Sequence[RawMessage]) -> Item:
         for m in written
         if m.kind == KIND_TOOL_RESULT and m.snapshot_id is not None
     }
-    item = reply_of(written, catalog.PROTOCOL_TOOL_NAMES, service_answered)
+    item = reply_of(
+        written, catalog.PROTOCOL_TOOL_NAMES, service_answered, custom_tools_of(request)
+    )
     assert item is not None, "a finished request ends with a reply"
     return item
 
@@ -96,6 +104,9 @@ def rebuilt_reply(
         call=item.calls[0] if item.calls else None,
         finish=finish_of(item, None),
         usage=Usage(),
+        reasoning=item.reasoning,
+        message_at=item.message_at,
+        completed=created,
     )
     return Finished(
         reply=reply,

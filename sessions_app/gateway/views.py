@@ -1,7 +1,7 @@
 """The gateway's HTTP edge (contract §14, §21): one async view per endpoint, any client API.
 
 A request goes through its stages (`read_incoming` → `open_request` → `drive`), each
-refusal and failure is answered in the client's own wire (`ClientWire.error_body`) with the
+refusal and failure is answered in the client's own wire (`ClientWire.error_reply_body`) with the
 headers its SDK retries by, and a streamed reply is Server-Sent Events from ONE async
 generator (`_events_stream`) that closes the turns in `finally` and turns any failure after
 the stream began into the wire's error event and a record. Under uvicorn the views run as
@@ -19,7 +19,6 @@ import math
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
 
-from asgiref.sync import async_to_sync
 from django.conf import settings
 from django.core.handlers.asgi import ASGIRequest
 from django.db import InterfaceError, OperationalError, connection
@@ -28,6 +27,7 @@ from django.views.decorators.csrf import csrf_exempt
 
 from agents.models import Application
 from agents.selectors import gateway_model_name, gateway_models
+from contextproto import telemetry
 from contextproto.errors import (
     DEPENDENCY_UNAVAILABLE,
     GATEWAY_CLIENT_DISCONNECTED,
@@ -73,12 +73,17 @@ IN_FLIGHT_POLL_SECONDS = (0.05, 0.1, 0.2, 0.4)
 
 
 def _record(request: HttpRequest, wire: ClientWire) -> ExchangeRecord:
-    return ExchangeRecord(
+    """The request's record, its root span started (contract §22)."""
+    record = ExchangeRecord(
         api=wire.format,
         path=request.path,
         request_id=request_id_of(request),
         user_agent=request.headers.get("User-Agent", "")[:256],
     )
+    match = request.resolver_match
+    route = "/" + match.route if match is not None and match.route else request.path
+    record.trace(request.method or "POST", route, request.headers)
+    return record
 
 
 def _session_headers(
@@ -93,7 +98,7 @@ def _session_headers(
         response[SESSION_KEY_HEADER] = created_key
 
 
-def error_response(
+def error_answer(
     wire: ClientWire, error: ApplicationError, record: ExchangeRecord | None = None
 ) -> HttpResponse:
     """An error in the client API's shape, with the headers its SDK retries by: a 4xx the
@@ -101,7 +106,7 @@ def error_response(
     past says `Retry-After` (the registry's `retryable`)."""
     status = error.status
     response = HttpResponse(
-        dumps(wire.error_body(status, error.code, error.message, error.details)),
+        dumps(wire.error_reply_body(status, error.code, error.message, error.details)),
         status=status,
         content_type="application/json",
     )
@@ -124,7 +129,7 @@ async def _refuse(
     """Record a refusal (its own commit), count it, answer it."""
     await in_thread(record.failed, error, request_hash)
     record.done(error.status, error.code)
-    return error_response(wire, error, record)
+    return error_answer(wire, error, record)
 
 
 def _reply_response(
@@ -140,7 +145,7 @@ def _reply_response(
     return response
 
 
-def _stream_response(
+async def _stream_response(
     content: AsyncIterator[str],
     request: HttpRequest,
     record: ExchangeRecord,
@@ -152,16 +157,12 @@ def _stream_response(
     else:
         # WSGI: the whole stream at once (runserver and the test client have no event loop
         # to send it from as it comes).
-        body = async_to_sync(_collect)(content)
+        body = [chunk async for chunk in content]
     response = StreamingHttpResponse(body, content_type="text/event-stream; charset=utf-8")
     response["Cache-Control"] = "no-cache"
     response["X-Accel-Buffering"] = "no"
     _session_headers(response, record, created_key)
     return response
-
-
-async def _collect(content: AsyncIterator[str]) -> list[str]:
-    return [chunk async for chunk in content]
 
 
 async def _open(incoming: Incoming, record: ExchangeRecord) -> Opened | Finished:
@@ -308,7 +309,7 @@ async def serve(
                     created=opened.reply.created,
                     model=opened.reply.model,
                 )
-                response = _stream_response(
+                response = await _stream_response(
                     _once(encoder.whole(opened.reply)), request, record, None
                 )
                 response[REPLAYED_HEADER] = "true"
@@ -316,13 +317,17 @@ async def serve(
                 return response
             return _reply_response(opened, record, None)
         created_key = opened.created_key
+        telemetry.annotate_current(opened.facts)
         events = drive(opened, record)
         if not incoming.request.stream:
-            async with aclosing(events):
+            finished: Finished | None = None
+            async with aclosing(events):  # closed (its spans ended) before the root span
                 async for event in events:
                     if isinstance(event, Finished):
-                        return _reply_response(event, record, created_key)
-            raise AssertionError("a request's turns ended without a reply")
+                        finished = event
+                        break
+            assert finished is not None, "a request's turns end with its reply"
+            return _reply_response(finished, record, created_key)
         # A failure before the first byte is an HTTP error (and the SDKs retry by it); the
         # stream begins with the first event that puts bytes on the wire.
         head: list[Event] = []
@@ -336,7 +341,7 @@ async def serve(
         except BaseException:
             await events.aclose()
             raise
-        return _stream_response(
+        return await _stream_response(
             _events_stream(head, events, opened, record), request, record, created_key
         )
     except ApplicationError as exc:
@@ -364,7 +369,7 @@ async def _refuse_quietly(
     with contextlib.suppress(Exception):
         await in_thread(record.failed, error)
     record.done(error.status, error.code)
-    return error_response(wire, error, record)
+    return error_answer(wire, error, record)
 
 
 async def _once(text: str) -> AsyncIterator[str]:
@@ -379,6 +384,11 @@ async def openai_chat_completions(request: HttpRequest) -> HttpResponse | Stream
 @csrf_exempt
 async def anthropic_messages(request: HttpRequest) -> HttpResponse | StreamingHttpResponse:
     return await serve(request, ClientFormat.ANTHROPIC)
+
+
+@csrf_exempt
+async def openai_responses(request: HttpRequest) -> HttpResponse | StreamingHttpResponse:
+    return await serve(request, ClientFormat.RESPONSES)
 
 
 async def _models(request: HttpRequest, client_format: ClientFormat) -> HttpResponse:

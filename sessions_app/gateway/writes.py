@@ -9,6 +9,7 @@ The caller holds the session lock (`open.open_request`).
 from __future__ import annotations
 
 from datetime import timedelta
+from functools import partial
 from typing import Any
 
 from django.conf import settings
@@ -30,28 +31,26 @@ from contextproto.protocol.messages import (
 )
 from sessions_app.models import Run, Session
 from sessions_app.reads import hot_sql, raw_log
-from sessions_app.services.messages import content_check, message_append_locked
+from sessions_app.services.messages import NewMessage, content_check, message_write_locked
 from sessions_app.store.state import KV_DELETE, kv_apply_locked
 
 
 def client_state_write(session: Session, system: str, tools: list[ClientToolWire]) -> None:
     """Commit the request's system text and tools when they differ (one revision)."""
-    kv = hot_sql.kv_values(session.id, client_state.VIEW_KEYS)
-    names = client_state.tool_names(kv)
-    if names:
-        kv.update(hot_sql.kv_values(session.id, [client_state.tool_key(n) for n in names]))
+    kv = client_state.read_client_kv(partial(hot_sql.kv_values, session.id))
     upserts, removals = client_state.client_state_writes(kv, system, tools)
     writes: dict[str, Any] = {**upserts, **dict.fromkeys(removals, KV_DELETE)}
     if writes:
         kv_apply_locked(session, writes)
 
 
-def run_for(session: Session, outcome: Proceed, *, client_api: str, client_agent: str) -> Run:
+def run_for(
+    session: Session, current: Run | None, outcome: Proceed, *, client_api: str, client_agent: str
+) -> Run:
     """The run this request drives, claimed for it (a short lease, renewed while it waits
-    on the model): a new run for new user input, else the session's current run (which
+    on the model): a new run for new user input, else the session's `current` run (which
     a client's tool result answers, or whose turn failed and runs again). The run says which
     client API and client (User-Agent) drive it."""
-    current = session.current_run
     answers_current = any(i.role == ROLE_TOOL for i in outcome.new) or not outcome.new
     if current is not None and answers_current and not outcome.importing:
         run = current
@@ -102,23 +101,22 @@ def _write_item(session: Session, run: Run, item: Item, calls: dict[str, tuple[s
     where = f"messages[{item.position}]"
     if item.role == ROLE_USER:
         _content_ok(item.content, where)
-        message_append_locked(
+        message_write_locked(
             session,
-            role=ROLE_USER,
-            kind=KIND_INPUT,
-            content=item.content,
-            run=run,
-            input_run=run.id.hex,
+            NewMessage(
+                role=ROLE_USER,
+                kind=KIND_INPUT,
+                content=item.content,
+                run_id=run.id,
+                input_run=run.id.hex,
+            ),
             save_session=False,
         )
     elif item.role == ROLE_ASSISTANT:  # an imported answer
         if not item.calls:
-            message_append_locked(
+            message_write_locked(
                 session,
-                role=ROLE_ASSISTANT,
-                kind=KIND_TEXT,
-                content=item.text,
-                run=run,
+                NewMessage(role=ROLE_ASSISTANT, kind=KIND_TEXT, content=item.text, run_id=run.id),
                 save_session=False,
             )
         for n, call in enumerate(item.calls):
@@ -129,15 +127,17 @@ def _write_item(session: Session, run: Run, item: Item, calls: dict[str, tuple[s
                     "conversation holds only your own tools' calls.",
                     {"index": item.position, "reason": "a protocol tool call"},
                 )
-            row = message_append_locked(
+            row = message_write_locked(
                 session,
-                role=ROLE_ASSISTANT,
-                kind=KIND_TOOL_CALL,
-                content=item.text if n == 0 else "",
-                tool_call_id=call.id,
-                tool_name=call.name,
-                arguments=call.arguments,
-                run=run,
+                NewMessage(
+                    role=ROLE_ASSISTANT,
+                    kind=KIND_TOOL_CALL,
+                    content=item.text if n == 0 else "",
+                    tool_call_id=call.id,
+                    tool_name=call.name,
+                    arguments=call.arguments,
+                    run_id=run.id,
+                ),
                 save_session=False,
             )
             calls[call.id] = (call.name, row.window_id)
@@ -149,16 +149,18 @@ def _write_item(session: Session, run: Run, item: Item, calls: dict[str, tuple[s
             assert pending is not None  # reconciliation took only pending calls' results
             calls[call_id] = (str(pending.tool_name), pending.window_id)
         name, window = calls[call_id]
-        message_append_locked(
+        message_write_locked(
             session,
-            role=ROLE_TOOL,
-            kind=KIND_TOOL_RESULT,
-            content=item.content,
-            window_id=window,
-            tool_call_id=call_id,
-            tool_name=name,
-            is_error=item.is_error,
-            run=run,
+            NewMessage(
+                role=ROLE_TOOL,
+                kind=KIND_TOOL_RESULT,
+                content=item.content,
+                window_id=window,
+                tool_call_id=call_id,
+                tool_name=name,
+                is_error=item.is_error,
+                run_id=run.id,
+            ),
             save_session=False,
         )
 

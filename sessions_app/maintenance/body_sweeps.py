@@ -1,6 +1,8 @@
-"""The snapshot body sweep (issue 33, contract §4.6a): bodies a dead process never wrote are
-rebuilt from the state at R and the log through U and written, marked so; bodies older than
-SNAPSHOT_BODY_RETENTION_DAYS are dropped (readers rebuild them)."""
+"""The snapshot body sweep (issue 33, contract §4.6a): bodies still not written
+SNAPSHOT_BODY_GRACE_SECONDS after their row (their process died between the turn's two
+commits) are rebuilt from the state at R and the log through U and written, marked so; bodies
+older than SNAPSHOT_BODY_RETENTION_DAYS are dropped. Readers rebuild a missing body on their
+own either way; the sweep saves them doing it again."""
 
 from __future__ import annotations
 
@@ -38,7 +40,7 @@ def _match(snapshot: ProjectionSnapshot, matches: bool | None) -> str:
 
 
 def bodies_rebuild_lost() -> tuple[int, int]:
-    """Write, rebuilt, the bodies still pending past the grace period; (rebuilt, lost)."""
+    """Write, rebuilt, the bodies still missing past the grace period; (rebuilt, lost)."""
     before = timezone.now() - timedelta(seconds=settings.SNAPSHOT_BODY_GRACE_SECONDS)
     rebuilt = lost = 0
     for snapshot in body_retention.lost_bodies(before):
@@ -53,11 +55,8 @@ def bodies_rebuild_lost() -> tuple[int, int]:
             bound=snapshot.upper_bound,
             match=_match(snapshot, view.hash_matches),
         )
-        written = body_writer.body_write(
-            snapshot_id=snapshot.pk,
-            session_id=snapshot.session_id,
-            created_at=snapshot.created_at,
-            body=view.body,
+        written = body_writer.body_store(
+            body_writer.body_encode(snapshot, view.body),
             state=ProjectionSnapshot.BodyState.REBUILT,
             note=note,
         )

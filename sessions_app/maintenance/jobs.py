@@ -35,6 +35,7 @@ from contextproto.errors import (
     MAINTENANCE_STATE_CHANGED,
     ApplicationError,
 )
+from contextproto.protocol import checkpoints
 from contextproto.protocol import maintenance as planning
 from contextproto.protocol.errors import ProtocolError
 from contextproto.protocol.messages import RawMessage
@@ -355,7 +356,7 @@ def _source_now(job: MaintenanceJob) -> tuple[str, list[RawMessage]]:
     covered = int(kv.get(covered_key(job.window_id), 0) or 0)
     messages = _covered_messages(job, covered)
     checkpoint = str(kv.get(checkpoint_key(job.window_id), ""))
-    return planning.source_hash(checkpoint, messages), messages
+    return checkpoints.source_hash(checkpoint, messages), messages
 
 
 def maintenance_page(*, job: MaintenanceJob, page: int) -> tuple[list[RawMessage], int]:
@@ -405,7 +406,7 @@ def maintenance_commit(*, job: MaintenanceJob, checkpoint: object) -> tuple[int,
         session = session_lock(job.session_id)
         options = effective_options(session.agent_version)
         try:
-            text = planning.validate_checkpoint(checkpoint, options["checkpointMaxCharacters"])
+            text = checkpoints.validate_checkpoint(checkpoint, options["checkpointMaxCharacters"])
         except ProtocolError as exc:
             raise ApplicationError.from_protocol(exc) from exc
         if session.state_revision != job.frozen_revision:
@@ -420,7 +421,9 @@ def maintenance_commit(*, job: MaintenanceJob, checkpoint: object) -> tuple[int,
             )
             covered = int(kv.get(covered_key(job.window_id), 0) or 0)
             messages = _covered_messages(job, covered)
-            digest = planning.source_hash(str(kv.get(checkpoint_key(job.window_id), "")), messages)
+            digest = checkpoints.source_hash(
+                str(kv.get(checkpoint_key(job.window_id), "")), messages
+            )
             if digest != job.source_hash or _planned_through(job) <= covered:
                 current = session.state_revision
         if current is None:

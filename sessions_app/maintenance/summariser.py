@@ -11,6 +11,7 @@ from django.db.models import F, Sum
 from agents.models import AgentVersion
 from agents.selectors import effective_options, protocol_of
 from contextproto import telemetry
+from contextproto.protocol import checkpoints
 from contextproto.protocol import maintenance as planning
 from contextproto.protocol.adapters import WireFormat
 from contextproto.protocol.errors import ProtocolError
@@ -38,11 +39,16 @@ def _maintainer_version(session: Session) -> AgentVersion:
     return version
 
 
-def _summary_request(wire_format: str, prompt: list[dict[str, str]]) -> dict[str, Any]:
+def summary_request(wire_format: str, prompt: list[dict[str, str]]) -> dict[str, Any]:
+    """The summary prompt as a request body of the maintainer's wire format."""
+    system = "\n\n".join(m["content"] for m in prompt if m["role"] == "system")
+    rest = [m for m in prompt if m["role"] != "system"]
     if wire_format == WireFormat.ANTHROPIC_MESSAGES:
-        system = "\n\n".join(m["content"] for m in prompt if m["role"] == "system")
-        rest = [m for m in prompt if m["role"] != "system"]
         return {"system": system, "messages": rest}
+    if wire_format == WireFormat.OPENAI_RESPONSES:
+        # Input messages with text content; the provider keeps nothing of a summary call.
+        items = [{"type": "message", "role": m["role"], "content": m["content"]} for m in rest]
+        return {"instructions": system, "input": items, "store": False}
     return {"messages": prompt}
 
 
@@ -61,9 +67,9 @@ def summarise(
         f"window/{job.window_id}", {}
     )
     provider = providers.provider_for(maintainer.model_provider, maintainer.model_config or {})
-    prompt = planning.summariser_prompt(
+    prompt = checkpoints.summariser_prompt(
         previous_checkpoint=plan.previous_checkpoint,
-        pages_text=[planning.render_page_text(page) for page in pages],
+        pages_text=[checkpoints.render_page_text(page) for page in pages],
         max_characters=limit,
         window_goal=str(goal.get("goal", "")) if isinstance(goal, dict) else "",
     )
@@ -90,7 +96,7 @@ def _summarise(
         )
         with telemetry.chat_span(facts, attributes={TURN_SOURCE: "maintenance"}) as chat:
             reply = provider.complete(
-                _summary_request(provider.wire_format, prompt),
+                summary_request(provider.wire_format, prompt),
                 model=maintainer.model_name,
                 step=step,
             )
@@ -106,11 +112,11 @@ def _summarise(
         if reply.tool_calls and not answer:
             raise JobFailed("the maintainer answered with a tool call instead of a checkpoint")
         try:
-            return planning.validate_checkpoint(answer, limit)
+            return checkpoints.validate_checkpoint(answer, limit)
         except ProtocolError as exc:
             if exc.code != "checkpoint_too_long" or attempt == 1:
                 raise JobFailed(f"{exc.code}: {exc.message}") from exc
-            prompt = planning.shorter_retry_prompt(prompt, answer, limit)
+            prompt = checkpoints.shorter_retry_prompt(prompt, answer, limit)
     raise JobFailed("unreachable")  # pragma: no cover
 
 

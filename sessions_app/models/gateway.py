@@ -58,6 +58,15 @@ class GatewayExchange(models.Model):
     # The MessageIndex of the reply's first answer: the transcript before it is what a retry
     # of this request repeats.
     reply_start_index = models.BigIntegerField(null=True, blank=True)
+    # The reply's id (`resp_…`, `msg_…`, `chatcmpl-…`; unique across the service) and, for
+    # the Responses API (contract §21): the last MessageIndex of the reply, the response the
+    # request continued (`previous_response_id`), whether it may be read or continued by id
+    # (`store`), and when it was deleted (its id is unknown from then on).
+    reply_id = models.CharField(max_length=64, null=True, blank=True)
+    reply_end_index = models.BigIntegerField(null=True, blank=True)
+    continues = models.CharField(max_length=64, blank=True, default="", db_default="")
+    stored = models.BooleanField(default=True, db_default=True)
+    deleted_at = models.DateTimeField(null=True, blank=True)
     turns = models.PositiveIntegerField(default=0)
     streamed = models.BooleanField(default=False)
     # Answered from another exchange's stored reply, without a model call.
@@ -74,7 +83,12 @@ class GatewayExchange(models.Model):
                 fields=["application", "idempotency_key"],
                 condition=Q(idempotency_key__isnull=False),
                 name="gateway_idempotency_key",
-            )
+            ),
+            models.UniqueConstraint(
+                fields=["reply_id"],
+                condition=Q(reply_id__isnull=False, replayed=False),
+                name="gateway_reply_id",
+            ),
         ]
         indexes = [
             models.Index(fields=["session", "-created_at"], name="gateway_session_recent"),

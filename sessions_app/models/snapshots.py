@@ -42,16 +42,16 @@ class ProjectionSnapshot(models.Model):
     provider request as sent (`body`), plus the provider's usage once reported.
 
     The body is stored whole (a keyframe) or as a delta against an earlier body of the
-    session, possibly after the turn's commit, and may be dropped after
-    SNAPSHOT_BODY_RETENTION_DAYS (issue 33, contract §4.6a). Read it only through `view` (or
-    `messages` / `sources` / `request`), which go through the one decoder
+    session, in the turn's commit or a later one of the same turn (store/body_writer.py), and
+    may be dropped after SNAPSHOT_BODY_RETENTION_DAYS (issue 33, contract §4.6a). Read it only
+    through `view` (or `messages` / `sources` / `request`), which go through the one decoder
     (sessions_app/store/snapshot_bodies.py) and never answer an empty body for one that is
-    not written yet or was dropped: they wait for it or rebuild it.
+    not written yet or was dropped: they rebuild it.
     """
 
     class BodyState(models.TextChoices):
         STORED = "stored"  # as the turn built it
-        PENDING = "pending"  # the row is committed, the body is being written after it
+        PENDING = "pending"  # the row is committed, its body not yet (rebuilt on read)
         REBUILT = "rebuilt"  # written by the sweeper from the state at R (the turn's was lost)
         DROPPED = "dropped"  # removed by retention; rebuilt on read
 

@@ -79,7 +79,7 @@ class WindowRecord(models.Model):
     window_id = models.CharField(max_length=64)
     status = models.CharField(max_length=16)
     created_at_index = models.BigIntegerField(default=0)
-    # Messages written in this window (hot and archived), kept by message_append_locked so
+    # Messages written in this window (hot and archived), kept by message_write_locked so
     # operator pages never count a huge table.
     message_count = models.BigIntegerField(default=0, db_default=0)
 

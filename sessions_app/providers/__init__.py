@@ -1,4 +1,5 @@
-"""Model providers the built-in runtime drives (contract §7): scripted, OpenAI, Anthropic.
+"""Model providers the built-in runtime drives (contract §7): scripted, OpenAI (Chat Completions,
+or the Responses API with `model.config.api: "responses"`), Anthropic.
 
 The registry: `provider_for(provider, config)` builds one from an AgentVersion's model
 settings. The provider modules import `base` and nothing of this package, so the graph is
@@ -12,7 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from contextproto.errors import PROVIDER_NOT_RUNNABLE, PROVIDER_UNKNOWN
+from contextproto.errors import PROVIDER_NOT_CONFIGURED, PROVIDER_NOT_RUNNABLE, PROVIDER_UNKNOWN
+from contextproto.protocol.adapters import OPENAI_APIS, WireFormat
 from sessions_app.providers.base import (
     RUNNABLE_PROVIDERS,
     CallOptions,
@@ -34,6 +36,19 @@ __all__ = [
 
 
 def _openai(config: dict[str, Any], options: CallOptions | None) -> ModelProvider:
+    api = config.get("api") or next(iter(OPENAI_APIS))
+    if OPENAI_APIS.get(api) == WireFormat.OPENAI_RESPONSES:
+        from sessions_app.providers.openai_responses import (  # lazy SDK import
+            OpenAIResponsesProvider,
+        )
+
+        return OpenAIResponsesProvider(config, options)
+    if api not in OPENAI_APIS:
+        raise ProviderError(
+            PROVIDER_NOT_CONFIGURED,
+            f"openai: model.config.api must be one of {', '.join(OPENAI_APIS)} (got {api!r}).",
+            details={"api": api},
+        )
     from sessions_app.providers.openai_chat import OpenAIChatProvider  # lazy SDK import
 
     return OpenAIChatProvider(config, options)

@@ -107,8 +107,10 @@ class ModelReply:
     counts we computed instead of the provider. `raw` is the provider's response as
     JSON-compatible data for the snapshot. `notes` lists what parsing had to change
     (e.g. tool arguments that were not a JSON object). `thinking`: an Anthropic answer's
-    thinking / redacted_thinking blocks as the model gave them (signatures included), stored
-    with the answer and sent back to Anthropic unchanged (contract §4.5).
+    thinking / redacted_thinking blocks as the model gave them (signatures included), or a
+    Responses answer's reasoning items as content parts `{"type": "reasoning", "id",
+    "summary", "encryptedContent"?}`; stored with the answer and sent back unchanged to the
+    provider's own API only (contract §3.1, §4.5).
     """
 
     text: str | None
@@ -129,7 +131,9 @@ class TextChunk:
 
 @dataclass(frozen=True)
 class ReasoningChunk:
-    """One complete reasoning item of the answer (a Responses upstream), as the model gave it."""
+    """One complete reasoning item of the answer (a Responses upstream), as the content part the
+    answer stores (`{"type": "reasoning", "id", "summary", "encryptedContent"?}`): what a
+    `StreamEncoder.reasoning` takes."""
 
     item: dict[str, Any]
 

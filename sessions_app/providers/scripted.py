@@ -21,10 +21,12 @@ from contextproto.errors import (
     SCRIPT_STEP_REQUIRED,
 )
 from contextproto.protocol.adapters import WireFormat
+from contextproto.protocol.content_parts import PART_REASONING
 from contextproto.protocol.tokens import json_tokens
 from sessions_app.providers.base import (
     ModelReply,
     ProviderError,
+    ReasoningChunk,
     StreamPiece,
     TextChunk,
     ToolCallRequest,
@@ -34,10 +36,13 @@ from sessions_app.providers.base import (
 )
 
 SCRIPT_KEYS = frozenset({"steps", "wireFormat", "tokens", "description"})
-STEP_KEYS = frozenset({"expect", "text", "toolCalls", "usage", "comment", "delaySeconds"})
+STEP_KEYS = frozenset(
+    {"expect", "text", "toolCalls", "reasoning", "usage", "comment", "delaySeconds"}
+)
 EXPECT_KEYS = frozenset({"contains", "notContains", "lastMessageKind", "lastRole", "messageCount"})
 TOKENS_KEYS = frozenset({"mode", "inputPerTurn", "outputPerTurn"})
 TOOL_CALL_KEYS = frozenset({"id", "name", "arguments"})
+REASONING_KEYS = frozenset({"id", "summary", "encryptedContent"})
 # The cache counts (contract §8) are reported only when a step gives them: a rehearsal of cost.
 CACHE_USAGE_KEYS = ("cacheReadInputTokens", "cacheWriteInputTokens")
 USAGE_KEYS = frozenset({"inputTokens", "outputTokens", *CACHE_USAGE_KEYS})
@@ -131,6 +136,14 @@ def _check_step(n: int, step: Any) -> None:
                 raise _invalid(f"{where}.toolCalls[{i}].id", "must be a non-empty string")
             if not isinstance(call.get("arguments", {}), dict):
                 raise _invalid(f"{where}.toolCalls[{i}].arguments", "must be an object")
+    reasoning = step.get("reasoning")
+    if reasoning is not None:
+        if not isinstance(reasoning, list) or not reasoning:
+            raise _invalid(f"{where}.reasoning", "must be a non-empty list")
+        for i, item in enumerate(reasoning):
+            _check_keys(f"{where}.reasoning[{i}]", item, REASONING_KEYS)
+            if not all(isinstance(v, str) and v for v in item.values()):
+                raise _invalid(f"{where}.reasoning[{i}]", "takes non-empty strings")
     if not step.get("text") and not calls:
         raise _invalid(where, "needs text, toolCalls or both (an empty answer is not a step)")
     if "usage" in step:
@@ -210,8 +223,11 @@ class ScriptedProvider:
     async def astream(
         self, request: dict, *, model: str, step: int | None = None
     ) -> AsyncGenerator[StreamPiece, None]:
-        """The step's text in one chunk, then its reply (a script has no stream of its own)."""
+        """The step's reasoning items, its text in one chunk, then its reply (a script has no
+        stream of its own)."""
         reply = await self.acomplete(request, model=model, step=step)
+        for part in reply.thinking:
+            yield ReasoningChunk(part)
         if reply.text:
             yield TextChunk(reply.text)
         yield reply
@@ -259,11 +275,27 @@ class ScriptedProvider:
             )
             for i, call in enumerate(spec.get("toolCalls") or (), start=1)
         )
+        reasoning = tuple(
+            {
+                "type": PART_REASONING,
+                "id": item.get("id") or f"rs_script_{number}_{i}",
+                "summary": [{"type": "summary_text", "text": item["summary"]}]
+                if "summary" in item
+                else [],
+                **(
+                    {"encryptedContent": item["encryptedContent"]}
+                    if "encryptedContent" in item
+                    else {}
+                ),
+            }
+            for i, item in enumerate(spec.get("reasoning") or (), start=1)
+        )
         return ModelReply(
             text=text,
             tool_calls=calls,
             usage=self._usage(spec.get("usage") or {}, request, text, calls),
             stop_reason=STOP_TOOL_CALLS if calls else STOP_END_TURN,
+            thinking=reasoning,
             raw={
                 "scripted": True,
                 "model": model,
@@ -308,7 +340,10 @@ class ScriptedProvider:
         return usage
 
     def _check(self, number: int, expect: dict[str, Any], request: dict) -> None:
-        messages = request.get("messages") if isinstance(request, dict) else None
+        # The messages of the request: a Responses body's are its input items.
+        messages = (
+            request.get("messages", request.get("input")) if isinstance(request, dict) else None
+        )
         messages = messages if isinstance(messages, list) else []
         last = messages[-1] if messages else None
         # A needle matches the request's JSON or any string inside it, so text that

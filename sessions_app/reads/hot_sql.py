@@ -10,7 +10,7 @@ they need are written here by hand, one statement each:
   `sessions_app.reads.raw_log`, which handle cold chunks and concurrent moves.
 * `window_outline`: the same window range without the bodies, for the group scan of
   `context_fold_create`.
-* `dispatch_frame`: a call's snapshot (R, U) and the message before the call.
+* `dispatch_frame`: a call's snapshot's frame (R, U) and the message before the call.
 * `log_tail`: the log above an index, what a gateway request is reconciled with.
 * `kv_values` and `folds_of_window_above`: the view's KV values, and the folds of W above C
   (FoldRecord joined to their KV records).
@@ -35,7 +35,7 @@ from uuid import UUID
 
 from django.db import connection, models
 
-from contextproto.protocol.messages import Fold, RawMessage
+from contextproto.protocol.messages import Fold, Frame, RawMessage
 from sessions_app.store.codec import RAW_COLUMNS, MessageValues, raw_from_values, sql_columns
 
 _UUID = models.UUIDField()
@@ -88,21 +88,18 @@ UNION ALL
 ORDER BY 1, 3
 """
 
-# What a dispatch checks before its handler runs: the frozen R/U recorded on the call
-# (_FRAME_RECORDED) or, for a call written before they were, its snapshot's
-# (_FRAME_SNAPSHOT), and the message just before the call (_FRAME_PREVIOUS: is it a call of
-# the same answer?), with B (_BOUNDARY), in one statement; each row is a _FrameRow.
-_FRAME_SNAPSHOT, _FRAME_PREVIOUS, _FRAME_RECORDED = 0, 1, 3
+# What a dispatch checks before its handler runs, for a call that names a snapshot: the
+# snapshot's R/U (_FRAME_SNAPSHOT; the frame of a call written before calls recorded their
+# own, which the call's RawMessage carries) and the message just before the call
+# (_FRAME_PREVIOUS: is it a call of the same answer?), with B (_BOUNDARY), in one statement;
+# each row is a _FrameRow.
+_FRAME_SNAPSHOT, _FRAME_PREVIOUS = 0, 1
 _DISPATCH_FRAME_SQL = f"""
 SELECT {_FRAME_SNAPSHOT} AS part, revision, upper_bound, NULL, NULL, NULL
 FROM sessions_app_projectionsnapshot WHERE session_id = %s AND id = %s
 UNION ALL
 SELECT {_FRAME_PREVIOUS}, "index", NULL, kind, tool_call_id, snapshot_id
 FROM sessions_app_message WHERE session_id = %s AND "index" = %s
-UNION ALL
-SELECT {_FRAME_RECORDED}, frozen_revision, frozen_upper_bound, NULL, NULL, NULL
-FROM sessions_app_message
-WHERE session_id = %s AND "index" = %s AND frozen_revision IS NOT NULL
 UNION ALL
 SELECT {_BOUNDARY}, COALESCE(
     (SELECT MAX(last_index) FROM sessions_app_archivechunk WHERE session_id = %s), 0
@@ -112,12 +109,12 @@ ORDER BY 1
 
 
 class _FrameRow(NamedTuple):
-    """A row of `_DISPATCH_FRAME_SQL`; `number` is the snapshot's or the recorded frame's
-    revision, the previous message's index or B, by part."""
+    """A row of `_DISPATCH_FRAME_SQL`; `number` is the snapshot's revision, the previous
+    message's index or B, by part."""
 
     part: int
     number: int
-    upper_bound: Any  # U on the snapshot's and the recorded frame's rows, NULL on the others
+    upper_bound: Any  # U on the snapshot's row, NULL on the others
     kind: Any  # the previous message's kind, NULL on the other rows
     tool_call_id: str | None
     snapshot_id: Any
@@ -268,28 +265,28 @@ def window_outline(
 
 @dataclass(frozen=True)
 class DispatchFrame:
-    """The call's frozen (revision, upper bound): recorded on the call, else its snapshot's
-    (a call written before the frame columns), None if neither is known; the message before
-    the call as (kind, tool_call_id, snapshot_id) and whether it was read (False: archived,
-    read it with `raw_log.log_at`)."""
+    """The frame of the call's snapshot (None when it names none, or an unknown one); the
+    message before the call as (kind, tool_call_id, snapshot_id) and whether it was read
+    (False: archived, read it with `raw_log.log_at`)."""
 
-    frozen: tuple[int, int] | None
+    snapshot: Frame | None
     previous: tuple[str, str | None, str | None] | None
     previous_known: bool
 
 
 def dispatch_frame(session_id: Any, snapshot_id: Any, call_index: int) -> DispatchFrame:
-    """The call's frame and the previous message a dispatch needs, in one statement."""
+    """The call's snapshot's frame and the previous message a dispatch needs, in one
+    statement."""
     session = _db_uuid(session_id)
     before = call_index - 1
     with connection.cursor() as cursor:
         cursor.execute(
             _DISPATCH_FRAME_SQL,
-            [session, _db_uuid(snapshot_id), session, before, session, call_index, session],
+            [session, _db_uuid(snapshot_id), session, before, session],
         )
         rows = [_FrameRow._make(row) for row in cursor.fetchall()]
     snapshot = next(
-        ((r.number, r.upper_bound) for r in rows if r.part == _FRAME_SNAPSHOT),
+        (Frame(r.number, r.upper_bound) for r in rows if r.part == _FRAME_SNAPSHOT),
         None,
     )
     previous = next(
@@ -300,13 +297,9 @@ def dispatch_frame(session_id: Any, snapshot_id: Any, call_index: int) -> Dispat
         ),
         None,
     )
-    recorded = next(
-        ((r.number, r.upper_bound) for r in rows if r.part == _FRAME_RECORDED),
-        None,
-    )
     boundary = next(r.number for r in rows if r.part == _BOUNDARY)
     return DispatchFrame(
-        frozen=recorded or snapshot,
+        snapshot=snapshot,
         previous=previous,
         previous_known=previous is not None or call_index - 1 > boundary or call_index <= 1,
     )

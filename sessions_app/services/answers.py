@@ -23,6 +23,7 @@ import json
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 from uuid import UUID
 
@@ -39,13 +40,14 @@ from contextproto.protocol.messages import (
     KIND_TOOL_RESULT,
     ROLE_ASSISTANT,
     ROLE_TOOL,
+    Frame,
     RawMessage,
 )
 from contextproto.protocol.tool_results import ToolFailure
 from sessions_app.models import Session
 from sessions_app.reads import hot_sql
 from sessions_app.reads.raw_log import call_and_answer
-from sessions_app.services.messages import message_append_locked
+from sessions_app.services.messages import NewMessage, message_write_locked
 from sessions_app.store.codec import raw_from_row
 from sessions_app.store.state import session_lock
 
@@ -116,12 +118,11 @@ def _tools_of(session: Session) -> dict[str, dict[str, Any]]:
     """The schemas of the tools a host or client runs: the version's host tools, shadowed by
     the client tools a gateway request declared (contract §14)."""
     schemas = {t.name: t.input_schema for t in session.agent_version.tools.all()}
-    kv = hot_sql.kv_values(session.id, [client_state.KEY_TOOLS])
-    names = client_state.tool_names(kv)
-    if names:
-        kv.update(hot_sql.kv_values(session.id, [client_state.tool_key(n) for n in names]))
-        for tool in client_state.client_tools(kv):
-            schemas[tool["name"]] = tool["inputSchema"]
+    kv = client_state.read_client_kv(
+        partial(hot_sql.kv_values, session.id), [client_state.KEY_TOOLS]
+    )
+    for tool in client_state.client_tools(kv):
+        schemas[tool["name"]] = tool["inputSchema"]
     return schemas
 
 
@@ -161,11 +162,11 @@ def answer_record(
     text: str | None,
     calls: Sequence[AnswerCall],
     thinking: Sequence[Mapping[str, Any]] = (),
-    frame: tuple[int, int] | None = None,
+    frame: Frame | None = None,
 ) -> RecordedAnswer:
     """Write one model answer generated from view `snapshot_id` (module docstring).
 
-    `frame`: that view's (revision, upper bound), recorded on each call for its dispatch.
+    `frame`: that view's revision and upper bound, recorded on each call for its dispatch.
 
     Takes the session lock; everything commits together or not at all, so a call is never
     left without the result the service owes it. Raises nothing for what the model got
@@ -190,35 +191,36 @@ def answer_record_locked(
     text: str | None,
     calls: Sequence[AnswerCall],
     thinking: Sequence[Mapping[str, Any]] = (),
-    frame: tuple[int, int] | None = None,
+    frame: Frame | None = None,
 ) -> RecordedAnswer:
     """`answer_record` inside the caller's transaction, `session` locked by `session_lock`
     (a driver that writes more of the turn in the same commit)."""
     first_content = answer_content(text, thinking)
     written = []
     if not calls:
-        row = message_append_locked(
+        row = message_write_locked(
             session,
-            role=ROLE_ASSISTANT,
-            kind=KIND_TEXT,
-            content=first_content,
-            snapshot_id=snapshot_id,
+            NewMessage(
+                role=ROLE_ASSISTANT, kind=KIND_TEXT, content=first_content, snapshot_id=snapshot_id
+            ),
         )
         return RecordedAnswer(messages=(raw_from_row(row),), protocol_calls=(), handed=None)
     ids = _session_ids(session, calls)
     rows = []
     for position, call in enumerate(calls):
         rows.append(
-            message_append_locked(
+            message_write_locked(
                 session,
-                role=ROLE_ASSISTANT,
-                kind=KIND_TOOL_CALL,
-                content=first_content if position == 0 else "",
-                tool_call_id=ids[call.id],
-                tool_name=call.name,
-                arguments=call.arguments,
-                snapshot_id=snapshot_id,
-                frame=frame,
+                NewMessage(
+                    role=ROLE_ASSISTANT,
+                    kind=KIND_TOOL_CALL,
+                    content=first_content if position == 0 else "",
+                    tool_call_id=ids[call.id],
+                    tool_name=call.name,
+                    arguments=call.arguments,
+                    snapshot_id=snapshot_id,
+                    frame=frame,
+                ),
                 save_session=False,
             )
         )
@@ -235,16 +237,18 @@ def answer_record_locked(
             handed = row
             continue
         written.append(
-            message_append_locked(
+            message_write_locked(
                 session,
-                role=ROLE_TOOL,
-                kind=KIND_TOOL_RESULT,
-                content=json.dumps(refusal),
-                window_id=row.window_id,
-                tool_call_id=row.tool_call_id,
-                tool_name=call.name,
-                is_error=True,
-                snapshot_id=snapshot_id,
+                NewMessage(
+                    role=ROLE_TOOL,
+                    kind=KIND_TOOL_RESULT,
+                    content=json.dumps(refusal),
+                    window_id=row.window_id,
+                    tool_call_id=row.tool_call_id,
+                    tool_name=call.name,
+                    is_error=True,
+                    snapshot_id=snapshot_id,
+                ),
                 save_session=False,
             )
         )

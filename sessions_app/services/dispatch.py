@@ -3,7 +3,7 @@
 Contract: for each toolCallId exactly one receipt and one tool_result message exist. The
 session row lock serialises dispatches of a session, so a concurrent duplicate waits, then
 finds the receipt and replays it. KV writes, the result message and the receipt commit in
-one transaction or not at all; errors are receipts too. A call acts on its frame, the
+one transaction or not at all; errors are receipts too. A call acts on its `Frame`, the
 (revision, upper bound) recorded on it when it was written (services/mcp_calls.py writes
 MCP's calls and dispatches them under the same lock with `tool_dispatch_locked`).
 """
@@ -37,6 +37,7 @@ from contextproto.protocol import catalog, tools
 from contextproto.protocol.messages import (
     KIND_TOOL_CALL,
     KIND_TOOL_RESULT,
+    ROLE_TOOL,
     RawMessage,
     RawMessageWire,
 )
@@ -46,7 +47,7 @@ from sessions_app.models import Session, ToolReceipt
 from sessions_app.reads import hot_sql
 from sessions_app.reads.raw_log import call_and_answer, log_at
 from sessions_app.reads.reader import DbSessionReader
-from sessions_app.services.messages import message_append_locked
+from sessions_app.services.messages import NewMessage, message_write_locked
 from sessions_app.store import hooks
 from sessions_app.store.codec import raw_from_row
 from sessions_app.store.state import kv_apply_locked, session_lock
@@ -100,13 +101,11 @@ def tool_dispatch_locked(
     tool_call_id: str,
     *,
     found: tuple[RawMessage | None, RawMessage | None] | None = None,
-    frame: tuple[int, int] | None = None,
 ) -> Receipt:
     """`tool_dispatch` inside the caller's transaction, `session` locked by `session_lock`.
 
-    For a caller that wrote the call in this transaction (MCP): `found` is the call and its
-    answer as it read them, `frame` the (revision, upper bound) it recorded on the call, so
-    neither is read again.
+    For a caller that wrote the call in this transaction (MCP): `found` is the call (with its
+    frame) and its answer as it read them, so neither is read again.
     """
     started = time.monotonic()
     call, answer = found if found is not None else call_and_answer(session.id, tool_call_id)
@@ -138,17 +137,19 @@ def tool_dispatch_locked(
             {"toolCallId": tool_call_id},
         )
     revision_before = session.state_revision
-    outcome, revision = _execute_and_apply(session, call, frame)
-    result_row = message_append_locked(
+    outcome, revision = _execute_and_apply(session, call)
+    result_row = message_write_locked(
         session,
-        role="tool",
-        kind=KIND_TOOL_RESULT,
-        content=json.dumps(outcome.result, ensure_ascii=False, sort_keys=True),
-        window_id=call.window_id,
-        run_id=call.run_id,
-        tool_call_id=tool_call_id,
-        tool_name=call.tool_name,
-        is_error=not outcome.result.get("success", False),
+        NewMessage(
+            role=ROLE_TOOL,
+            kind=KIND_TOOL_RESULT,
+            content=json.dumps(outcome.result, ensure_ascii=False, sort_keys=True),
+            window_id=call.window_id,
+            run_id=call.run_id,
+            tool_call_id=tool_call_id,
+            tool_name=call.tool_name,
+            is_error=not outcome.result.get("success", False),
+        ),
         save_session=False,
         # The result commits with the handler's KV writes: it was written "at" the
         # revision before them (the state a fork before this message starts from).
@@ -181,9 +182,7 @@ def tool_dispatch_locked(
     )
 
 
-def _execute_and_apply(
-    session: Session, call: RawMessage, frame: tuple[int, int] | None
-) -> tuple[tools.ToolOutcome, int]:
+def _execute_and_apply(session: Session, call: RawMessage) -> tuple[tools.ToolOutcome, int]:
     """Run the handler and apply its KV writes; any failure becomes an error result.
 
     A call must never be left without its receipt (contract §5.2: errors are receipts, each call
@@ -194,7 +193,7 @@ def _execute_and_apply(
     """
     try:
         with transaction.atomic():
-            outcome = _execute(session, call, frame)
+            outcome = _execute(session, call)
             revision = session.state_revision
             if outcome.kv_writes:
                 # The caller saves the session row once, with the next message index.
@@ -224,22 +223,20 @@ def _execute_and_apply(
     return tools.ToolOutcome(result=result), session.state_revision
 
 
-def _execute(
-    session: Session, call: RawMessage, known: tuple[int, int] | None
-) -> tools.ToolOutcome:
+def _execute(session: Session, call: RawMessage) -> tools.ToolOutcome:
     """Run the engine handler for `call` against its frame and the current revision.
 
-    The frame is the one recorded on the call (`known` when the caller just wrote it), else
-    its snapshot's; one statement reads it with the message before the call, which only a
-    call naming a snapshot needs (the calls of one answer share their snapshot).
+    The frame is the one recorded on the call, else (a call written before calls recorded
+    theirs) its snapshot's; one statement reads that with the message before the call, which
+    only a call naming a snapshot needs (the calls of one answer share their snapshot).
     """
     version = session.agent_version
     protocol = protocol_of(version)
-    frame = None
-    if known is None or call.snapshot_id is not None:
-        frame = hot_sql.dispatch_frame(session.id, call.snapshot_id, call.index)
-    frozen = known or (frame.frozen if frame is not None else None)
-    if frozen is None:
+    around = None
+    if call.frame is None or call.snapshot_id is not None:
+        around = hot_sql.dispatch_frame(session.id, call.snapshot_id, call.index)
+    frame = call.frame or (around.snapshot if around is not None else None)
+    if frame is None:
         return tools.ToolOutcome(
             result=tool_error(
                 SNAPSHOT_MISSING,
@@ -249,7 +246,7 @@ def _execute(
     # contract §5.2: every call after the first of one model answer gets this error, whatever
     # else is wrong with it (a stale revision included): the answer's first call is the one
     # the model acts on.
-    earlier = _earlier_call_of_same_answer(session, call, frame) if frame is not None else None
+    earlier = _earlier_call_of_same_answer(session, call, around) if around is not None else None
     if earlier is not None:
         return tools.ToolOutcome(
             result=tool_error(
@@ -259,7 +256,7 @@ def _execute(
                 {"executedToolCallId": earlier},
             ),
         )
-    # A tool_call row always carries its id and name (message_write refuses one without).
+    # A tool_call row always carries its id and name (a host write refuses one without).
     assert call.tool_call_id is not None and call.tool_name is not None
     tool_call = tools.ToolCall(
         tool_call_id=call.tool_call_id,
@@ -267,8 +264,7 @@ def _execute(
         arguments=call.arguments,
         call_index=call.index,
         call_window_id=call.window_id,
-        frozen_revision=frozen[0],
-        frozen_upper_bound=frozen[1],
+        frame=frame,
     )
     context = tools.ToolContext(
         version=protocol,
@@ -285,20 +281,20 @@ def _execute(
 
 
 def _earlier_call_of_same_answer(
-    session: Session, call: RawMessage, frame: hot_sql.DispatchFrame
+    session: Session, call: RawMessage, around: hot_sql.DispatchFrame
 ) -> str | None:
     """The first call of the answer `call` belongs to, when `call` is not that first call.
 
     Calls of one model answer are written back to back from one snapshot; a call whose
-    predecessor is a tool_call of the same snapshot is a second call of that answer. The
-    frame holds the predecessor (one statement with the snapshot); further steps back, rare,
+    predecessor is a tool_call of the same snapshot is a second call of that answer.
+    `around` holds the predecessor (one statement with the snapshot); further steps back, rare,
     read one message each, hot or archived.
     """
     if call.snapshot_id is None:
         return None  # a call framed without a view (MCP) is an answer of its own
     first = None
     index = call.index - 1
-    previous = frame.previous if frame.previous_known else _outline_at(session.id, index)
+    previous = around.previous if around.previous_known else _outline_at(session.id, index)
     while index > 0 and previous is not None:
         kind, tool_call_id, snapshot_id = previous
         if kind != KIND_TOOL_CALL or snapshot_id != call.snapshot_id:
@@ -363,16 +359,18 @@ def tool_call_abandon(
             message if reason is None else f"{message} Reason: {reason}",
             {"reason": reason} if reason is not None else None,
         )
-        result_row = message_append_locked(
+        result_row = message_write_locked(
             session,
-            role="tool",
-            kind=KIND_TOOL_RESULT,
-            content=json.dumps(result, ensure_ascii=False, sort_keys=True),
-            window_id=call.window_id,
-            run_id=call.run_id,
-            tool_call_id=tool_call_id,
-            tool_name=call.tool_name,
-            is_error=True,
+            NewMessage(
+                role=ROLE_TOOL,
+                kind=KIND_TOOL_RESULT,
+                content=json.dumps(result, ensure_ascii=False, sort_keys=True),
+                window_id=call.window_id,
+                run_id=call.run_id,
+                tool_call_id=tool_call_id,
+                tool_name=call.tool_name,
+                is_error=True,
+            ),
         )
         if call.tool_name in catalog.PROTOCOL_TOOL_NAMES:
             ToolReceipt.objects.create(

@@ -100,6 +100,7 @@ def session_fork(
     snapshot_id: Any = None,
     through_index: int | None = None,
     agent_version: AgentVersion | None = None,
+    keep_pending_call: bool = False,
 ) -> tuple[Session, str]:
     """Fork `session` at a snapshot's turn or after a message; return the fork and its key.
 
@@ -112,7 +113,9 @@ def session_fork(
     snapshot of another session, `fork_bound_out_of_range`, `fork_agent_mismatch`,
     `fork_protocol_incompatible`, `agent_version_not_published` / `agent_version_archived`,
     `revision_not_recorded` (a point older than the session's KV history).
-    The session key is returned in clear only here.
+    The session key is returned in clear only here. `keep_pending_call`: the bound stays
+    where it is even after a call that waits for its result (a gateway request forks at a
+    reply that handed a call to its client and brings that call's result itself).
     """
     if (snapshot_id is None) == (through_index is None):
         raise ApplicationError(
@@ -145,7 +148,7 @@ def session_fork(
                 {"field": "throughIndex", "lastIndex": original.last_index},
             )
     log = _outline(original.pk, wanted)
-    bound = fork_bound(log, wanted)
+    bound = wanted if keep_pending_call else fork_bound(log, wanted)
     if revision is None or bound != wanted:
         revision = _revision_before(original, bound + 1)
     revision_check(original, revision)

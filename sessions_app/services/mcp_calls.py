@@ -1,9 +1,9 @@
 """MCP's `tools/call` (contract §13): record a protocol call framed by the state its client saw,
 and dispatch it, under one session lock and in one transaction.
 
-A call carries its frame, the (revision R, upper bound U) it acts on, recorded on the
-tool_call row (`Message.frozen_revision`, `frozen_upper_bound`); the dispatcher reads it
-there, so no view is built or stored for an MCP call.
+A call carries its `Frame`, the revision R and upper bound U it acts on, recorded on the
+tool_call row (`Message.frozen_revision`, `frozen_upper_bound`) and shown with it; the
+dispatcher reads it there, so no view is built or stored for an MCP call.
 """
 
 from __future__ import annotations
@@ -22,11 +22,11 @@ from contextproto.errors import (
     ApplicationError,
 )
 from contextproto.protocol import catalog
-from contextproto.protocol.messages import KIND_TOOL_CALL
+from contextproto.protocol.messages import KIND_TOOL_CALL, ROLE_ASSISTANT, Frame
 from sessions_app.models import Message, ProjectionSnapshot, Session
 from sessions_app.reads.raw_log import call_and_answer
 from sessions_app.services.dispatch import Receipt, tool_dispatch_locked
-from sessions_app.services.messages import message_write_locked
+from sessions_app.services.messages import NewMessage, message_write_locked
 from sessions_app.store.codec import raw_from_row
 from sessions_app.store.state import session_lock
 
@@ -83,25 +83,26 @@ def tool_call_record_and_dispatch(
         frame, snapshot_id = _frame_of_call(session, tool_name, state_revision)
         row = message_write_locked(
             session,
-            role="assistant",
-            kind=KIND_TOOL_CALL,
-            content="",
-            tool_call_id=tool_call_id,
-            tool_name=tool_name,
-            arguments=arguments,
-            snapshot_id=str(snapshot_id) if snapshot_id is not None else None,
-            frame=frame,
+            NewMessage(
+                role=ROLE_ASSISTANT,
+                kind=KIND_TOOL_CALL,
+                content="",
+                tool_call_id=tool_call_id,
+                tool_name=tool_name,
+                arguments=arguments,
+                snapshot_id=snapshot_id,
+                frame=frame,
+            ),
+            host=True,
         )
-        return tool_dispatch_locked(
-            session, tool_call_id, found=(raw_from_row(row), None), frame=frame
-        )
+        return tool_dispatch_locked(session, tool_call_id, found=(raw_from_row(row), None))
 
 
 def _frame_of_call(
     session: Session, tool_name: str, state_revision: int | None
-) -> tuple[tuple[int, int], UUID | None]:
-    """The (revision, upper bound) a new call at `state_revision` acts on, and the stored
-    view it came from, if any (see the caller).
+) -> tuple[Frame, UUID | None]:
+    """The frame a new call at `state_revision` acts on, and the stored view it came from,
+    if any (see the caller).
 
     Called under the session lock, so the current revision and upper bound cannot move. At
     the current state nothing is read; at an older revision the newest frames are read
@@ -117,7 +118,7 @@ def _frame_of_call(
             {"field": "_meta.stateRevision", "currentRevision": current},
         )
     if state_revision is None or state_revision == current:
-        return (current, bound), None
+        return Frame(current, bound), None
     seen = _newest_frame_at(session, state_revision)
     if seen is not None:
         return seen
@@ -129,10 +130,10 @@ def _frame_of_call(
             "state and call again, with a new toolCallId, if it is still needed.",
             {"currentRevision": current, "frozenRevision": state_revision},
         )
-    return (current, bound), None
+    return Frame(current, bound), None
 
 
-def _newest_frame_at(session: Session, revision: int) -> tuple[tuple[int, int], UUID | None] | None:
+def _newest_frame_at(session: Session, revision: int) -> tuple[Frame, UUID | None] | None:
     """The newest frame at `revision` among the last FRAME_LOOKBACK stored views and the
     last FRAME_LOOKBACK framed calls: the highest upper bound (a session's bound only grows),
     a stored view winning a tie so the call names it."""
@@ -153,4 +154,4 @@ def _newest_frame_at(session: Session, revision: int) -> tuple[tuple[int, int], 
     if not found:
         return None
     upper_bound, _view_first, snapshot_id = max(found, key=lambda f: (f[0], f[1]))
-    return (revision, upper_bound), snapshot_id
+    return Frame(revision, upper_bound), snapshot_id

@@ -1,7 +1,13 @@
-"""Raw log writes: gapless MessageIndex allocation under the session row lock."""
+"""Raw log writes: gapless MessageIndex allocation under the session row lock.
+
+One writer, `message_write_locked(session, NewMessage(...))` (and `message_write`, which takes
+the lock for it): a host's message (`host=True`) is checked and completed by contract §9.1's
+rules first; the service's own messages (answers, results, inputs) are written as given.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
@@ -31,10 +37,11 @@ from contextproto.ids import canonical_uuid
 from contextproto.parsers import MAX_JSON_DEPTH, check_storable
 from contextproto.protocol.catalog import PROTOCOL_TOOL_NAMES
 from contextproto.protocol.content_parts import (
+    PART_REASONING,
     PART_REDACTED_THINKING,
     PART_THINKING,
     is_image_part,
-    is_thinking_part,
+    is_model_reasoning,
     part_text,
     part_type,
 )
@@ -42,12 +49,16 @@ from contextproto.protocol.host_wire import arguments_from_text, tool_call_id_pr
 from contextproto.protocol.messages import (
     ANSWER_KINDS,
     KIND_APPROVAL_FEEDBACK,
+    KIND_INPUT,
     KIND_RUNTIME_INSTRUCTION,
     KIND_TEXT,
     KIND_TOOL_CALL,
     KIND_TOOL_RESULT,
+    ROLE_ASSISTANT,
     ROLE_OF_KIND,
     Arguments,
+    Frame,
+    Kind,
     Role,
 )
 from sessions_app.models import Message, ProjectionSnapshot, Run, Session, WindowRecord
@@ -56,82 +67,143 @@ from sessions_app.store import hooks
 from sessions_app.store.state import session_lock
 
 
-def message_append_locked(
+@dataclass(frozen=True)
+class NewMessage:
+    """One message to append to a session's log (contract §3.1), as its writer has it.
+
+    The service assigns the id and the index. An unset window is the session's active window
+    (a tool result carries its call's), an unset run the session's current run. A tool_call
+    names the view it was generated from (`snapshot_id`) and carries its `frame`; a host's
+    call may leave the frame to its snapshot.
+    """
+
+    role: Role
+    kind: Kind
+    content: Any
+    tool_call_id: str | None = None
+    tool_name: str | None = None
+    arguments: Arguments | None = None
+    is_error: bool | None = None
+    snapshot_id: UUID | str | None = None
+    frame: Frame | None = None
+    window_id: str | None = None
+    run_id: UUID | str | None = None
+    input_run: str | None = None  # an input's RunId (N format)
+
+
+def message_write(*, session_id: UUID | str, message: NewMessage, host: bool = False) -> Message:
+    """`message_write_locked` in a transaction of its own, taking the session lock (a host's
+    message is checked before the lock is taken); safe under any number of writers."""
+    if host:
+        _host_check(message)
+    with transaction.atomic():
+        return _write_locked(session_lock(session_id), message, host=host)
+
+
+def message_write_locked(
     session: Session,
+    message: NewMessage,
     *,
-    role: str,
-    kind: str,
-    content: Any,
-    window_id: str | None = None,
-    run: Run | None = None,
-    run_id: UUID | str | None = None,
-    input_run: str | None = None,
-    tool_call_id: str | None = None,
-    tool_name: str | None = None,
-    arguments: Arguments | None = None,
-    is_error: bool | None = None,
-    snapshot_id: UUID | str | None = None,
-    frame: tuple[int, int] | None = None,
+    host: bool = False,
     save_session: bool = True,
     written_at_revision: int | None = None,
 ) -> Message:
-    """Write one message with the next index of the locked session.
+    """Append `message` with the next index of the locked session: the one writer of the log.
 
-    Precondition: inside a transaction, `session` locked by `session_lock`. The window is the
-    active window unless given (a tool result carries its call's window); the run is `run`,
-    else `run_id`, else the session's current run. With `save_session=False` the caller
-    saves `next_message_index` of the session row itself, in the same transaction.
-    The message records the revision committed when its transaction began: the session's,
-    unless the caller already applied KV in this transaction and passes the one before.
-    A tool_call records its `frame`, the (revision, upper bound) its dispatch acts on.
+    Precondition: inside a transaction, `session` locked by `session_lock`.
+
+    `host`: the message is a host's (the API, MCP) and gets the checks of contract §9.1, each
+    refusal a 400: a tool_call needs a snapshot of this session (or, from MCP, a frame) and
+    records its frame, the caller's else the snapshot's; assistant text may name a snapshot,
+    other kinds none; a tool_result answers an unanswered call of a host tool (protocol tools
+    are answered by dispatch only), joins its call's window and carries its tool name. A
+    host's answer of an `external` version counts as a turn of its run, and its tool result
+    wakes the run that waits for it. Without `host` the message is the service's own,
+    written as given (a kind with another role is a ValueError).
+
+    With `save_session=False` the caller saves `next_message_index` of the session row itself,
+    in the same transaction. The message records the revision committed when its
+    transaction began: the session's, unless the caller already applied KV in this
+    transaction and passes the one before as `written_at_revision`.
     """
-    if ROLE_OF_KIND.get(kind) != role:
-        raise ValueError(f"kind {kind!r} needs role {ROLE_OF_KIND.get(kind)!r}, not {role!r}")
+    if host:
+        _host_check(message)
+    return _write_locked(
+        session,
+        message,
+        host=host,
+        save_session=save_session,
+        written_at_revision=written_at_revision,
+    )
+
+
+def _write_locked(
+    session: Session,
+    message: NewMessage,
+    *,
+    host: bool,
+    save_session: bool = True,
+    written_at_revision: int | None = None,
+) -> Message:
+    if host:
+        message = _host_completed(session, message)
+    elif ROLE_OF_KIND.get(message.kind) != message.role:
+        raise ValueError(
+            f"kind {message.kind!r} needs role {ROLE_OF_KIND.get(message.kind)!r}, "
+            f"not {message.role!r}"
+        )
+    row = _row_insert(
+        session, message, save_session=save_session, written_at_revision=written_at_revision
+    )
+    if host:
+        if row.role == ROLE_ASSISTANT and session.agent_version.model_provider == "external":
+            _host_turn_count(session, row)
+        if row.kind == KIND_TOOL_RESULT:
+            # The runtime re-queues a run that waited for this result (same transaction).
+            hooks.host_tool_result_written(session_id=session.id)
+    return row
+
+
+def _row_insert(
+    session: Session,
+    message: NewMessage,
+    *,
+    save_session: bool,
+    written_at_revision: int | None,
+) -> Message:
     index = session.next_message_index
-    message = Message(
+    frame = message.frame
+    row = Message(
         session=session,
         index=index,
-        window_id=window_id or session.active_window,
-        role=role,
-        kind=kind,
-        content=content,
+        window_id=message.window_id or session.active_window,
+        role=message.role,
+        kind=message.kind,
+        content=message.content,
         run_id=(
-            run.id
-            if run is not None
-            else UUID(str(run_id))
-            if run_id is not None
-            else session.current_run_id
+            UUID(str(message.run_id)) if message.run_id is not None else session.current_run_id
         ),
-        input_run=input_run,
-        tool_call_id=tool_call_id,
-        tool_name=tool_name,
-        arguments=arguments,
-        is_error=is_error,
-        snapshot_id=snapshot_id,
+        input_run=message.input_run,
+        tool_call_id=message.tool_call_id,
+        tool_name=message.tool_name,
+        arguments=message.arguments,
+        is_error=message.is_error,
+        snapshot_id=message.snapshot_id,
         created_at=timezone.now(),
         written_at_revision=(
             session.state_revision if written_at_revision is None else written_at_revision
         ),
-        frozen_revision=frame[0] if frame is not None else None,
-        frozen_upper_bound=frame[1] if frame is not None else None,
+        frozen_revision=frame.revision if frame is not None else None,
+        frozen_upper_bound=frame.upper_bound if frame is not None else None,
     )
-    message.save(force_insert=True)
-    WindowRecord.objects.filter(session=session, window_id=message.window_id).update(
+    row.save(force_insert=True)
+    WindowRecord.objects.filter(session=session, window_id=row.window_id).update(
         message_count=F("message_count") + 1
     )
     session.next_message_index = index + 1
     if save_session:
         session.save(update_fields=["next_message_index"])
-    return message
-
-
-def message_append(
-    *, session_id: UUID | str, role: str, kind: str, content: Any, **fields: Any
-) -> Message:
-    """Append one message to a session's log; safe under any number of concurrent writers."""
-    with transaction.atomic():
-        session = session_lock(session_id)
-        return message_append_locked(session, role=role, kind=kind, content=content, **fields)
+    return row
 
 
 # The engine's kind -> role table without `input` (written through inputs/), in the order
@@ -150,77 +222,10 @@ HOST_WRITABLE_KINDS: dict[str, Role] = {
 KINDS_WITH_SNAPSHOT = (KIND_TEXT, KIND_TOOL_CALL)
 
 
-def message_write(
-    *,
-    session_id: UUID | str,
-    role: str,
-    kind: str,
-    content: Any,
-    tool_call_id: str | None = None,
-    tool_name: str | None = None,
-    arguments: Arguments | None = None,
-    is_error: bool | None = None,
-    snapshot_id: str | None = None,
-) -> Message:
-    """Write a host message with the checks of contract §12.1; every refusal is a 400.
-
-    A tool_call needs a snapshot of this session, and assistant text may name one (the view
-    it was generated from); other kinds take none. A tool_call records its snapshot's
-    (revision, upper bound) as its frame. A tool_result answers an unanswered call of a host
-    tool (protocol tools are answered by dispatch only), joins its call's window and carries
-    its call's tool name.
-    """
-    _write_check(role=role, kind=kind, content=content, snapshot_id=snapshot_id)
-    with transaction.atomic():
-        return _write_locked(
-            session_lock(session_id),
-            role=role,
-            kind=kind,
-            content=content,
-            tool_call_id=tool_call_id,
-            tool_name=tool_name,
-            arguments=arguments,
-            is_error=is_error,
-            snapshot_id=snapshot_id,
-            frame=None,
-        )
-
-
-def message_write_locked(
-    session: Session,
-    *,
-    role: str,
-    kind: str,
-    content: Any,
-    tool_call_id: str | None = None,
-    tool_name: str | None = None,
-    arguments: Arguments | None = None,
-    snapshot_id: str | None = None,
-    frame: tuple[int, int] | None = None,
-) -> Message:
-    """`message_write` inside the caller's transaction, `session` locked by `session_lock`.
-
-    For a caller that frames a tool_call itself (MCP, contract §13: by the state its client
-    saw): with `frame`, a (revision, upper bound), the call needs no snapshot.
-    """
-    _write_check(role=role, kind=kind, content=content, snapshot_id=snapshot_id)
-    return _write_locked(
-        session,
-        role=role,
-        kind=kind,
-        content=content,
-        tool_call_id=tool_call_id,
-        tool_name=tool_name,
-        arguments=arguments,
-        is_error=None,
-        snapshot_id=snapshot_id,
-        frame=frame,
-    )
-
-
-def _write_check(*, role: str, kind: str, content: Any, snapshot_id: str | None) -> None:
+def _host_check(message: NewMessage) -> None:
     """The checks of a host message that need no state (before any lock is taken)."""
-    if kind == "input":
+    kind, role = message.kind, message.role
+    if kind == KIND_INPUT:
         raise ApplicationError(
             MESSAGE_KIND_NOT_WRITABLE,
             "User input starts a run: POST it to sessions/{id}/inputs/.",
@@ -238,37 +243,31 @@ def _write_check(*, role: str, kind: str, content: Any, snapshot_id: str | None)
             f"kind {kind} is written with role {HOST_WRITABLE_KINDS[kind]}, not {role}.",
             {"field": "role"},
         )
-    if snapshot_id is not None and kind not in KINDS_WITH_SNAPSHOT:
+    if message.snapshot_id is not None and kind not in KINDS_WITH_SNAPSHOT:
         raise ApplicationError(
             INVALID_REQUEST,
             f"snapshotId: a {kind} message takes none; only text and tool_call messages name "
             "the view they were generated from.",
             {"field": "snapshotId"},
         )
-    content_check(content, kind=kind)
+    content_check(message.content, kind=kind)
 
 
-def _write_locked(
-    session: Session,
-    *,
-    role: str,
-    kind: str,
-    content: Any,
-    tool_call_id: str | None,
-    tool_name: str | None,
-    arguments: Arguments | None,
-    is_error: bool | None,
-    snapshot_id: str | None,
-    frame: tuple[int, int] | None,
-) -> Message:
+def _host_completed(session: Session, message: NewMessage) -> NewMessage:
+    """A host's message checked against the session and completed as the log stores it.
+
+    Only the host's fields count: the window, the run and a result's tool name are the
+    service's to set."""
+    kind = message.kind
     fields: dict[str, Any] = {}
     if kind == KIND_TOOL_CALL:
-        fields = _tool_call_fields(session, tool_call_id, tool_name, arguments, snapshot_id, frame)
-    elif kind == "text" and snapshot_id is not None:
-        fields = {"snapshot_id": _text_snapshot(session, snapshot_id)}
+        fields = _tool_call_fields(session, message)
+    elif kind == KIND_TEXT and message.snapshot_id is not None:
+        fields = {"snapshot_id": _text_snapshot(session, str(message.snapshot_id))}
     elif kind == KIND_TOOL_RESULT:
-        fields = _tool_result_fields(session, tool_call_id, is_error)
-    elif kind == "approval_feedback":
+        fields = _tool_result_fields(session, message.tool_call_id, message.is_error)
+    elif kind == KIND_APPROVAL_FEEDBACK:
+        tool_call_id = message.tool_call_id
         if not tool_call_id or not _tool_call_recorded(session, tool_call_id):
             raise ApplicationError(
                 TOOL_CALL_NOT_FOUND,
@@ -276,13 +275,7 @@ def _write_locked(
                 {"field": "toolCallId"},
             )
         fields = {"tool_call_id": tool_call_id}
-    message = message_append_locked(session, role=role, kind=kind, content=content, **fields)
-    if role == "assistant" and session.agent_version.model_provider == "external":
-        _host_turn_count(session, message)
-    if kind == KIND_TOOL_RESULT:
-        # The runtime re-queues a run that waited for this result (same transaction).
-        hooks.host_tool_result_written(session_id=session.id)
-    return message
+    return NewMessage(role=message.role, kind=kind, content=message.content, **fields)
 
 
 def _host_turn_count(session: Session, message: Message) -> None:
@@ -310,7 +303,8 @@ def _tool_call_recorded(session: Session, tool_call_id: str) -> bool:
 _BASE_PARTS = "{type: text, text} or {type: image, mediaType, data|url}"
 _ANSWER_PARTS = (
     "{type: text, text}, {type: image, mediaType, data|url}, "
-    "{type: thinking, thinking, signature} or {type: redacted_thinking, data}"
+    "{type: thinking, thinking, signature}, {type: redacted_thinking, data} or "
+    "{type: reasoning, id, summary, encryptedContent?}"
 )
 
 
@@ -324,10 +318,18 @@ def _base_part(part: dict[str, Any]) -> bool:
 
 def _thinking_part(part: dict[str, Any]) -> bool:
     # Strings as Anthropic gives them (an omitted thinking text is ""); the signature is
-    # checked by the provider when the block goes back.
+    # checked by the provider when the block goes back. An OpenAI reasoning item: its id and
+    # summary list, its encrypted content when the provider gave it (contract §3.1).
     kind = part_type(part)
     if kind == PART_THINKING:
         return isinstance(part.get("thinking"), str) and isinstance(part.get("signature"), str)
+    if kind == PART_REASONING:
+        encrypted = part.get("encryptedContent")
+        return (
+            isinstance(part.get("id"), str)
+            and isinstance(part.get("summary"), list)
+            and (encrypted is None or isinstance(encrypted, str))
+        )
     return kind == PART_REDACTED_THINKING and isinstance(part.get("data"), str)
 
 
@@ -335,8 +337,8 @@ def content_check(content: Any, *, kind: str | None = None) -> None:
     """Refuse (400 `content_invalid`) a content that is neither text nor a list of parts.
 
     Parts are text and images; a model's answer (`kind` text or tool_call) may also carry
-    Anthropic's thinking and redacted_thinking parts, stored as given (contract §2.3). Without
-    `kind` (a user input) the base parts only.
+    Anthropic's thinking and redacted_thinking parts and OpenAI's reasoning items, stored as
+    given (contract §2.3, §3.1). Without `kind` (a user input) the base parts only.
     """
     if isinstance(content, str):
         return
@@ -353,7 +355,7 @@ def content_check(content: Any, *, kind: str | None = None) -> None:
             continue
         if answer and isinstance(part, dict) and _thinking_part(part):
             continue
-        if not answer and is_thinking_part(part):
+        if not answer and is_model_reasoning(part):
             message = (
                 f"content[{position}]: {part['type']} parts are stored only on a model's answer "
                 f"(assistant text or tool_call); a {kind or 'user input'} message takes "
@@ -364,14 +366,8 @@ def content_check(content: Any, *, kind: str | None = None) -> None:
         raise ApplicationError(CONTENT_INVALID, message, {"field": f"content[{position}]"})
 
 
-def _tool_call_fields(
-    session: Session,
-    tool_call_id: str | None,
-    tool_name: str | None,
-    arguments: Any,
-    snapshot_id: str | None,
-    frame: tuple[int, int] | None,
-) -> dict[str, Any]:
+def _tool_call_fields(session: Session, message: NewMessage) -> dict[str, Any]:
+    tool_call_id, tool_name, frame = message.tool_call_id, message.tool_name, message.frame
     if not tool_call_id or not tool_name:
         raise ApplicationError(
             TOOL_CALL_INCOMPLETE,
@@ -379,7 +375,8 @@ def _tool_call_fields(
             {"field": "toolCallId" if not tool_call_id else "toolName"},
         )
     tool_call_id_check(tool_call_id)
-    arguments = arguments_to_store(arguments)
+    arguments = arguments_to_store(message.arguments)
+    snapshot_id = None if message.snapshot_id is None else str(message.snapshot_id)
     snapshot = _snapshot_of(session, snapshot_id)
     if snapshot is None and (frame is None or snapshot_id is not None):
         raise ApplicationError(
@@ -397,10 +394,10 @@ def _tool_call_fields(
     return {
         "tool_call_id": tool_call_id,
         "tool_name": tool_name,
-        "arguments": arguments if arguments is not None else {},
+        "arguments": arguments,
         "snapshot_id": snapshot[0] if snapshot is not None else None,
         # The caller's frame, else the snapshot's: what the dispatch of this call acts on.
-        "frame": frame if frame is not None else snapshot[1:] if snapshot is not None else None,
+        "frame": frame if frame is not None else snapshot[1] if snapshot is not None else None,
     }
 
 
@@ -447,17 +444,18 @@ def tool_call_id_check(tool_call_id: object, field: str = "toolCallId") -> None:
         )
 
 
-def _snapshot_of(session: Session, snapshot_id: str | None) -> tuple[UUID, int, int] | None:
-    """(id, revision, upper bound) of this session's snapshot `snapshot_id`; None for any
-    other or a malformed id."""
+def _snapshot_of(session: Session, snapshot_id: str | None) -> tuple[UUID, Frame] | None:
+    """The id and the frame of this session's snapshot `snapshot_id`; None for any other or a
+    malformed id."""
     wanted = canonical_uuid(snapshot_id)
     if wanted is None:
         return None
-    return (
+    found = (
         ProjectionSnapshot.objects.filter(session=session, id=wanted)
         .values_list("id", "revision", "upper_bound")
         .first()
     )
+    return None if found is None else (found[0], Frame(found[1], found[2]))
 
 
 def _text_snapshot(session: Session, snapshot_id: str) -> UUID:

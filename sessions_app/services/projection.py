@@ -26,12 +26,12 @@ from contextproto.errors import (
 )
 from contextproto.ids import canonical_uuid
 from contextproto.protocol import adapters, catalog, view
-from contextproto.protocol import projection as engine
 from contextproto.protocol.adapters import WireFormat
 from contextproto.protocol.errors import ProtocolError
 from contextproto.protocol.messages import Fold, ModelMessageWire, RawMessage, SourceWire
 from contextproto.protocol.parameters import Parameters
 from contextproto.protocol.prompt_cache import PromptCache, session_cache_key
+from contextproto.protocol.view_plan import ReadPlan
 from sessions_app.models import MaintenanceJob, ProjectionSnapshot, Run, Session
 from sessions_app.reads import hot_sql, view_cache
 from sessions_app.store.body_writer import snapshot_create
@@ -86,7 +86,7 @@ class LiveSource:
     def folds(self, window_id: str, after_index: int) -> list[Fold]:
         return hot_sql.folds_of_window_above(self.session_id, window_id, after_index)
 
-    def rows(self, reads: engine.ReadPlan) -> tuple[list[RawMessage], list[RawMessage]]:
+    def rows(self, reads: ReadPlan) -> tuple[list[RawMessage], list[RawMessage]]:
         """The rows this process read before for the window and the new ones, in one
         statement while nothing in range is archived, else the readers that merge the cold
         archive (sessions_app/reads/view_cache.py)."""

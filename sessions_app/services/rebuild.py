@@ -45,8 +45,8 @@ from contextproto.protocol.messages import (
     RawMessage,
 )
 from contextproto.protocol.parameters import Parameters
-from contextproto.protocol.projection import ReadPlan
 from contextproto.protocol.state import FOLD_PREFIX, KEY_ACTIVE_WINDOW
+from contextproto.protocol.view_plan import ReadPlan
 from sessions_app.models import KVHistory, MaintenanceJob, ProjectionSnapshot, Session
 from sessions_app.reads import raw_log
 from sessions_app.reads.history import kv_history_through

@@ -17,11 +17,11 @@ from django.db import transaction
 from django.utils import timezone
 
 from contextproto.errors import SESSION_BUSY, ApplicationError
-from contextproto.protocol.messages import RawMessage
+from contextproto.protocol.messages import KIND_INPUT, ROLE_USER, RawMessage
 from sessions_app.models import Message, Run, Session
 from sessions_app.providers.base import RUNNABLE_PROVIDERS
 from sessions_app.services import client_writes
-from sessions_app.services.messages import content_check, message_append_locked
+from sessions_app.services.messages import NewMessage, content_check, message_write_locked
 from sessions_app.store import hooks
 from sessions_app.store.state import session_lock
 
@@ -72,8 +72,15 @@ def run_start(*, session_id: UUID | str, content: Any) -> tuple[Run, Message]:
         )
         session.current_run = run
         session.save(update_fields=["current_run"])
-        message = message_append_locked(
-            session, role="user", kind="input", content=content, run=run, input_run=run.id.hex
+        message = message_write_locked(
+            session,
+            NewMessage(
+                role=ROLE_USER,
+                kind=KIND_INPUT,
+                content=content,
+                run_id=run.id,
+                input_run=run.id.hex,
+            ),
         )
         if provider in RUNNABLE_PROVIDERS:
             run_enqueue(run)

@@ -19,6 +19,7 @@ from collections.abc import Callable, Generator, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
+from functools import partial
 from typing import Any
 from uuid import UUID
 
@@ -27,6 +28,7 @@ from django.db import connection, transaction
 from django.db.models import Exists, OuterRef, Q, Sum
 from django.utils import timezone
 
+from contextproto import telemetry
 from contextproto.errors import (
     MAX_TURNS_REACHED,
     MODEL_EMPTY_ANSWER,
@@ -36,16 +38,19 @@ from contextproto.errors import (
 from contextproto.protocol import catalog
 from contextproto.protocol.messages import KIND_TOOL_CALL, KIND_TOOL_RESULT, RawMessage
 from contextproto.protocol.parameters import Parameters
+from contextproto.telemetry import SessionFacts
+from contextproto.telemetry.spans import TURN_SOURCE
 from sessions_app import nodes, providers
 from sessions_app.models import Message, ProjectionSnapshot, Run, Session
 from sessions_app.providers.base import ModelReply, storable_reply
 from sessions_app.providers.scripted import ScriptedProvider
-from sessions_app.reads import raw_log
+from sessions_app.reads import raw_log, trace_facts
 from sessions_app.services.answers import AnswerCall
 from sessions_app.services.dispatch import tool_dispatch
 from sessions_app.services.projection import projection_build
 from sessions_app.services.runs import autostart, run_enqueue
 from sessions_app.services.turn_commit import turn_commit_locked
+from sessions_app.services.turn_spans import turn_recorded
 from sessions_app.store import hooks
 from sessions_app.store.state import session_relock
 
@@ -178,11 +183,25 @@ def run_advance(*, run_id: UUID | str, on_turn: Callable[[TurnReport], Any] | No
             {"code": getattr(exc, "code", PROVIDER_INVALID), "message": str(exc)},
         )
         return run.status
+    facts = trace_facts.session_facts(session) if telemetry.enabled() else None
     try:
-        turns = run_turns(run, session=session, provider=provider)
-        for report in drive_with(turns, lambda call: _complete(provider, call)):
-            if on_turn is not None:
-                on_turn(report)
+        # A run step is a trace of its own (contract §22): the worker's, outside any request.
+        with (
+            telemetry.job_span(
+                f"run_step {facts.agent_name if facts else ''}".strip(),
+                facts,
+                attributes={TURN_SOURCE: "runtime"},
+            ),
+            telemetry.agent_span(
+                facts.at(run_id=run.id.hex) if facts else None,
+                attributes={TURN_SOURCE: "runtime"},
+            ),
+        ):
+            turns = run_turns(run, session=session, provider=provider)
+            complete = partial(_complete, provider)
+            for report in drive_with(turns, complete, facts=facts):
+                if on_turn is not None:
+                    on_turn(report)
     except providers.ProviderError as exc:
         if not (exc.retryable and _retry_later(run, exc)):
             run_finish(run, Run.Status.FAILED, exc.as_dict())
@@ -244,24 +263,43 @@ def run_turns(
             return
 
 
-def drive_with(turns: Turns, call: Callable[[ModelCall], ModelReply]) -> Iterator[TurnReport]:
+def drive_with(
+    turns: Turns,
+    call: Callable[[ModelCall], ModelReply],
+    *,
+    facts: SessionFacts | None = None,
+) -> Iterator[TurnReport]:
     """Drive `turns` in this thread, making each model call with `call` (blocking); a call's
-    failure is thrown into the loop (which writes nothing of that turn) and propagates."""
+    failure is thrown into the loop (which writes nothing of that turn) and propagates. With
+    `facts` (tracing on), each model call and the commit of its answer is a `chat` span."""
     step = next(turns, None)
     while step is not None:
         if isinstance(step, TurnReport):
             yield step
             step = next(turns, None)
             continue
-        try:
-            answer = call(step)
-        except BaseException as exc:
-            turns.throw(exc)
-            raise  # the loop re-raises what it is thrown; never reached otherwise
-        try:
-            step = turns.send(answer)
-        except StopIteration:
-            step = None
+        model_call = step
+        turn = trace_facts.turn_facts(facts, model_call.snapshot) if facts else None
+        with telemetry.chat_span(turn) as chat:
+            try:
+                answer = call(model_call)
+            except BaseException as exc:
+                turns.throw(exc)
+                raise  # the loop re-raises what it is thrown; never reached otherwise
+            try:
+                step = turns.send(answer)
+            except StopIteration:
+                step = None
+            if turn is not None and isinstance(step, TurnReport):
+                turn_recorded(
+                    chat,
+                    turn,
+                    model_call.snapshot,
+                    raw=answer.raw,
+                    stop_reason=answer.stop_reason,
+                    text=answer.text,
+                    written=step.written,
+                )
 
 
 def _complete(provider: providers.ModelProvider, call: ModelCall) -> ModelReply:

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from contextproto.protocol.messages import RawMessage
+from contextproto.protocol.messages import Frame, RawMessage
 from sessions_app.models import ProjectionSnapshot, Session
 from sessions_app.services.answers import AnswerCall, RecordedAnswer, answer_record_locked
 from sessions_app.services.dispatch import Receipt, tool_dispatch
@@ -60,7 +60,7 @@ def turn_commit_locked(
         text=text,
         calls=calls,
         thinking=thinking,
-        frame=(snapshot.revision, snapshot.upper_bound),
+        frame=Frame(snapshot.revision, snapshot.upper_bound),
     )
     added = [*notes] + [
         f"tool call id {old!r} of the answer is taken in this session (or repeated): "

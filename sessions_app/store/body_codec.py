@@ -3,10 +3,12 @@ earlier body of the same session (issue 33, contract §4.6a). Pure Python, no Dj
 
 A body is the JSON document `{"messages", "sources", "request"}`, serialized one way only
 (`body_text`: compact separators, non-ASCII kept, key order as built), and that text is what
-"byte for byte" means. The codec cuts the text into tokens along the document's structure
-(`tokenize`): a container whose children are all scalars, or whose whole text is short, is one
-token; a larger one is cut into its punctuation, keys and children. Joined, the tokens are the
-text exactly, so every encoding below is exact by construction.
+"byte for byte" means. The codec cuts the text into tokens after every `},` and `],`
+(`tokenize`: one token per message, source or request block, found by `str.split`). Joined,
+the tokens are the text exactly, so every encoding below is exact by construction. A stored
+body keeps its own cut (a keyframe stores its token lengths, a delta copies its base's tokens
+by position), so the cut may change between versions of this code without breaking a body;
+a delta taken across two cuts merely finds less to copy.
 
 * Keyframe (`KEY`): the body's distinct long tokens once each (a view repeats itself: the
   request holds the messages' text again, further back than zlib's 32 KiB window reaches),
@@ -41,15 +43,12 @@ KEY = "key"
 DELTA = "delta"
 
 LEVEL = 1  # small parts, and the whole bodies stored before issue 33
-# Keyframes are written off the turn's path: the default level finds the long repeats of a
-# large view that level 1's short match chains miss (a 128k view: 48 KB at 1, 18 KB at 6).
+# At most one body in SNAPSHOT_KEYFRAME_INTERVAL is a keyframe: the default level finds the
+# long repeats of a large view that level 1's short match chains miss (a 128k view: 48 KB at
+# 1, 18 KB at 6).
 KEY_LEVEL = 6
 # A token this long that occurred before in the same keyframe is stored as a reference.
 REPEAT_CHARS = 32
-# A container whose text is at most this long is one token even if it holds containers.
-MERGE_CHARS = 256
-# A container of at most this many entries is serialized whole before it is looked into.
-FEW = 8
 # zlib's preset dictionary is at most its window (32 KiB).
 DICT_BYTES = 32 * 1024
 # The longest copy candidate list a token keeps: a token repeated more often than this
@@ -68,77 +67,51 @@ def body_text(body: Any) -> str:
     return _dumps(body)
 
 
+def body_texts(body: Any, key: str = "request") -> tuple[str, str | None]:
+    """`body_text(body)` and `body_text(body[key])` (None without it), serialized once: a
+    dict of string keys serializes as its keys' and values' texts joined, so the value's
+    text is kept on the way."""
+    if not isinstance(body, dict) or key not in body or not all(isinstance(k, str) for k in body):
+        return _dumps(body), (_dumps(body[key]) if isinstance(body, dict) and key in body else None)
+    found = ""
+    parts = []
+    for name, value in body.items():
+        text = _dumps(value)
+        if name == key:
+            found = text
+        parts.append(_dumps(name) + ":" + text)
+    return "{" + ",".join(parts) + "}", found
+
+
 # --------------------------------------------------------------------------- tokens
 
 
-def _scalar(value: Any) -> bool:
-    return not isinstance(value, dict | list | tuple)
+def cut(text: str) -> list[str]:
+    """`text` cut after every `},` and `],`: a container that ends inside a container.
 
-
-def _whole(node: Any, out: list[str]) -> int:
-    text = _dumps(node)
-    out.append(text)
-    return len(text)
-
-
-def _tokens_of(node: Any, out: list[str]) -> int:
-    """Append `node`'s tokens to `out`; return the length of its text.
-
-    A container of few entries is serialized whole first (in C): most are short, one token.
-    Only one that is too long and holds containers is cut, recursively.
+    In a body's text that is one token per element of the lists of messages, sources and
+    request blocks (and per object or list value inside them), found by `str.split` in C.
+    The cut is content-defined: an unchanged stretch of two views cuts the same way wherever
+    it sits, so a delta copies it whole. A `},` inside a string is cut too, harmlessly.
     """
-    if isinstance(node, dict):
-        if not node or not all(isinstance(k, str) for k in node):
-            # (json turns other keys into strings its own way: keep such a dict whole)
-            return _whole(node, out)
-        if len(node) <= FEW:
-            text = _dumps(node)
-            if len(text) <= MERGE_CHARS or all(_scalar(v) for v in node.values()):
-                out.append(text)
-                return len(text)
-        elif all(_scalar(v) for v in node.values()):
-            return _whole(node, out)
-        start = len(out)
-        size = 0
-        prefix = "{"
-        for key, value in node.items():
-            piece = prefix + _dumps(key) + ":"
-            out.append(piece)
-            size += len(piece) + _tokens_of(value, out)
-            prefix = ","
-        out.append("}")
-        size += 1
-    elif isinstance(node, list | tuple):
-        if not node:
-            return _whole(node, out)
-        if len(node) <= FEW:
-            text = _dumps(node)
-            if len(text) <= MERGE_CHARS or all(_scalar(v) for v in node):
-                out.append(text)
-                return len(text)
-        elif all(_scalar(v) for v in node):
-            return _whole(node, out)
-        start = len(out)
-        size = 0
-        prefix = "["
-        for value in node:
-            out.append(prefix)
-            size += 1 + _tokens_of(value, out)
-            prefix = ","
-        out.append("]")
-        size += 1
-    else:
-        return _whole(node, out)
-    if size <= MERGE_CHARS:
-        out[start:] = ["".join(out[start:])]
-    return size
+    tokens: list[str] = []
+    pieces = text.split("},")
+    last = len(pieces) - 1
+    for position, piece in enumerate(pieces):
+        if "]," in piece:
+            inner = piece.split("],")
+            piece = inner.pop()
+            tokens += [part + "]," for part in inner]
+        if position < last:
+            tokens.append(piece + "},")
+        elif piece:
+            tokens.append(piece)
+    return tokens
 
 
 def tokenize(body: Any) -> list[str]:
-    """The body's text cut along its structure; `"".join(tokenize(b)) == body_text(b)`."""
-    out: list[str] = []
-    _tokens_of(body, out)
-    return out
+    """The body's text cut into tokens; `"".join(tokenize(b)) == body_text(b)`."""
+    return cut(body_text(body))
 
 
 def join(tokens: Sequence[str]) -> str:
@@ -244,7 +217,7 @@ def key_text(data: bytes) -> str:
 
 
 def legacy_encode(text: bytes) -> bytes:
-    """A whole body as stored before issue 33 (and with SNAPSHOT_BODY_WRITE=full)."""
+    """A whole body as stored before issue 33 (the bench's baseline writes it so)."""
     return zlib.compress(text, LEVEL)
 
 

@@ -23,7 +23,7 @@ from datetime import datetime
 from typing import Any, NamedTuple, NotRequired, TypedDict, cast
 from uuid import UUID
 
-from contextproto.protocol.messages import Kind, RawMessage, Role
+from contextproto.protocol.messages import Frame, Kind, RawMessage, Role
 from sessions_app.models import Message
 
 
@@ -45,17 +45,17 @@ class MessageValues(NamedTuple):
     is_error: bool | None
     snapshot_id: UUID | None
     created_at: datetime
+    frozen_revision: int | None  # a tool call's frame (R, U); null on other kinds
+    frozen_upper_bound: int | None
 
 
 # The columns of a RawMessage, in this order everywhere a row is read as values.
 RAW_COLUMNS: tuple[str, ...] = MessageValues._fields
-# The columns the engine does not read; archived records carry them too (chunks written
-# before migration 0010, or 0019 for a tool_call's frame, lack them: they read as null).
+# The columns no RawMessage holds; archived records carry them too (chunks written before
+# migration 0010 lack them, and those before 0019 a tool_call's frame: they read as null).
 EXTRA_COLUMNS: tuple[str, ...] = (
     "written_at_revision",
     "forked_from_message_id",
-    "frozen_revision",
-    "frozen_upper_bound",
 )
 # Columns left empty by an outline read (the group structure without the bodies).
 BODY_COLUMNS: frozenset[str] = frozenset({"content", "arguments"})
@@ -120,6 +120,8 @@ def raw_from_values(values: RawValues) -> RawMessage:
         is_error,
         snapshot_id,
         created_at,
+        frozen_revision,
+        frozen_upper_bound,
     ) = values[: len(RAW_COLUMNS)]
     return RawMessage(
         id=str(message_id),
@@ -136,7 +138,15 @@ def raw_from_values(values: RawValues) -> RawMessage:
         is_error=is_error,
         snapshot_id=str(snapshot_id) if snapshot_id else None,
         created_at=created_at.isoformat(),
+        frame=_frame(frozen_revision, frozen_upper_bound),
     )
+
+
+def _frame(revision: int | None, upper_bound: int | None) -> Frame | None:
+    """A tool call's frame from its two columns; None where they are null."""
+    if revision is None or upper_bound is None:
+        return None
+    return Frame(revision, upper_bound)
 
 
 def record_of_row(row: Message) -> MessageRecord:
@@ -183,6 +193,7 @@ def raw_from_record(record: MessageRecord) -> RawMessage:
         is_error=record["is_error"],
         snapshot_id=record["snapshot_id"],
         created_at=record["created_at"],
+        frame=_frame(record.get("frozen_revision"), record.get("frozen_upper_bound")),
     )
 
 

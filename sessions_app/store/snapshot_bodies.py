@@ -1,42 +1,43 @@
 """The one decoder every reader reads snapshot bodies through (issue 33, contract §4.6a).
 
-`view_of` / `views_of` decode a body (following its delta chain: one statement for any number
-of snapshots) or, for a body not written yet, wait for it (this process's own pending bodies,
-which store/body_writer.py keeps in `pending`, are answered from memory at once) and rebuild
-it once the grace period is over; a body dropped by retention (store/body_retention.py) is
-rebuilt. Nothing is ever served as an empty view.
+`view_of` / `views_of` decode a body, following its delta chain (one statement for any number
+of snapshots). A snapshot without a body — not written yet (its turn stores it with its
+answer, store/body_writer.py), lost with its process, or dropped by retention
+(store/body_retention.py) — or whose body does not decode is rebuilt at once from the state
+at R and the log through U and says so; nothing waits for a body, and nothing is ever served
+as an empty view.
 
-Bodies never change once written (re-encoding keeps the decoded body), so a decoded body may
-be cached by id (`_TokenCache`).
+Bodies never change once written (retention re-encodes a delta as a keyframe of the same
+tokens), so this module keeps the few most recent decoded bodies by id (`_decoded`): a delta's
+base is usually the body this process wrote or read last. Only this module touches that
+cache; the writer hands it the tokens of a body it stored through `remember`.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import threading
-import time
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
-from django.conf import settings
 from django.db import connection, models
 
 from sessions_app.models import ProjectionSnapshot
 from sessions_app.store import body_codec, hooks
 from sessions_app.store.snapshot_view import REBUILT, SnapshotView
 
+logger = logging.getLogger(__name__)
+
 State = ProjectionSnapshot.BodyState
 Encoding = ProjectionSnapshot.BodyEncoding
 TABLE = ProjectionSnapshot._meta.db_table
 _UUID = models.UUIDField()
 _NO_ID = UUID(int=0)
-
-# How often a reader looks again for a body another process is still writing.
-POLL_SECONDS = 0.02
 
 # The rows a set of snapshots' bodies decode from: each one and, for a delta, its base,
 # recursively, stopping at keyframes and at bodies already decoded here (`known`).
@@ -72,9 +73,9 @@ def _bytes(value: Any) -> bytes:
 # --------------------------------------------------------------------------- the cache
 
 
-class _TokenCache:
-    """Decoded bodies (as tokens) by snapshot id, the most recent few: a delta's base is
-    usually the body this process wrote or read last."""
+class _Decoded:
+    """Decoded bodies (as tokens) by snapshot id, the most recent few. Threads share it (a
+    gateway encodes beside its request), hence the lock."""
 
     def __init__(self, size: int = 48) -> None:
         self.size = size
@@ -104,11 +105,17 @@ class _TokenCache:
             self.items.clear()
 
 
-token_cache = _TokenCache()
-# Bodies this process committed a row for and has not written yet, by snapshot id
-# (store/body_writer.py adds and removes them).
-pending: dict[UUID, dict[str, Any]] = {}
-pending_lock = threading.Lock()
+_decoded = _Decoded()
+
+
+def remember(snapshot_id: UUID, tokens: list[str]) -> None:
+    """Keep the tokens of a body just stored (the writer's), the likely base of the next."""
+    _decoded.put(snapshot_id, tokens)
+
+
+def forget_cache() -> None:
+    """Drop the decoded bodies this process keeps (tests and benches that time cold reads)."""
+    _decoded.clear()
 
 
 # --------------------------------------------------------------------------- decoding
@@ -127,7 +134,7 @@ def _chain_rows(ids: Sequence[UUID]) -> dict[UUID, _Row]:
     """The rows `ids` decode from, in one statement."""
     if not ids:
         return {}
-    known = token_cache.known() or [_NO_ID]  # (an empty IN () is not SQL)
+    known = _decoded.known() or [_NO_ID]  # (an empty IN () is not SQL)
     sql = _CHAIN_SQL.format(
         table=TABLE,
         targets=", ".join(["%s"] * len(ids)),
@@ -150,13 +157,15 @@ def _chain_rows(ids: Sequence[UUID]) -> dict[UUID, _Row]:
     return found
 
 
-def tokens_of(snapshot_id: UUID, rows: dict[UUID, _Row]) -> list[str]:
-    """A written body's tokens (the base of a delta, or a delta itself)."""
+def tokens_of(snapshot_id: UUID, rows: dict[UUID, _Row] | None = None) -> list[str]:
+    """A written body's tokens (the base of a delta, or a delta itself), decoded from `rows`
+    or read. Raises `body_codec.CodecError` for a body that is not there or does not decode."""
+    rows = {} if rows is None else rows
     chain: list[_Row] = []
     at: UUID | None = snapshot_id
     tokens: list[str] | None = None
     while at is not None:
-        tokens = token_cache.get(at)
+        tokens = _decoded.get(at)
         if tokens is not None:
             break
         row = rows.get(at)
@@ -171,20 +180,22 @@ def tokens_of(snapshot_id: UUID, rows: dict[UUID, _Row]) -> list[str]:
         at = row.base
     for row in reversed(chain):
         if row.encoding == Encoding.DELTA:
-            assert tokens is not None
+            if tokens is None:
+                raise body_codec.CodecError(f"snapshot {row.id}: a delta without its base")
             tokens = body_codec.decode_delta(tokens, row.data)
         elif row.encoding == Encoding.KEY:
             tokens = body_codec.decode_key(row.data)
         else:
             tokens = body_codec.tokenize(json.loads(body_codec.legacy_text(row.data)))
-        token_cache.put(row.id, tokens)
-    assert tokens is not None
+        _decoded.put(row.id, tokens)
+    if tokens is None:
+        raise body_codec.CodecError(f"snapshot {snapshot_id} has no stored body to decode from")
     return tokens
 
 
 def _body(snapshot_id: UUID, rows: dict[UUID, _Row]) -> dict[str, Any]:
     """A written body as the turn built it ({} for a row made without one: usage-only rows)."""
-    cached = token_cache.get(snapshot_id)
+    cached = _decoded.get(snapshot_id)
     if cached is not None:
         text = body_codec.join(cached)
     else:
@@ -202,25 +213,6 @@ def _body(snapshot_id: UUID, rows: dict[UUID, _Row]) -> dict[str, Any]:
             text = body_codec.join(tokens_of(row.id, rows))
     body = json.loads(text)
     return body if isinstance(body, dict) else {}
-
-
-def _wait_for(snapshot: ProjectionSnapshot) -> dict[UUID, _Row] | None:
-    """Wait for a body another process is writing: the rows it decodes from once written;
-    None once the grace period is over (its writer died) or when it is this process's own."""
-    deadline = snapshot.created_at.timestamp() + settings.SNAPSHOT_BODY_GRACE_SECONDS
-    while True:
-        with pending_lock:
-            if snapshot.pk in pending:
-                return None
-        rows = _chain_rows([snapshot.pk])
-        row = rows.get(snapshot.pk)
-        if row is None or row.state != State.PENDING:
-            return rows
-        # A caller inside a transaction (holding its locks) is not kept waiting: it gets the
-        # rebuild at once.
-        if time.time() >= deadline or connection.in_atomic_block:
-            return None
-        time.sleep(POLL_SECONDS)
 
 
 def _whole(snapshot: ProjectionSnapshot) -> SnapshotView | None:
@@ -254,7 +246,7 @@ def views_of(snapshots: Iterable[ProjectionSnapshot]) -> None:
             todo.append(snapshot)
     if not todo:
         return
-    rows = _chain_rows([s.pk for s in todo if token_cache.get(s.pk) is None])
+    rows = _chain_rows([s.pk for s in todo if not _known(s)])
     for snapshot in todo:
         snapshot.attach_view(_view(snapshot, rows))
 
@@ -264,33 +256,32 @@ def view_of(snapshot: ProjectionSnapshot) -> SnapshotView:
     whole = _whole(snapshot)
     if whole is not None:
         return whole
-    rows = {} if token_cache.get(snapshot.pk) is not None else _chain_rows([snapshot.pk])
+    rows = {} if _known(snapshot) else _chain_rows([snapshot.pk])
     return _view(snapshot, rows)
 
 
+def _known(snapshot: ProjectionSnapshot) -> bool:
+    """Whether the snapshot's body is decoded here already and its row, as loaded, says it
+    has one (a row loaded before its body was written, or without its state, asks the table
+    again: never a query per snapshot for a deferred field)."""
+    if _decoded.get(snapshot.pk) is None:
+        return False
+    return snapshot.__dict__.get("body_state") in (State.STORED, State.REBUILT)
+
+
 def _view(snapshot: ProjectionSnapshot, rows: dict[UUID, _Row]) -> SnapshotView:
-    with pending_lock:
-        mine = pending.get(snapshot.pk)
-    if mine is not None:
-        return SnapshotView(body=mine)
+    """The body as stored, or rebuilt when there is none: the row's state as just read (the
+    instance may be older than the body's write) decides."""
     row = rows.get(snapshot.pk)
     state = row.state if row is not None else snapshot.body_state
-    if state == State.PENDING:
-        written = _wait_for(snapshot)
-        with pending_lock:
-            mine = pending.get(snapshot.pk)
-        if mine is not None:
-            return SnapshotView(body=mine)
-        if written is None:
-            return _rebuild(snapshot)
-        rows = {**rows, **written}
-        row = rows.get(snapshot.pk)
-        state = row.state if row is not None else State.PENDING
-        if state == State.PENDING:
-            return _rebuild(snapshot)
-    if state == State.DROPPED:
+    if state in (State.PENDING, State.DROPPED):
         return _rebuild(snapshot)
-    body = _body(snapshot.pk, rows)
+    try:
+        body = _body(snapshot.pk, rows)
+    except body_codec.CodecError:
+        # A stored body that does not decode (corrupt bytes): said again from the state at R.
+        logger.exception("snapshot %s: its stored body does not decode; rebuilt", snapshot.pk)
+        return _rebuild(snapshot)
     if state == State.REBUILT:
         matches = (
             request_hash(body.get("request")) == snapshot.request_hash
@@ -304,8 +295,3 @@ def _view(snapshot: ProjectionSnapshot, rows: dict[UUID, _Row]) -> SnapshotView:
 def _rebuild(snapshot: ProjectionSnapshot) -> SnapshotView:
     view: SnapshotView = hooks.snapshot_rebuild(snapshot)
     return view
-
-
-def forget_cache() -> None:
-    """Drop the decoded bodies this process keeps (tests and benches that time cold reads)."""
-    token_cache.clear()

@@ -17,7 +17,7 @@ from agents.models import Application
 from sessions_app.admin_views import turns as turn_views
 from sessions_app.admin_views.turns import HOST_IDLE_SECONDS, TIMELINE_TURNS
 from sessions_app.models import ProjectionSnapshot, Run, ToolReceipt
-from sessions_app.services.messages import message_write
+from sessions_app.services.messages import NewMessage, message_write
 from sessions_app.services.projection import projection_build
 from sessions_app.services.runs import run_start
 from sessions_app.services.runtime import run_advance
@@ -54,10 +54,13 @@ def host_session(published_version):
     last = turns.project()
     message_write(
         session_id=session.id,
-        role="assistant",
-        kind="text",
-        content="Laptop A costs 1300 EUR.",
-        snapshot_id=str(last.id),
+        message=NewMessage(
+            role="assistant",
+            kind="text",
+            content="Laptop A costs 1300 EUR.",
+            snapshot_id=str(last.id),
+        ),
+        host=True,
     )
     snapshot_usage_report(
         session_id=session.id,
@@ -82,17 +85,24 @@ def test_text_and_calls_of_one_host_answer_count_once(published_version):
     session, _key = session_create(agent_version=published_version(), inputs={})
     run, _ = run_start(session_id=session.id, content="go")
     view = projection_build(session_id=session.id)
-    message_write(session_id=session.id, role="assistant", kind="text", content="Looking it up.")
+    message_write(
+        session_id=session.id,
+        message=NewMessage(role="assistant", kind="text", content="Looking it up."),
+        host=True,
+    )
     for call_id in ("a", "b"):
         message_write(
             session_id=session.id,
-            role="assistant",
-            kind="tool_call",
-            content="",
-            tool_call_id=call_id,
-            tool_name="lookup",
-            arguments={},
-            snapshot_id=str(view.id),
+            message=NewMessage(
+                role="assistant",
+                kind="tool_call",
+                content="",
+                tool_call_id=call_id,
+                tool_name="lookup",
+                arguments={},
+                snapshot_id=str(view.id),
+            ),
+            host=True,
         )
     run.refresh_from_db()
     assert run.turns == 1

@@ -133,3 +133,15 @@ def test_connection_settings_accept_and_refuse_by_the_schema(name, good, bad):
     field = FIELDS_BY_NAME[name]
     assert all(field.valid(v) for v in good)
     assert not any(field.valid(v) for v in bad if v != "")
+
+
+def test_publish_takes_the_openai_api_and_refuses_one_it_does_not_know():
+    for api in ("chat", "responses"):
+        assert model_problems(version(model_config={"api": api})) == []
+    assert model_problems(version(model_config={"api": "assistants"})) == [
+        {
+            "field": "model.config.api",
+            "code": "out_of_range",
+            "message": "model.config.api must be one of chat, responses.",
+        }
+    ]

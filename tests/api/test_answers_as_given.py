@@ -18,7 +18,8 @@ REDACTED = {"type": "redacted_thinking", "data": "ZW5jcnlwdGVk"}
 BESIDE = {"type": "text", "text": "Let me look the price up."}
 ANSWER_PARTS = (
     "{type: text, text}, {type: image, mediaType, data|url}, "
-    "{type: thinking, thinking, signature} or {type: redacted_thinking, data}"
+    "{type: thinking, thinking, signature}, {type: redacted_thinking, data} or "
+    "{type: reasoning, id, summary, encryptedContent?}"
 )
 BASE_PARTS = "{type: text, text} or {type: image, mediaType, data|url}"
 
@@ -88,6 +89,53 @@ def test_later_views_show_the_text_beside_the_call_and_thinking_per_provider(api
         REDACTED,
         BESIDE,
     ]
+
+
+REASONING = {
+    "type": "reasoning",
+    "id": "rs_0a1b",
+    "summary": [{"type": "summary_text", "text": "Look the price up."}],
+    "encryptedContent": "gAAAAB-opaque",
+}
+
+
+def test_an_openai_reasoning_item_is_stored_with_its_answer_and_sent_back_to_responses_only(
+    api_session,
+):
+    s = api_session()
+    s.input("What does it cost?")
+    view = s.project()
+    call = s.write(
+        role="assistant",
+        kind="tool_call",
+        content=[REASONING, BESIDE],
+        toolCallId="call_01",
+        toolName="lookup",
+        arguments={"q": "price"},
+        snapshotId=view["snapshotId"],
+    )
+    assert call["content"] == [REASONING, BESIDE]
+    s.write(role="tool", kind="tool_result", content="42", toolCallId="call_01")
+    s.input("And shipping?")
+    responses = s.project("openai-responses")["request"]
+    at = responses["input"].index(
+        {
+            "type": "reasoning",
+            "id": "rs_0a1b",
+            "summary": REASONING["summary"],
+            "encrypted_content": "gAAAAB-opaque",
+        }
+    )
+    assert [i["type"] for i in responses["input"][at + 1 : at + 3]] == ["message", "function_call"]
+    for provider in ("openai-chat", "anthropic-messages"):
+        sent = json.dumps(s.project(provider)["request"])
+        assert "gAAAAB-opaque" not in sent and "rs_0a1b" not in sent, provider
+    # Reasoning is a model's: a user input carrying it is refused.
+    refused = s.client.post(s.path("inputs/"), {"content": [REASONING]})
+    assert refused.status_code == 400
+    assert (
+        "reasoning parts are stored only on a model's answer" in refused.json()["error"]["message"]
+    )
 
 
 def test_an_answer_that_only_thought_is_accepted(api_session):

@@ -15,7 +15,7 @@ def test_an_unknown_provider_is_refused_listing_every_wire_format(api_session, p
     assert error["code"] == "invalid_request"
     [problem] = error["details"]["errors"]
     assert problem["field"] == "provider"
-    for wire_format in ("neutral", "openai-chat", "anthropic-messages"):
+    for wire_format in ("neutral", "openai-chat", "anthropic-messages", "openai-responses"):
         assert wire_format in problem["message"]
     assert "model.provider" in problem["message"]
 
@@ -23,5 +23,5 @@ def test_an_unknown_provider_is_refused_listing_every_wire_format(api_session, p
 def test_every_wire_format_builds_a_view(api_session):
     s = api_session(version=2)
     s.input("start")
-    for provider in ("neutral", "openai-chat", "anthropic-messages"):
+    for provider in ("neutral", "openai-chat", "anthropic-messages", "openai-responses"):
         assert s.project(provider)["provider"] == provider

@@ -32,7 +32,7 @@ from agents.wire import (
 from contextproto.economics.cache_report import CacheEconomyWire
 from contextproto.economics.stored_views import projection_from_wire
 from contextproto.protocol.catalog import ProtocolVersionPublic
-from contextproto.protocol.messages import ModelMessageWire, RawMessageWire, SourceWire
+from contextproto.protocol.messages import FrameWire, ModelMessageWire, RawMessageWire, SourceWire
 from contextproto.protocol.options import OptionErrorWire
 from contextproto.protocol.projection import ProjectionWire
 from contextproto.protocol.tool_results import ToolResult
@@ -77,6 +77,7 @@ def snapshot_detail_output():
 # receipt's resultMessage, ...) are checked through their parents as well.
 PAIRS = [
     (RawMessageWire, shapes.Message),
+    (FrameWire, shapes.Frame),
     (ForkPointWire, shapes.ForkPoint),
     (SessionWire, shapes.Session),
     (UsageWire, shapes.SessionUsage),

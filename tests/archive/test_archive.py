@@ -19,7 +19,7 @@ from django.utils import timezone
 from sessions_app.models import ArchiveChunk, ImmutableMessageError, Message, Session
 from sessions_app.reads import raw_log
 from sessions_app.services import archive
-from sessions_app.services.messages import message_append
+from sessions_app.services.messages import NewMessage, message_write
 from sessions_app.services.runs import run_start
 from sessions_app.services.sessions import session_create
 from sessions_app.store import codec, cold_store
@@ -31,7 +31,10 @@ from tests.builders.sessions import rich_session
 
 def texts(session, count: int) -> None:
     for n in range(count):
-        message_append(session_id=session.id, role="assistant", kind="text", content=f"t{n}")
+        message_write(
+            session_id=session.id,
+            message=NewMessage(role="assistant", kind="text", content=f"t{n}"),
+        )
 
 
 def chunk_ranges(session_id) -> list[tuple[int, int]]:

@@ -15,7 +15,7 @@ from contextproto.errors import ApplicationError
 from sessions_app.models import ArchiveChunk, Message
 from sessions_app.reads import raw_log
 from sessions_app.services import archive
-from sessions_app.services.messages import message_append, message_write
+from sessions_app.services.messages import NewMessage, message_write
 from sessions_app.services.projection import projection_build
 from sessions_app.services.runs import run_start
 from sessions_app.store import cold_store
@@ -36,23 +36,24 @@ def open_host_call(session, call_id: str = "call_lookup") -> Message:
     snapshot = projection_build(session_id=session.id)
     return message_write(
         session_id=session.id,
-        role="assistant",
-        kind="tool_call",
-        content="",
-        tool_call_id=call_id,
-        tool_name="lookup",
-        arguments={"q": "price"},
-        snapshot_id=str(snapshot.id),
+        message=NewMessage(
+            role="assistant",
+            kind="tool_call",
+            content="",
+            tool_call_id=call_id,
+            tool_name="lookup",
+            arguments={"q": "price"},
+            snapshot_id=str(snapshot.id),
+        ),
+        host=True,
     )
 
 
 def write_result(session, call_id: str = "call_lookup", content: str = "42") -> Message:
     return message_write(
         session_id=session.id,
-        role="tool",
-        kind="tool_result",
-        content=content,
-        tool_call_id=call_id,
+        message=NewMessage(role="tool", kind="tool_result", content=content, tool_call_id=call_id),
+        host=True,
     )
 
 
@@ -102,13 +103,16 @@ def test_an_archived_call_id_cannot_be_recorded_again(session):
     with pytest.raises(ApplicationError) as duplicate:
         message_write(
             session_id=session.id,
-            role="assistant",
-            kind="tool_call",
-            content="",
-            tool_call_id="call_lookup",
-            tool_name="lookup",
-            arguments={},
-            snapshot_id=str(call.snapshot_id),
+            message=NewMessage(
+                role="assistant",
+                kind="tool_call",
+                content="",
+                tool_call_id="call_lookup",
+                tool_name="lookup",
+                arguments={},
+                snapshot_id=str(call.snapshot_id),
+            ),
+            host=True,
         )
     assert duplicate.value.code == "tool_call_duplicate"
 
@@ -183,7 +187,9 @@ def test_receipt_whose_result_is_archived_is_replayed(api_session):
 
 def test_archived_call_lookup_finds_nothing_for_unknown_ids(session):
     open_host_call(session)
-    message_append(session_id=session.id, role="assistant", kind="text", content="x")
+    message_write(
+        session_id=session.id, message=NewMessage(role="assistant", kind="text", content="x")
+    )
     archive.archive_session(session_id=session.id, keep_last=0, chunk_size=3)
     assert cold_store.archived_message_by_tool_call(session.id, "nope", "tool_call") is None
     assert (

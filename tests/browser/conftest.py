@@ -49,7 +49,10 @@ def chromium_path() -> str:
     return path
 
 
-@pytest.fixture(scope="session")
+# Module-scoped: Playwright's sync API keeps an event loop running in this thread while the
+# browser is open, and Django's test client cannot run an async view (the gateway's) in a
+# thread that has one: the loop ends with the module, not with the worker's session.
+@pytest.fixture(scope="module")
 def browser(chromium_path):
     if sync_playwright is None:
         _unavailable("playwright is not installed: pip install playwright==1.65.2")

@@ -11,7 +11,7 @@ from agents.models import Tool
 from sessions_app.models import ProjectionSnapshot
 from sessions_app.services import archive
 from sessions_app.services.dispatch import tool_dispatch
-from sessions_app.services.messages import message_write
+from sessions_app.services.messages import NewMessage, message_write
 from sessions_app.services.projection import projection_build
 from sessions_app.services.runs import run_start
 from sessions_app.services.sessions import session_create
@@ -35,20 +35,23 @@ def build_session(version, *, input_text: str = "hello", tool_result: str = "42"
     first = projection_build(session_id=session.id)
     call = message_write(
         session_id=session.id,
-        role="assistant",
-        kind="tool_call",
-        content="",
-        tool_call_id="host_1",
-        tool_name="lookup",
-        arguments={"q": "answer"},
-        snapshot_id=str(first.id),
+        message=NewMessage(
+            role="assistant",
+            kind="tool_call",
+            content="",
+            tool_call_id="host_1",
+            tool_name="lookup",
+            arguments={"q": "answer"},
+            snapshot_id=str(first.id),
+        ),
+        host=True,
     )
     result = message_write(
         session_id=session.id,
-        role="tool",
-        kind="tool_result",
-        content=tool_result,
-        tool_call_id="host_1",
+        message=NewMessage(
+            role="tool", kind="tool_result", content=tool_result, tool_call_id="host_1"
+        ),
+        host=True,
     )
     second = projection_build(session_id=session.id)
     arguments = {
@@ -61,13 +64,16 @@ def build_session(version, *, input_text: str = "hello", tool_result: str = "42"
         arguments["expectedWindowId"] = "main"
     message_write(
         session_id=session.id,
-        role="assistant",
-        kind="tool_call",
-        content="",
-        tool_call_id="fold_1",
-        tool_name="context_fold_create",
-        arguments=arguments,
-        snapshot_id=str(second.id),
+        message=NewMessage(
+            role="assistant",
+            kind="tool_call",
+            content="",
+            tool_call_id="fold_1",
+            tool_name="context_fold_create",
+            arguments=arguments,
+            snapshot_id=str(second.id),
+        ),
+        host=True,
     )
     receipt = tool_dispatch(session_id=session.id, tool_call_id="fold_1")
     assert receipt.result["success"], receipt.result
@@ -98,13 +104,16 @@ class HostTurns:
         call_id = f"call_{self.calls}"
         call = message_write(
             session_id=self.session.id,
-            role="assistant",
-            kind="tool_call",
-            content="",
-            tool_call_id=call_id,
-            tool_name=name,
-            arguments=arguments,
-            snapshot_id=str(view.id),
+            message=NewMessage(
+                role="assistant",
+                kind="tool_call",
+                content="",
+                tool_call_id=call_id,
+                tool_name=name,
+                arguments=arguments,
+                snapshot_id=str(view.id),
+            ),
+            host=True,
         )
         return call_id, call
 
@@ -113,10 +122,10 @@ class HostTurns:
         call_id, call = self._call(name, {"q": name} if arguments is None else arguments)
         answer = message_write(
             session_id=self.session.id,
-            role="tool",
-            kind="tool_result",
-            content=result,
-            tool_call_id=call_id,
+            message=NewMessage(
+                role="tool", kind="tool_result", content=result, tool_call_id=call_id
+            ),
+            host=True,
         )
         return call, answer
 

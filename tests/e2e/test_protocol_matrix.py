@@ -40,9 +40,9 @@ from agents.services import (
 )
 from contextproto.celery import app
 from contextproto.protocol import catalog
-from contextproto.protocol.adapters import DERIVED_EDGE_MARKER
+from contextproto.protocol.adapter_anthropic import DERIVED_EDGE_MARKER
+from contextproto.protocol.derived_texts import HEADER_LEAD, STATE_LEAD
 from contextproto.protocol.folds import fold_id_for
-from contextproto.protocol.projection import HEADER_LEAD, STATE_LEAD
 from contextproto.protocol.prompt_cache import session_cache_key
 from labs import scenario
 from sessions_app.models import (

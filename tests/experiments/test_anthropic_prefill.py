@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from contextproto.protocol.adapters import DERIVED_EDGE_MARKER, NOTE_ANTHROPIC_PREFILL, adapt
+from contextproto.protocol.adapter_anthropic import DERIVED_EDGE_MARKER, NOTE_ANTHROPIC_PREFILL
+from contextproto.protocol.adapters import adapt
 from contextproto.protocol.messages import ModelMessage, ProjectionSource
 from contextproto.protocol.projection import Projection
 

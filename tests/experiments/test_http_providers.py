@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from contextproto.protocol.projection import HEADER_LEAD, STATE_LEAD
+from contextproto.protocol.derived_texts import HEADER_LEAD, STATE_LEAD
 from labs.experiments.report import render_markdown
 from tests.experiments.conftest import group, runs
 from tests.providers.servers import Answer, FakeAPI, serve

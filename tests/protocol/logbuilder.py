@@ -6,9 +6,11 @@ window of its call (contract §2.3), so tests read like the conversation they mo
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from contextproto.protocol import catalog
 from contextproto.protocol.folds import make_fold
 from contextproto.protocol.messages import (
     KIND_APPROVAL_FEEDBACK,
@@ -31,6 +33,7 @@ from contextproto.protocol.state import (
     new_window_record,
     window_key,
 )
+from contextproto.protocol.view_plan import view_plan
 
 RUN_1 = "1" * 32
 RUN_2 = "2" * 32
@@ -236,17 +239,18 @@ def make_input(
         state[checkpoint_key(window)] = f"checkpoint of {window}"
     state.update(kv or {})
     base = PREFIX_OPTIONS if protocol_id == "prefix" else DEFAULT_OPTIONS[version]
+    # The catalog entry with the test's protocol prompt, planned as a live turn plans it.
+    entry = dataclasses.replace(catalog.get_version(protocol_id, version), prompt=protocol_prompt)
+    plan = view_plan(
+        entry, active_window=window, run_id=run_id, upper_bound=bound, revision=revision
+    )
     return ProjectionInput(
-        protocol_id=protocol_id,
-        version=version,
+        plan=plan,
+        reads=plan.reads(covered),
         options={**base, **(options or {})},
         system_prompt=system_prompt,
-        protocol_prompt=protocol_prompt,
         session_id="s1",
         session_inputs=session_inputs if session_inputs is not None else {"customer": "ACME"},
-        run_id=run_id,
-        upper_bound=bound,
-        revision=revision,
         kv=state,
         window_messages=log.of_window(window, after=covered, through=bound),
         run_inputs=log.run_inputs(run_id, through=bound) if run_id else [],

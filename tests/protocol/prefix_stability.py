@@ -10,6 +10,9 @@ JSON string with the `cache_control` markers removed (the markers move by design
   change is a new message; blocks are what Anthropic caches at and looks back over, and a
   block appended to the last message of the previous turn leaves the blocks before it
   unchanged.
+* openai-responses: `prompt_cache_key`, `parallel_tool_calls`, `store`, `include`, each tool,
+  the `instructions` (the system prompt), then each input item; a header or state message is
+  one item, an answer one item each for its reasoning, text and call.
 
 Every message of a projection that is not history (the header, the state) is exactly one
 unit in every adapter, which is how the helpers find them. What a later turn that only
@@ -28,6 +31,9 @@ from typing import Any
 from contextproto.protocol.projection import Projection
 
 ANTHROPIC = "anthropic-messages"
+RESPONSES = "openai-responses"
+# Whose system prompt is no message (so a message unit's index skips it).
+SYSTEM_APART = (ANTHROPIC, RESPONSES)
 NOT_HISTORY = frozenset({"system", "context_header", "context_state"})
 VOLATILE = frozenset({"context_state"})
 
@@ -50,10 +56,14 @@ def request_units(provider: str, body: dict[str, Any]) -> tuple[list[str], list[
     """(prelude units, message units) of `body` in the provider's render order."""
     prelude: list[str] = []
     # Request-wide settings first: a change to any of them is a change before every message.
-    for key in ("prompt_cache_key", "parallel_tool_calls", "tool_choice"):
+    for key in ("prompt_cache_key", "parallel_tool_calls", "tool_choice", "store", "include"):
         if key in body:
             prelude.append(_unit({key: body[key]}))
     prelude += [_unit({"tool": tool}) for tool in body.get("tools") or ()]
+    if provider == RESPONSES:
+        if "instructions" in body:
+            prelude.append(_unit({"instructions": body["instructions"]}))
+        return prelude, [_unit(item) for item in body["input"]]
     if provider != ANTHROPIC:
         return prelude, [_unit(message) for message in body["messages"]]
     system = body.get("system")
@@ -82,7 +92,7 @@ def _unit_index(provider: str, projection: Projection, position: int) -> int:
     """The message unit of projection message `position`, for messages before the history
     or after it (each is one unit; only the system prompt may precede them)."""
     systems = sum(1 for m in projection.messages[:position] if m.role == "system")
-    return position - systems if provider == ANTHROPIC else position
+    return position - systems if provider in SYSTEM_APART else position
 
 
 def comparable_units(

@@ -7,12 +7,8 @@ import json
 import pytest
 
 from contextproto.protocol import catalog
-from contextproto.protocol.adapters import (
-    DERIVED_EDGE_MARKER,
-    FALLBACK_STRIDE,
-    PROVIDERS,
-    adapt,
-)
+from contextproto.protocol.adapter_anthropic import DERIVED_EDGE_MARKER, FALLBACK_STRIDE
+from contextproto.protocol.adapters import PROVIDERS, adapt
 from contextproto.protocol.errors import ProtocolError
 from contextproto.protocol.messages import ModelMessage, ProjectionSource
 from contextproto.protocol.projection import Projection, project

@@ -272,3 +272,36 @@ def test_an_empty_session_imports_a_whole_conversation():
         positioned(u("a"), a("x")), [], before_reply=None, log_empty=True, pending_calls=()
     )
     assert isinstance(ends_with_answer, Refusal) and ends_with_answer.code == "gateway_nothing_new"
+
+
+REASONING = {
+    "type": "reasoning",
+    "id": "rs_up_1",
+    "summary": [{"type": "summary_text", "text": "Patch it."}],
+    "encryptedContent": "gAAAA-1",
+}
+
+
+def test_a_reply_read_off_the_log_carries_its_reasoning_and_its_custom_calls_kind():
+    patch = "*** Begin Patch\n*** End Patch"
+    log = (
+        Log()
+        .user("fix a.txt")
+        .call("p1", PROTOCOL, [REASONING, {"type": "text", "text": "Noted."}], purpose="x")
+        .result("p1", PROTOCOL, '{"success": true}')
+        .call("c1", "apply_patch", [{**REASONING, "id": "rs_up_2"}], input=patch)
+    )
+    transcript = transcript_of_log(
+        log.messages, PROTOCOL_TOOL_NAMES, from_start=True, custom_tools=frozenset({"apply_patch"})
+    )
+    reply = transcript.items[-1]
+    # Every answer's reasoning is the reply's, in order; its protocol call stays out.
+    assert [r["id"] for r in reply.reasoning] == ["rs_up_1", "rs_up_2"]
+    assert reply.calls == (Call("c1", "apply_patch", {"input": patch}, kind="custom"),)
+    assert reply.text == "Noted."
+    # Kind and reasoning are not compared: the reply a Chat client holds is the same reply.
+    as_chat = Item(
+        role="assistant", content="Noted.", calls=(Call("c1", "apply_patch", {"input": patch}),)
+    )
+    assert reply.key == as_chat.key
+    assert read(log).items[-1].calls[0].kind == "function"

@@ -16,6 +16,7 @@ from contextproto.protocol.foldtext import (
     render_message_text,
     utf16_len,
 )
+from contextproto.protocol.messages import Frame
 from contextproto.protocol.state import KEY_ACTIVE_WINDOW, covered_key, new_window_record
 from contextproto.protocol.tools import ToolCall, ToolContext, ToolOutcome, dispatch
 from tests.protocol.fakereader import FakeReader
@@ -41,8 +42,7 @@ def run(
         arguments={"purpose": "read it back", **args},
         call_index=bound + 1,
         call_window_id=reader.kv[KEY_ACTIVE_WINDOW],
-        frozen_revision=frozen,
-        frozen_upper_bound=bound,
+        frame=Frame(frozen, bound),
     )
     context = ToolContext(
         version=version, options=version.defaults, current_revision=REV, maintainer_bound=False

@@ -9,19 +9,17 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from contextproto.protocol.errors import ProtocolError
-from contextproto.protocol.groups import build_groups
-from contextproto.protocol.maintenance import (
-    MaintenancePlan,
-    choose_boundary,
+from contextproto.protocol.checkpoints import (
     page_slice,
-    plan_maintenance,
     render_page_text,
     shorter_retry_prompt,
     source_hash,
     summariser_prompt,
     validate_checkpoint,
 )
+from contextproto.protocol.errors import ProtocolError
+from contextproto.protocol.groups import build_groups
+from contextproto.protocol.maintenance import MaintenancePlan, choose_boundary, plan_maintenance
 from contextproto.protocol.messages import Fold, RawMessage
 from contextproto.protocol.tokens import message_tokens
 from tests.protocol.logbuilder import LogBuilder

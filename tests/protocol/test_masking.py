@@ -11,12 +11,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from contextproto.protocol import adapters, prompts
+from contextproto.protocol import adapters, catalog, prompts
+from contextproto.protocol.derived_texts import HEADER_LEAD, STATE_LEAD
 from contextproto.protocol.masking import masked_stub, result_size
 from contextproto.protocol.messages import KIND_TOOL_CALL, KIND_TOOL_RESULT, RawMessage
 from contextproto.protocol.projection import (
-    HEADER_LEAD,
-    STATE_LEAD,
     Projection,
     project,
 )
@@ -468,7 +467,9 @@ def v4_cases(draw) -> tuple[Case, dict[str, int]]:
         **mask,
     }
     window = case.window
-    inp = replace(case.inp, protocol_id="unified", version=4, options=options)
+    # The same plan (window, keys, rows) under unified@4, with the case's protocol prompt.
+    v4 = replace(catalog.get_version("unified", 4), prompt=case.inp.plan.protocol.prompt)
+    inp = replace(case.inp, plan=replace(case.inp.plan, protocol=v4), options=options)
     return replace(case, inp=inp, window=window), mask
 
 

@@ -206,11 +206,11 @@ def test_the_runtimes_reading_never_refuses_and_says_what_it_changed():
     assert read.text == "ab"
     assert [(c.id, c.name, c.arguments) for c in read.calls] == [
         ("call_missing_id_1", "t", "oops"),
-        ("call_missing_id_2", "shell", "ls"),
+        # A custom tool's call: its text input as the one argument of a custom tool.
+        ("call_missing_id_2", "shell", {"input": "ls"}),
     ]
     assert read.notes == (
         "tool call call_missing_id_1: arguments are not a JSON object; kept as written",
-        "tool call call_missing_id_2: type 'custom' kept as its text input",
     )
     blocks = [{"type": "tool_use", "name": "t", "input": None}, "junk"]
     read = read_anthropic_content(blocks, where="content", strict=False)

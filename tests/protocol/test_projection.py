@@ -9,13 +9,7 @@ import pytest
 
 from contextproto.protocol.errors import ProtocolError
 from contextproto.protocol.messages import Fold
-from contextproto.protocol.projection import (
-    KV_KEYS_FOR_PLAN,
-    ReadPlan,
-    kv_keys_for_view,
-    plan_reads,
-    project,
-)
+from contextproto.protocol.projection import project
 from contextproto.protocol.state import KEY_CURRENT_WINDOW_ENTRY, KEY_TASK_MEMORY
 from tests.protocol.logbuilder import RUN_1, RUN_2, LogBuilder, make_input
 
@@ -709,58 +703,3 @@ def test_error_results_are_flagged_for_adapters() -> None:
     call = log.call()
     log.result(call, "boom", is_error=True)
     assert project(make_input(log, window="a")).error_tool_call_ids == {call}
-
-
-def test_unknown_protocol_version_is_refused() -> None:
-    log = LogBuilder()
-    inp = dataclasses.replace(make_input(log), version=9)
-    with pytest.raises(ProtocolError) as caught:
-        project(inp)
-    assert caught.value.code == "protocol_unknown"
-
-
-def test_plan_reads_asks_for_the_window_above_its_checkpoint() -> None:
-    plan = plan_reads(
-        protocol_id="unified", active_window="a", covered_through=8, run_id=RUN_1, upper_bound=16
-    )
-    assert plan == ReadPlan(
-        window_id="a",
-        after_index=8,
-        through_index=16,
-        run_id=RUN_1,
-        folds_window="a",
-        folds_after_index=8,
-    )
-    assert KV_KEYS_FOR_PLAN == ("activeWindow",)
-
-
-def test_plan_reads_for_prefix_reads_main_and_no_folds() -> None:
-    plan = plan_reads(
-        protocol_id="prefix", active_window="a", covered_through=3, run_id=None, upper_bound=9
-    )
-    assert (plan.window_id, plan.folds_window, plan.run_id) == ("main", None, None)
-    assert (
-        plan_reads(
-            protocol_id="unified", active_window=None, covered_through=0, run_id=None, upper_bound=0
-        ).window_id
-        == "main"
-    )
-
-
-def test_kv_keys_for_view_name_only_the_current_window() -> None:
-    assert kv_keys_for_view("unified", "a") == (
-        "activeWindow",
-        "taskMemory",
-        "window/a",
-        "checkpoint/a",
-        "coveredThrough/a",
-        "currentWindowEntry",
-        "gateway/system",
-        "gateway/tools",
-    )
-    assert kv_keys_for_view("prefix", "a") == (
-        "coveredThrough/main",
-        "checkpoint/main",
-        "gateway/system",
-        "gateway/tools",
-    )

@@ -209,7 +209,7 @@ def test_no_other_window_raw_message_but_current_run_inputs(case: Case) -> None:
             continue
         message = by_id[source.message_ids[0]]
         if message.window_id != case.window or message.index <= case.covered:
-            assert message.kind == KIND_INPUT and message.input_run == case.inp.run_id
+            assert message.kind == KIND_INPUT and message.input_run == case.inp.plan.run_id
 
 
 @PROPERTY_SETTINGS

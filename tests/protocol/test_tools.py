@@ -13,7 +13,7 @@ from contextproto.protocol import catalog
 from contextproto.protocol.catalog import get_version
 from contextproto.protocol.folds import fold_id_for
 from contextproto.protocol.foldtext import FOLD_READ_SLICE_UNITS, render_fold_text, utf16_len
-from contextproto.protocol.messages import Fold
+from contextproto.protocol.messages import Fold, Frame
 from contextproto.protocol.state import (
     KEY_ACTIVE_WINDOW,
     KEY_CURRENT_WINDOW_ENTRY,
@@ -63,8 +63,7 @@ def run(
         arguments=arguments,
         call_index=bound + 1 if index is None else index,
         call_window_id=window or reader.kv[KEY_ACTIVE_WINDOW],
-        frozen_revision=reader.revision if frozen is None else frozen,
-        frozen_upper_bound=bound,
+        frame=Frame(reader.revision if frozen is None else frozen, bound),
     )
     ctx = ToolContext(
         version=version,
@@ -157,7 +156,7 @@ def test_invalid_arguments_name_the_argument() -> None:
 
 def test_arguments_that_are_not_an_object_are_an_error_result() -> None:
     reader = _reader()
-    call = ToolCall("tc1", catalog.TASK_MEMORY_GET, ["junk"], 1, "main", REV, 0)
+    call = ToolCall("tc1", catalog.TASK_MEMORY_GET, ["junk"], 1, "main", Frame(REV, 0))
     ctx = ToolContext(V2, V2.defaults, REV, False)
     assert err(dispatch(call, ctx, reader))["code"] == "invalid_arguments"
 
@@ -925,7 +924,7 @@ def test_dispatch_never_raises_for_whatever_the_model_sends(
 ) -> None:
     log = _work_log()
     reader = _folds_reader(log, log.fold("main", 3, 4))
-    call = ToolCall("tc1", name, arguments, 15, "main", frozen, 14)
+    call = ToolCall("tc1", name, arguments, 15, "main", Frame(frozen, 14))
     outcome = dispatch(call, ToolContext(version, version.defaults, REV, True), reader)
     assert outcome.result["success"] in (True, False)
     if not outcome.success:

@@ -247,12 +247,18 @@ def _sse(data: Any, event: str | None = None) -> str:
 
 
 def stream_events(body: Any, request: dict[str, Any], chunks: int) -> list[tuple[str, bool]]:
-    """A Chat Completions or Messages answer as that API's event stream: (event text, whether
-    it carries answer text), the text in `chunks` pieces."""
+    """A Chat Completions, Messages or Responses answer as that API's event stream: (event
+    text, whether it carries answer text), the text in `chunks` pieces. A str body that is
+    Server-Sent Events already (`responses_sse`: a stream that fails or stops short) is sent as
+    it is; any other str cannot be streamed (the connection drops, as a broken upstream's)."""
+    if isinstance(body, str) and body.startswith("event: "):
+        return [(body, False)]
     if isinstance(body, dict) and body.get("object") == "chat.completion":
         return _openai_events(body, request, chunks)
     if isinstance(body, dict) and body.get("type") == "message":
         return _anthropic_events(body, chunks)
+    if isinstance(body, dict) and body.get("object") == "response":
+        return _responses_events(body, chunks)
     raise AssertionError(f"the fake API cannot stream {body!r}")
 
 
@@ -378,6 +384,49 @@ def _anthropic_events(body: dict[str, Any], chunks: int) -> list[tuple[str, bool
     )
     out.append((_sse({"type": "message_stop"}, "message_stop"), False))
     return out
+
+
+def responses_sse(events: list[dict[str, Any]]) -> str:
+    """Responses API events as the stream's text, numbered as OpenAI numbers them."""
+    return "".join(
+        _sse({**event, "sequence_number": n}, event["type"]) for n, event in enumerate(events)
+    )
+
+
+def responses_events(body: dict[str, Any], chunks: int = 2) -> list[dict[str, Any]]:
+    """A `response` object as the Responses API streams it: created, in progress, each output
+    item added, a message's text as deltas, each item done, then the response completed (or
+    incomplete) carrying the whole object."""
+    shell = {**body, "status": "in_progress", "output": [], "usage": None}
+    events: list[dict[str, Any]] = [
+        {"type": "response.created", "response": shell},
+        {"type": "response.in_progress", "response": shell},
+    ]
+    for index, item in enumerate(body["output"]):
+        added = {**item, "content": []} if item["type"] == "message" else item
+        events.append({"type": "response.output_item.added", "output_index": index, "item": added})
+        if item["type"] == "message":
+            text = item["content"][0]["text"]
+            where = {"item_id": item["id"], "output_index": index, "content_index": 0}
+            part = {"type": "output_text", "text": "", "annotations": []}
+            events.append({"type": "response.content_part.added", **where, "part": part})
+            for piece in _split(text, chunks):
+                events.append({"type": "response.output_text.delta", **where, "delta": piece})
+            events.append({"type": "response.output_text.done", **where, "text": text})
+            events.append(
+                {"type": "response.content_part.done", **where, "part": item["content"][0]}
+            )
+        events.append({"type": "response.output_item.done", "output_index": index, "item": item})
+    end = "response.incomplete" if body.get("status") == "incomplete" else "response.completed"
+    events.append({"type": end, "response": body})
+    return events
+
+
+def _responses_events(body: dict[str, Any], chunks: int) -> list[tuple[str, bool]]:
+    return [
+        (_sse({**event, "sequence_number": n}, event["type"]), event["type"].endswith(".delta"))
+        for n, event in enumerate(responses_events(body, chunks))
+    ]
 
 
 @contextmanager

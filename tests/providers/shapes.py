@@ -4,7 +4,9 @@ OpenAI Chat Completions (POST /v1/chat/completions): `model` and `messages` requ
 roles system/developer/user/assistant/tool; an assistant message with `tool_calls` is
 followed by one `role: tool` message per call id before anything else; tool call
 `arguments` is a JSON string; tools are `{"type": "function", "function": {name,
-description?, parameters}}`; function names match ^[a-zA-Z0-9_-]{1,64}$.
+description?, parameters}}`, or custom tools `{"type": "custom", "custom": {name,
+description?, format?}}` whose calls are `{"type": "custom", "custom": {name, input}}` with
+text input; function names match ^[a-zA-Z0-9_-]{1,64}$.
 
 Anthropic Messages (POST /v1/messages): `model`, `max_tokens` (>= 1) and `messages`
 required; `system` is a top-level field, never a message role; roles are user/assistant
@@ -87,10 +89,18 @@ def openai_chat_problems(body: Any) -> list[str]:
                 problems.append(f"{at}: assistant content must be text")
             for j, call in enumerate(calls or ()):
                 where = f"{at}.tool_calls[{j}]"
-                if call.get("type") != "function":
-                    problems.append(f"{where}: type must be 'function'")
                 if not isinstance(call.get("id"), str) or not call["id"]:
                     problems.append(f"{where}: id is required")
+                if call.get("type") == "custom":
+                    custom = call.get("custom") or {}
+                    if not TOOL_NAME.match(str(custom.get("name", ""))):
+                        problems.append(f"{where}: bad custom tool name {custom.get('name')!r}")
+                    if not isinstance(custom.get("input"), str):
+                        problems.append(f"{where}: a custom call's input must be text")
+                    pending.add(call.get("id"))
+                    continue
+                if call.get("type") != "function":
+                    problems.append(f"{where}: type must be 'function' or 'custom'")
                 function = call.get("function") or {}
                 if not TOOL_NAME.match(str(function.get("name", ""))):
                     problems.append(f"{where}: bad function name {function.get('name')!r}")
@@ -123,9 +133,15 @@ def openai_chat_problems(body: Any) -> list[str]:
         else:
             names = []
             for j, tool in enumerate(tools):
+                if tool.get("type") == "custom":
+                    custom = tool.get("custom") or {}
+                    if not TOOL_NAME.match(str(custom.get("name", ""))):
+                        problems.append(f"tools[{j}]: bad custom tool name {custom.get('name')!r}")
+                    names.append(custom.get("name"))
+                    continue
                 function = tool.get("function") or {}
                 if tool.get("type") != "function":
-                    problems.append(f"tools[{j}]: type must be 'function'")
+                    problems.append(f"tools[{j}]: type must be 'function' or 'custom'")
                 if not TOOL_NAME.match(str(function.get("name", ""))):
                     problems.append(f"tools[{j}]: bad function name {function.get('name')!r}")
                 if not _schema_ok(function.get("parameters")):

@@ -13,12 +13,13 @@ from typing import Any
 import pytest
 
 from contextproto.protocol import adapters, catalog
-from contextproto.protocol.adapters import (
+from contextproto.protocol.adapter_anthropic import (
     DERIVED_EDGE_MARKER,
     FALLBACK_DISTANCE,
     FALLBACK_STRIDE,
 )
-from contextproto.protocol.projection import HEADER_LEAD, STATE_LEAD, Projection, project
+from contextproto.protocol.derived_texts import HEADER_LEAD, STATE_LEAD
+from contextproto.protocol.projection import Projection, project
 from contextproto.protocol.prompt_cache import PROMPT_CACHE_OFF, PromptCache, session_cache_key
 from sessions_app.providers.anthropic_messages import AnthropicMessagesProvider
 from sessions_app.providers.openai_chat import OpenAIChatProvider

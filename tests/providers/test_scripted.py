@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import re
@@ -268,3 +269,36 @@ def test_the_providers_estimate_is_the_engines() -> None:
     # One chars/4 estimator (contextproto/protocol/tokens.py); base keeps its names for it.
     assert base.estimate_tokens is protocol_tokens.text_tokens
     assert base.canonical_json is protocol_tokens.canonical_json
+
+
+def test_a_responses_script_checks_the_input_items_and_streams_its_reasoning_first() -> None:
+    script = {
+        "wireFormat": "openai-responses",
+        "steps": [
+            {
+                "expect": {"lastRole": "assistant", "messageCount": {"min": 5}},
+                "reasoning": [{"summary": "Price first.", "encryptedContent": "gAAAA-1"}],
+                "text": "It costs 42.",
+            }
+        ],
+    }
+    provider = ScriptedProvider(script)
+    body = adapted("openai-responses").body
+    reply = provider.complete(body, model="s", step=0)
+    part = {
+        "type": "reasoning",
+        "id": "rs_script_1_1",
+        "summary": [{"type": "summary_text", "text": "Price first."}],
+        "encryptedContent": "gAAAA-1",
+    }
+    assert reply.thinking == (part,)
+
+    async def pieces() -> list:
+        return [p async for p in provider.astream(body, model="s", step=0)]
+
+    streamed = asyncio.run(pieces())
+    assert streamed[:2] == [base.ReasoningChunk(part), base.TextChunk("It costs 42.")]
+    bad = {"steps": [{"text": "x", "reasoning": [{"summary": ""}]}]}
+    with pytest.raises(ProviderError) as refused:
+        validate_script(bad)
+    assert "steps[0].reasoning[0]" in refused.value.message

@@ -17,7 +17,7 @@ import pytest
 
 from bench import hostloops
 from sessions_app.models import KVEntry, MaintenanceJob, Session
-from sessions_app.services.messages import message_write
+from sessions_app.services.messages import NewMessage, message_write
 from sessions_app.services.projection import projection_build
 from sessions_app.services.runs import run_start
 from sessions_app.services.sessions import session_create
@@ -112,20 +112,26 @@ def long_session(application, make_version) -> tuple[str, str]:
         snapshot = projection_build(session_id=session.id)
         message_write(
             session_id=session.id,
-            role="assistant",
-            kind="tool_call",
-            content="",
-            tool_call_id=f"lookup-{n}",
-            tool_name="lookup",
-            arguments={"q": n},
-            snapshot_id=str(snapshot.id),
+            message=NewMessage(
+                role="assistant",
+                kind="tool_call",
+                content="",
+                tool_call_id=f"lookup-{n}",
+                tool_name="lookup",
+                arguments={"q": n},
+                snapshot_id=str(snapshot.id),
+            ),
+            host=True,
         )
         message_write(
             session_id=session.id,
-            role="tool",
-            kind="tool_result",
-            content=f"figures {n}: " + "x" * 1600,
-            tool_call_id=f"lookup-{n}",
+            message=NewMessage(
+                role="tool",
+                kind="tool_result",
+                content=f"figures {n}: " + "x" * 1600,
+                tool_call_id=f"lookup-{n}",
+            ),
+            host=True,
         )
     return str(session.id), key
 

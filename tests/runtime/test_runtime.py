@@ -11,7 +11,7 @@ from contextproto.errors import ApplicationError
 from sessions_app import providers
 from sessions_app.models import MaintenanceJob, Message, ProjectionSnapshot, Run
 from sessions_app.providers import ProviderError
-from sessions_app.services.messages import message_write
+from sessions_app.services.messages import NewMessage, message_write
 from sessions_app.services.runs import autostart, run_start, runs_driven_here
 from sessions_app.services.runtime import run_advance
 from sessions_app.services.sessions import session_create
@@ -86,7 +86,9 @@ def test_a_host_tool_pauses_the_run_until_its_result_arrives(scripted):
         run_start(session_id=session.id, content="hurry")
     assert busy.value.code == "session_busy"
     message_write(
-        session_id=session.id, role="tool", kind="tool_result", content="4200", tool_call_id="h1"
+        session_id=session.id,
+        message=NewMessage(role="tool", kind="tool_result", content="4200", tool_call_id="h1"),
+        host=True,
     )
     run.refresh_from_db()
     assert run.status == "queued"

@@ -134,6 +134,23 @@ def test_tokens_join_to_the_one_serialization_of_any_json(body):
     assert codec.key_text(codec.encode_key(tokens)) == codec.body_text(body)
 
 
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(body=JSON, request=JSON)
+def test_a_body_and_its_request_are_serialized_once_as_each_would_be_alone(body, request):
+    for whole in ({"messages": body, "sources": [], "request": request}, {"request": request}):
+        assert codec.body_texts(whole) == (codec.body_text(whole), codec.body_text(request))
+    assert codec.body_texts(body)[0] == codec.body_text(body)
+
+
+@settings(max_examples=200, deadline=None)
+@given(text=st.text(alphabet='ab{}[],"', max_size=60))
+def test_any_text_is_cut_into_non_empty_tokens_that_join_to_it(text):
+    tokens = codec.cut(text)
+    assert codec.join(tokens) == text
+    assert all(tokens)
+    assert all(t.endswith(("},", "],")) for t in tokens[:-1])
+
+
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(bodies=sessions(), interval=st.integers(min_value=1, max_value=6), data=st.data())
 def test_every_body_of_a_delta_chain_decodes_exactly(bodies, interval, data):

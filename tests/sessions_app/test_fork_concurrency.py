@@ -16,7 +16,7 @@ from sessions_app.models import KVEntry, Session
 from sessions_app.reads.history import kv_at
 from sessions_app.services.archive import archive_session
 from sessions_app.services.fork import session_fork
-from sessions_app.services.messages import message_write
+from sessions_app.services.messages import NewMessage, message_write
 from sessions_app.services.projection import projection_build
 from sessions_app.store.state import kv_commit
 from tests.sessions_app.test_fork import assert_copy, fork_kv, log, state_at
@@ -44,20 +44,23 @@ def test_writes_to_the_original_during_forks_corrupt_neither(api_session):
                 view = projection_build(session_id=session_id)
                 message_write(
                     session_id=session_id,
-                    role="assistant",
-                    kind="tool_call",
-                    content="",
-                    tool_call_id=f"w{n}",
-                    tool_name="lookup",
-                    arguments={"n": n},
-                    snapshot_id=str(view.id),
+                    message=NewMessage(
+                        role="assistant",
+                        kind="tool_call",
+                        content="",
+                        tool_call_id=f"w{n}",
+                        tool_name="lookup",
+                        arguments={"n": n},
+                        snapshot_id=str(view.id),
+                    ),
+                    host=True,
                 )
                 message_write(
                     session_id=session_id,
-                    role="tool",
-                    kind="tool_result",
-                    content=f"result {n}",
-                    tool_call_id=f"w{n}",
+                    message=NewMessage(
+                        role="tool", kind="tool_result", content=f"result {n}", tool_call_id=f"w{n}"
+                    ),
+                    host=True,
                 )
                 kv_commit(session_id=session_id, writes={"taskMemory": f"step {n}"})
                 if n % 6 == 5:

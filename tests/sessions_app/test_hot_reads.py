@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from contextproto.protocol.messages import Frame
 from sessions_app.models import Session
 from sessions_app.reads import hot_sql, raw_log, view_cache
 from sessions_app.services.archive import archive_session, restore_session
@@ -124,20 +125,20 @@ def test_dispatch_frame_is_the_snapshot_and_the_previous_message(api_session):
     session = Session.objects.get(pk=s.id)
     call = raw_log.call_and_answer(s.id, second)[0]
     frame = hot_sql.dispatch_frame(s.id, call.snapshot_id, call.index)
-    assert frame.frozen == (snapshot["revision"], snapshot["upperBound"])
+    assert frame.snapshot == Frame(snapshot["revision"], snapshot["upperBound"]) == call.frame
     before = raw_log.log_at(s.id, call.index - 1)
     assert frame.previous_known
     assert frame.previous == (before.kind, before.tool_call_id, before.snapshot_id)
     assert frame.previous == ("tool_call", first, snapshot["snapshotId"])
     # An unknown snapshot, and no message before #1.
     unknown = hot_sql.dispatch_frame(s.id, "00000000-0000-0000-0000-000000000000", 1)
-    assert (unknown.frozen, unknown.previous, unknown.previous_known) == (None, None, True)
+    assert (unknown.snapshot, unknown.previous, unknown.previous_known) == (None, None, True)
     # A predecessor in the cold archive is left to log_at.
     archive_session(session_id=s.id, keep_last=4, chunk_size=4)
     boundary = max(c.last_index for c in session.archive_chunks.all())
     assert raw_log.log_at(s.id, boundary) is not None
     cold = hot_sql.dispatch_frame(s.id, call.snapshot_id, boundary + 1)
-    assert cold.frozen == frame.frozen
+    assert cold.snapshot == frame.snapshot
     assert (cold.previous, cold.previous_known) == (None, False)
 
 

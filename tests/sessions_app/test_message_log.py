@@ -8,12 +8,14 @@ import pytest
 from django.db import IntegrityError, InternalError, connection, transaction
 
 from sessions_app.models import ImmutableMessageError, Message
-from sessions_app.services.messages import message_append
+from sessions_app.services.messages import NewMessage, message_write
 from sessions_app.services.sessions import session_create
 
 
 def append_text(session, text: str = "hello") -> Message:
-    return message_append(session_id=session.id, role="assistant", kind="text", content=text)
+    return message_write(
+        session_id=session.id, message=NewMessage(role="assistant", kind="text", content=text)
+    )
 
 
 def test_indices_start_at_one_and_follow_the_active_window(session):
@@ -27,7 +29,9 @@ def test_indices_start_at_one_and_follow_the_active_window(session):
 
 def test_role_must_match_kind(session):
     with pytest.raises(ValueError, match="needs role"):
-        message_append(session_id=session.id, role="user", kind="text", content="x")
+        message_write(
+            session_id=session.id, message=NewMessage(role="user", kind="text", content="x")
+        )
     assert not Message.objects.filter(session=session).exists()
 
 

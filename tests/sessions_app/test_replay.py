@@ -26,7 +26,7 @@ from sessions_app.replay import (
     session_replay,
 )
 from sessions_app.services.rebuild import PRESSURE_ESTIMATED
-from sessions_app.store import body_codec, body_retention, body_writer, snapshot_bodies
+from sessions_app.store import body_codec, body_retention, snapshot_bodies
 from tests.builders.sessions import FLAVOURS, PROVIDERS, flavour, recorded_session, rewrite_bodies
 from tests.conftest import KeyClient
 
@@ -106,7 +106,6 @@ def test_a_dropped_body_is_rebuilt_byte_for_byte_by_the_same_builder(api_session
     """A snapshot whose body retention dropped is rebuilt from the state at R and the log
     through U by the builder live turns use: the text the turn sent, for every version."""
     s = recorded_session(api_session, flavour)
-    assert body_writer.bodies_flush(60)
     snapshots = list(ProjectionSnapshot.objects.filter(session_id=s.id))
     sent = {x.pk: body_codec.body_text(x.view.body) for x in snapshots}
     assert body_retention.bodies_drop(list(sent)) == len(sent)

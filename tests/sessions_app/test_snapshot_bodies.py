@@ -2,8 +2,9 @@
 
 Sessions driven through the API with random sequences of operations (inputs, host tool work,
 folds, window switches, archive and restore of the log, forks, turns in every wire format),
-turns of one session built concurrently by threads with the deferred writer, retention
-dropping old bodies, and the migration over a database that holds bodies stored before.
+turns of one session built concurrently by threads, a turn that writes its row and its body
+in two commits (issue 42), retention dropping old bodies (also a base between a body's
+encoding and its store), and the migration over a database that holds bodies stored before.
 Every body is compared with what `projection_build` returned at its turn, after the decoded
 bodies this process keeps are forgotten, so each one is decoded from the database.
 """
@@ -12,10 +13,11 @@ from __future__ import annotations
 
 import random
 import threading
+import time
 from datetime import timedelta
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 from django.db.migrations.executor import MigrationExecutor
 from django.test.utils import override_settings
 from django.utils import timezone
@@ -24,9 +26,9 @@ from sessions_app.maintenance import body_sweeps
 from sessions_app.models import ProjectionSnapshot, Session
 from sessions_app.services import archive
 from sessions_app.services.fork import session_fork
-from sessions_app.services.messages import message_write
+from sessions_app.services.messages import NewMessage, message_write
 from sessions_app.services.projection import projection_build
-from sessions_app.store import body_codec, body_writer, snapshot_bodies
+from sessions_app.store import body_codec, body_retention, body_writer, snapshot_bodies
 from tests.builders.sessions import PROVIDERS, bind_host_tools
 from tests.conftest import KeyClient
 
@@ -37,9 +39,28 @@ def _sent(snapshot: ProjectionSnapshot) -> str:
     return body_codec.body_text(snapshot.view.body)
 
 
+def _sent_view(view) -> str:
+    return body_codec.body_text(view.body)
+
+
+def _row_fields(snapshot: ProjectionSnapshot) -> dict:
+    """The row fields a turn gives the writer, as `projection_build` gave them for `snapshot`."""
+    return {
+        "session_id": snapshot.session_id,
+        "run_id": snapshot.run_id,
+        "revision": snapshot.revision,
+        "upper_bound": snapshot.upper_bound,
+        "window_id": snapshot.window_id,
+        "protocol": snapshot.protocol,
+        "options": snapshot.options,
+        "provider": snapshot.provider,
+        "notes": snapshot.notes,
+        "build_inputs": snapshot.build_inputs,
+    }
+
+
 def _assert_all_decode(sent: dict[str, str]) -> list[ProjectionSnapshot]:
     """Every snapshot decodes from the database to the text its turn built."""
-    assert body_writer.bodies_flush(60)
     snapshot_bodies.forget_cache()
     stored = list(ProjectionSnapshot.objects.filter(pk__in=list(sent)).order_by("created_at"))
     assert len(stored) == len(sent)
@@ -155,7 +176,11 @@ def test_concurrent_turns_of_one_session_each_store_their_own_body(api_session):
                 with lock:
                     sent[str(built.pk)] = _sent(built)
                 if n == 2 and provider == "neutral":
-                    message_write(session_id=s.id, role="assistant", kind="text", content="halfway")
+                    message_write(
+                        session_id=s.id,
+                        message=NewMessage(role="assistant", kind="text", content="halfway"),
+                        host=True,
+                    )
         except BaseException as exc:
             errors.append(exc)
         finally:
@@ -232,20 +257,91 @@ def test_retention_drops_old_bodies_and_the_viewer_rebuilds_them_with_the_hash_c
     assert body_sweeps.snapshot_body_sweep().dropped == 0
 
 
-def test_a_body_being_written_by_another_process_is_waited_for_then_rebuilt(api_session):
+def test_a_body_not_written_yet_is_rebuilt_at_once_never_waited_for(api_session, monkeypatch):
     s = api_session(protocol="unified", version=2)
     s.input("quote ACME")
     built = projection_build(session_id=s.id, provider="openai-chat")
     text = _sent(built)
-    # As another process would leave it between its commit and its write.
+    # As a turn leaves it between its two commits (its model call in flight, or its process
+    # gone): the row without its body.
     ProjectionSnapshot.objects.filter(pk=built.pk).update(
         body=None, body_encoding="none", body_state="pending"
     )
     snapshot_bodies.forget_cache()
-    with override_settings(SNAPSHOT_BODY_GRACE_SECONDS=0):
-        view = ProjectionSnapshot.objects.get(pk=built.pk).view
+
+    def no_sleep(seconds: float) -> None:
+        raise AssertionError(f"a reader slept {seconds} s")
+
+    monkeypatch.setattr(time, "sleep", no_sleep)
+    view = ProjectionSnapshot.objects.get(pk=built.pk).view
     assert view.rebuilt and view.hash_matches is True
     assert body_codec.body_text(view.body) == text
+    # Nothing was stored by the reader: the turn's own body is still to come.
+    assert ProjectionSnapshot.objects.get(pk=built.pk).body_state == "pending"
+
+
+def test_a_stored_body_that_does_not_decode_is_rebuilt_not_an_error(api_session):
+    s = api_session(protocol="unified", version=2)
+    s.input("quote ACME")
+    s.host_tool_work("lookup", RESULT.format(n=1))
+    built = projection_build(session_id=s.id, provider="openai-chat", use_cache=False)
+    ProjectionSnapshot.objects.filter(pk=built.pk).update(body=b"\x05\x00\x00\x00corrupt")
+    snapshot_bodies.forget_cache()
+    view = ProjectionSnapshot.objects.get(pk=built.pk).view
+    assert view.rebuilt and view.hash_matches is True and _sent_view(view) == _sent(built)
+
+
+def test_a_turn_that_commits_twice_stores_its_body_in_its_second_commit(
+    api_session, django_assert_num_queries
+):
+    """The row in the turn's first transaction, the body encoded with no transaction (as
+    during the model call) and stored in a later one, as a delta on the previous body."""
+    s = api_session(protocol="unified", version=2)
+    s.input("quote ACME")
+    s.host_tool_work("lookup", RESULT.format(n=1))
+    first = projection_build(session_id=s.id, provider="anthropic-messages")
+    s.host_tool_work("lookup", RESULT.format(n=2))
+    view = projection_build(session_id=s.id, provider="anthropic-messages", use_cache=False)
+    body, fields = view.view.body, _row_fields(view)
+    with transaction.atomic():
+        row = body_writer.snapshot_row_create(body=body, **fields)
+    assert row.view.body is body  # the turn keeps its view in memory
+    snapshot_bodies.forget_cache()
+    between = ProjectionSnapshot.objects.get(pk=row.pk)
+    assert between.body_state == "pending" and between.view.rebuilt
+    assert _sent(between) == _sent(view) and between.view.hash_matches is True
+
+    encoded = body_writer.body_encode(row, body)
+    assert encoded.encoding == "delta" and encoded.base == view.pk
+    with transaction.atomic(), django_assert_num_queries(1):  # one UPDATE in the 2nd commit
+        assert body_writer.body_store(encoded)
+    assert not body_writer.body_store(encoded)  # once only
+    snapshot_bodies.forget_cache()
+    stored = ProjectionSnapshot.objects.get(pk=row.pk)
+    assert (stored.body_state, stored.body_encoding, stored.body_base) == (
+        "stored",
+        "delta",
+        view.pk,
+    )
+    assert stored.view.origin == "stored" and _sent(stored) == _sent(view)
+    assert stored.body_depth == ProjectionSnapshot.objects.get(pk=view.pk).body_depth + 1
+    assert ProjectionSnapshot.objects.get(pk=first.pk).view.origin == "stored"
+
+
+def test_a_base_dropped_between_encoding_and_storing_makes_the_body_a_keyframe(api_session):
+    s = api_session(protocol="unified", version=2)
+    s.input("quote ACME")
+    s.host_tool_work("lookup", RESULT.format(n=1))
+    view = projection_build(session_id=s.id, provider="openai-chat", use_cache=False)
+    row = body_writer.snapshot_row_create(body=view.view.body, **_row_fields(view))
+    encoded = body_writer.body_encode(row, view.view.body)
+    assert encoded.encoding == "delta" and encoded.base == view.pk
+    assert body_retention.bodies_drop([view.pk]) == 1
+    assert body_writer.body_store(encoded)
+    snapshot_bodies.forget_cache()
+    stored = ProjectionSnapshot.objects.get(pk=row.pk)
+    assert (stored.body_encoding, stored.body_base, stored.body_depth) == ("key", None, 0)
+    assert stored.view.origin == "stored" and _sent(stored) == _sent(view)
 
 
 def test_the_storage_page_sums_each_applications_snapshot_bodies(
@@ -285,7 +381,6 @@ def test_the_migration_keeps_old_bodies_readable_and_later_turns_delta_on_them(a
     for provider in PROVIDERS:
         built = projection_build(session_id=s.id, provider=provider)
         sent[str(built.pk)] = _sent(built)
-    assert body_writer.bodies_flush(30)
     ids = list(sent)
     executor = MigrationExecutor(connection)
     try:

@@ -26,7 +26,8 @@ from contextproto.protocol.state import (
     window_key,
 )
 from labs import scenario
-from labs.management.commands.demo import Command, Worker, worker_queue
+from labs.demo.worker import Worker, worker_queue
+from labs.management.commands.demo import Command
 from sessions_app.models import KVEntry, MaintenanceJob, ProjectionSnapshot, Session
 from sessions_app.reads.history import kv_at
 from sessions_app.services.runs import runs_driven_here

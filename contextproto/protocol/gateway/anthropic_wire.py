@@ -481,6 +481,10 @@ class Stream:
     def keepalive() -> str:
         return _event("ping", {"type": "ping"})
 
+    @staticmethod
+    def final(reply: Reply) -> Reply:
+        return reply  # one order only: the reply is what the stream sent
+
     def whole(self, reply: Reply) -> str:
         """A stored reply as one stream (a replayed request that asks for a stream)."""
         return self.start(reply.usage) + self.text(reply.text) + self.finish(reply)
@@ -525,7 +529,7 @@ class MessagesWire:
         return Stream(reply_id=reply_id, model=model)
 
     @staticmethod
-    def error_body(
+    def error_reply_body(
         status: int, code: str, message: str, details: Mapping[str, Any]
     ) -> dict[str, Any]:
         return error_reply(status, code, message, details)

@@ -214,7 +214,9 @@ def _assistant(message: dict[str, Any], where: str, position: int) -> Item:
                 f"{where}.tool_calls[{n}] needs an id and function.name.",
                 f"{where}.tool_calls[{n}]",
             )
-        calls.append(Call(id=call_id, name=name, arguments=_arguments(function.get("arguments"))))
+        calls.append(
+            Call(id=call_id, name=name, arguments=parse_arguments(function.get("arguments")))
+        )
     return Item(
         role=ROLE_ASSISTANT,
         content=_text(message.get("content"), f"{where}.content"),
@@ -223,7 +225,7 @@ def _assistant(message: dict[str, Any], where: str, position: int) -> Item:
     )
 
 
-def _arguments(raw: Any) -> Any:
+def parse_arguments(raw: Any) -> Any:
     """OpenAI sends arguments as JSON text: parsed when it is JSON, kept as text otherwise."""
     if isinstance(raw, str):
         if not raw.strip():
@@ -403,6 +405,10 @@ class Stream:
     def keepalive() -> str:
         return ": keepalive\n\n"
 
+    @staticmethod
+    def final(reply: Reply) -> Reply:
+        return reply  # one order only: the reply is what the stream sent
+
     def whole(self, reply: Reply) -> str:
         """A stored reply as one stream (a replayed request that asks for a stream)."""
         return self.start() + self.text(reply.text) + self.finish(reply)
@@ -441,7 +447,7 @@ class ChatCompletionsWire:
         )
 
     @staticmethod
-    def error_body(
+    def error_reply_body(
         status: int, code: str, message: str, details: Mapping[str, Any]
     ) -> dict[str, Any]:
         return error_reply(status, code, message, details)

@@ -28,7 +28,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from contextproto.protocol.content_parts import PART_IMAGE, PART_TEXT, part_type
+from contextproto.protocol.content_parts import (
+    PART_IMAGE,
+    PART_TEXT,
+    is_reasoning_part,
+    part_type,
+)
+from contextproto.protocol.custom_tools import KIND_CUSTOM, KIND_FUNCTION
 from contextproto.protocol.messages import (
     KIND_TOOL_CALL,
     KIND_TOOL_RESULT,
@@ -110,11 +116,17 @@ def text_of(content: object) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Call:
-    """A call of one of the client's tools, as the client saw it."""
+    """A call of one of the client's tools, as the client saw it.
+
+    `kind` `custom`: a free-form tool's call (contract §21), its arguments `{"input": text}`
+    (contextproto/protocol/custom_tools.py); the kind does not enter the comparison, the
+    arguments do.
+    """
 
     id: str
     name: str
     arguments: Any
+    kind: str = KIND_FUNCTION
 
     def key(self) -> tuple[str, str, str]:
         return (self.id, self.name, canonical_arguments(self.arguments))
@@ -126,7 +138,11 @@ class Item:
 
     `content` is what the message carries (a reply's: its text); `position` says where it
     came from: the index in the request's `messages` (a client's item) or the MessageIndex
-    of its first message (an item read off the log).
+    of its first message (an item read off the log). `reasoning`: a reply's OpenAI reasoning
+    items (content parts `{"type": "reasoning", "id", "summary", …}`), the ones its answers
+    stored or the ones a Responses client sent before it; they belong to the reply and do not
+    enter its `key` (a client that leaves them out resends the same reply). `message_at`: how
+    many of them come before the reply's text in a Responses `output` (None: all of them).
     """
 
     role: Role
@@ -135,6 +151,8 @@ class Item:
     call_id: str | None = None
     is_error: bool = False
     position: int = 0
+    reasoning: tuple[dict[str, Any], ...] = ()
+    message_at: int | None = None
     key: tuple[Any, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -213,12 +231,17 @@ def _answers(group: Sequence[RawMessage]) -> list[list[RawMessage]]:
 
 
 def reply_of(
-    group: Sequence[RawMessage], protocol_tools: frozenset[str], service_answered: set[str]
+    group: Sequence[RawMessage],
+    protocol_tools: frozenset[str],
+    service_answered: set[str],
+    custom_tools: frozenset[str] = frozenset(),
 ) -> Item | None:
     """The reply the assistant messages `group` make, or None while they make none.
 
     A reply ends with an answer that ended its request: one without calls, or one holding a
-    call handed to the client (not a protocol tool, not answered by the service).
+    call handed to the client (not a protocol tool, not answered by the service). Calls of
+    `custom_tools` (the client's free-form tools) are `custom` calls; the reasoning items of
+    every answer are the reply's, in order.
     """
     answers = _answers(group)
     if not answers:
@@ -237,26 +260,57 @@ def reply_of(
         return None
     texts = [text_of(m.content) for answer in answers for m in answer]
     calls = tuple(
-        Call(id=str(m.tool_call_id), name=str(m.tool_name), arguments=m.arguments)
+        Call(
+            id=str(m.tool_call_id),
+            name=str(m.tool_name),
+            arguments=m.arguments,
+            kind=KIND_CUSTOM if m.tool_name in custom_tools else KIND_FUNCTION,
+        )
         for answer in answers
         for m in answer
         if handed(m)
     )
+    # A Responses answer's reasoning precedes its text: the reasoning of the answers through
+    # the first one that wrote text comes before the reply's message, the later ones after it.
+    reasoning: list[dict[str, Any]] = []
+    message_at: int | None = None
+    for answer in answers:
+        reasoning.extend(reasoning_of(m.content for m in answer))
+        if message_at is None and any(text_of(m.content) for m in answer):
+            message_at = len(reasoning)
     return Item(
         role=ROLE_ASSISTANT,
         content=ANSWER_SEPARATOR.join(t for t in texts if t),
         calls=calls,
         position=answers[0][0].index,
+        reasoning=tuple(reasoning),
+        message_at=message_at if message_at is not None and message_at < len(reasoning) else None,
+    )
+
+
+def reasoning_of(contents: Iterable[object]) -> tuple[dict[str, Any], ...]:
+    """The OpenAI reasoning parts of answer contents, in order."""
+    return tuple(
+        dict(part)
+        for content in contents
+        if isinstance(content, list)
+        for part in content
+        if is_reasoning_part(part)
     )
 
 
 def transcript_of_log(
-    messages: Sequence[RawMessage], protocol_tools: frozenset[str], *, from_start: bool
+    messages: Sequence[RawMessage],
+    protocol_tools: frozenset[str],
+    *,
+    from_start: bool,
+    custom_tools: frozenset[str] = frozenset(),
 ) -> LogTranscript:
     """Read the transcript off `messages`, a stretch of the log that ends at its end.
 
     Unless the stretch starts at the log's start (`from_start`), assistant messages before
-    its first client message belong to a reply that began earlier and are skipped.
+    its first client message belong to a reply that began earlier and are skipped. Calls of
+    `custom_tools` are `custom` calls (how a Responses client is shown them).
     """
     service_answered = {
         str(m.tool_call_id)
@@ -269,7 +323,9 @@ def transcript_of_log(
     started = from_start
     for message in messages:
         if is_client_message(message, protocol_tools):
-            reply = reply_of(group, protocol_tools, service_answered) if started else None
+            reply = (
+                reply_of(group, protocol_tools, service_answered, custom_tools) if started else None
+            )
             if reply is not None:
                 items.append(reply)
             group = []
@@ -277,7 +333,7 @@ def transcript_of_log(
             items.append(_client_item(message))
         else:
             group.append(message)
-    reply = reply_of(group, protocol_tools, service_answered) if started else None
+    reply = reply_of(group, protocol_tools, service_answered, custom_tools) if started else None
     pending: tuple[str, ...] = ()
     if reply is not None:
         items.append(reply)

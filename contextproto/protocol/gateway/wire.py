@@ -16,6 +16,7 @@ from typing import Any, Literal, Protocol
 
 from contextproto.protocol import errors
 from contextproto.protocol.client_state import ClientToolWire
+from contextproto.protocol.custom_tools import KIND_CUSTOM, KIND_FUNCTION
 from contextproto.protocol.gateway.transcript import Call, Item
 from contextproto.protocol.parameters import Parameters
 
@@ -69,17 +70,38 @@ class WireError(Exception):
 
 @dataclass(frozen=True)
 class ClientTool:
+    """A tool the client declared. `kind` `custom` is a free-form tool (contract §21): its
+    `input_schema` is custom_tools.CUSTOM_INPUT_SCHEMA and `custom_format` the grammar or text
+    format the client gave (None: free text)."""
+
     name: str
     description: str
     input_schema: dict[str, Any]
     where: str  # where the request declared it, for refusals (`tools[2]`)
+    kind: str = KIND_FUNCTION
+    custom_format: dict[str, Any] | None = None
 
     def to_wire(self) -> ClientToolWire:
-        return {
+        wire: ClientToolWire = {
             "name": self.name,
             "description": self.description,
             "inputSchema": self.input_schema,
         }
+        if self.kind == KIND_CUSTOM:
+            wire["kind"] = KIND_CUSTOM
+            wire["format"] = self.custom_format
+        return wire
+
+
+@dataclass(frozen=True)
+class CompactionItem:
+    """A `compaction` item of a request's input (contract §21): its opaque `token` (the
+    item's `encrypted_content`), and `at`, the number of the request's `items` before it (the
+    user messages the compaction answer gave back with it)."""
+
+    token: str
+    at: int
+    item_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -89,6 +111,14 @@ class GatewayRequest:
     `items` are its messages as transcript items (system text aside, in `system`);
     `tools` its tools (empty when it sent none); `ignored` the request fields the gateway
     does not use (reported in `X-Contextproto-Ignored`).
+
+    The Responses API's own (contract §21; the other wires leave the defaults):
+    `previous_response_id` the response the request continues; `store` false when the reply
+    must not be retrievable or continued by id; `include_encrypted_reasoning` whether reasoning
+    items carry their `encrypted_content`; `compaction` the last `compaction` item of the input
+    (what it stands for is implied, `items[compaction.at:]` follows it); `compaction_trigger`
+    the input ends with Codex's `compaction_trigger` item (answer one compaction item);
+    `echo` the request fields a reply object repeats, with OpenAI's defaults filled in.
     """
 
     format: ClientFormat
@@ -100,6 +130,12 @@ class GatewayRequest:
     stream: bool = False
     include_usage: bool = False
     ignored: tuple[str, ...] = ()
+    previous_response_id: str | None = None
+    store: bool = True
+    include_encrypted_reasoning: bool = False
+    compaction: CompactionItem | None = None
+    compaction_trigger: bool = False
+    echo: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -111,6 +147,7 @@ class Usage:
     output_tokens: int = 0
     cache_read: int = 0
     cache_write: int = 0
+    reasoning_tokens: int = 0  # part of output_tokens (OpenAI's convention)
 
     def plus(self, other: Usage) -> Usage:
         return Usage(
@@ -118,6 +155,7 @@ class Usage:
             output_tokens=self.output_tokens + other.output_tokens,
             cache_read=self.cache_read + other.cache_read,
             cache_write=self.cache_write + other.cache_write,
+            reasoning_tokens=self.reasoning_tokens + other.reasoning_tokens,
         )
 
     @property
@@ -140,12 +178,34 @@ class Usage:
             output_tokens=count("outputTokens"),
             cache_read=count("cacheReadInputTokens") or count("cachedInputTokens"),
             cache_write=count("cacheWriteInputTokens"),
+            reasoning_tokens=count("reasoningTokens"),
         )
+
+    def to_json(self) -> dict[str, int]:
+        """As recorded (`from_recorded` reads it back); reasoning tokens only when counted."""
+        out = {
+            "inputTokens": self.input_tokens,
+            "outputTokens": self.output_tokens,
+            "cacheReadInputTokens": self.cache_read,
+            "cacheWriteInputTokens": self.cache_write,
+        }
+        if self.reasoning_tokens:
+            out["reasoningTokens"] = self.reasoning_tokens
+        return out
 
 
 @dataclass(frozen=True)
 class Reply:
-    """What the gateway answers one request with, in neither API's words."""
+    """What the gateway answers one request with, in neither API's words.
+
+    For the Responses API (the other wires ignore them): `reasoning` the reasoning items of the
+    request's answers as stored (content parts `{"type": "reasoning", "id", "summary",
+    "encryptedContent"?}`, in answer order); `message_at` how many of them come before the
+    message item in `output` (None: all of them; a stream whose reasoning arrived after its
+    text began says where, StreamEncoder.final); `completed` when the reply was finished (Unix
+    seconds; None: `created`); `compaction` the token of a compaction answer (its one output
+    item).
+    """
 
     id: str
     created: int
@@ -154,38 +214,62 @@ class Reply:
     call: Call | None
     finish: Finish
     usage: Usage = field(default_factory=Usage)
+    reasoning: tuple[dict[str, Any], ...] = ()
+    message_at: int | None = None
+    completed: int | None = None
+    compaction: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        """As stored with the request's record; keys of the Responses fields only when set, so
+        a reply of the other wires is stored as it always was."""
+        call: dict[str, Any] | None = None
+        if self.call is not None:
+            call = {"id": self.call.id, "name": self.call.name, "arguments": self.call.arguments}
+            if self.call.kind != KIND_FUNCTION:
+                call["kind"] = self.call.kind
+        out: dict[str, Any] = {
             "id": self.id,
             "created": self.created,
             "model": self.model,
             "text": self.text,
-            "call": {"id": self.call.id, "name": self.call.name, "arguments": self.call.arguments}
-            if self.call
-            else None,
+            "call": call,
             "finish": self.finish,
-            "usage": {
-                "inputTokens": self.usage.input_tokens,
-                "outputTokens": self.usage.output_tokens,
-                "cacheReadInputTokens": self.usage.cache_read,
-                "cacheWriteInputTokens": self.usage.cache_write,
-            },
+            "usage": self.usage.to_json(),
         }
+        if self.reasoning:
+            out["reasoning"] = [dict(item) for item in self.reasoning]
+        if self.message_at is not None:
+            out["messageAt"] = self.message_at
+        if self.completed is not None:
+            out["completed"] = self.completed
+        if self.compaction is not None:
+            out["compaction"] = self.compaction
+        return out
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Reply:
         call = data.get("call")
+        message_at = data.get("messageAt")
+        completed = data.get("completed")
         return cls(
             id=data["id"],
             created=int(data["created"]),
             model=data["model"],
             text=data.get("text") or "",
-            call=Call(id=call["id"], name=call["name"], arguments=call["arguments"])
+            call=Call(
+                id=call["id"],
+                name=call["name"],
+                arguments=call["arguments"],
+                kind=call.get("kind", KIND_FUNCTION),
+            )
             if isinstance(call, Mapping)
             else None,
             finish=data["finish"],
             usage=Usage.from_recorded(data.get("usage")),
+            reasoning=tuple(dict(item) for item in data.get("reasoning") or ()),
+            message_at=int(message_at) if message_at is not None else None,
+            completed=int(completed) if completed is not None else None,
+            compaction=data.get("compaction"),
         )
 
 
@@ -231,6 +315,12 @@ class StreamEncoder(Protocol):
         """A stored reply as one whole stream (a replayed request that asks for a stream)."""
         ...
 
+    def final(self, reply: Reply) -> Reply:
+        """`reply` as this stream sent it (the order of its output, where the wire has one):
+        what to store, so a replay or a later read gives the object the stream ended with.
+        Call it once the reply is complete, before `finish`."""
+        ...
+
 
 class ClientWire(Protocol):
     """One client API the gateway speaks (contract §14): the only place that knows its words.
@@ -257,7 +347,7 @@ class ClientWire(Protocol):
         """A stream of one reply to `request`."""
         ...
 
-    def error_body(
+    def error_reply_body(
         self, status: int, code: str, message: str, details: Mapping[str, Any]
     ) -> dict[str, Any]:
         """The API's error shape with this service's code in it."""

@@ -9,11 +9,13 @@ from collections.abc import Mapping
 
 from contextproto.protocol.gateway.anthropic_wire import MessagesWire
 from contextproto.protocol.gateway.openai_wire import ChatCompletionsWire
+from contextproto.protocol.gateway.responses_wire import ResponsesWire
 from contextproto.protocol.gateway.wire import ClientFormat, ClientWire
 
 WIRES: Mapping[ClientFormat, ClientWire] = {
     ClientFormat.OPENAI: ChatCompletionsWire(),
     ClientFormat.ANTHROPIC: MessagesWire(),
+    ClientFormat.RESPONSES: ResponsesWire(),
 }
 
 
