@@ -5,6 +5,7 @@ behind contextproto.serving's request limits (body size and read time); the life
 registers this process in the node registry and removes it at shutdown.
 """
 
+import json
 import os
 from typing import Any
 
@@ -49,6 +50,33 @@ class GatewayHandler(ASGIHandler):
 gateway_application = GatewayHandler()
 
 
+async def refuse_websocket(scope: Any, send: Any) -> None:
+    """No WebSocket is served: a client that tries one on `…/responses` (Codex) gets 404 in the
+    OpenAI error shape and falls back to HTTP streaming at once (contract §21). Without the
+    server's denial-response extension, the upgrade is closed (uvicorn answers 403)."""
+    if "websocket.http.response" not in scope.get("extensions", {}):
+        await send({"type": "websocket.close", "code": 1008})
+        return
+    body = json.dumps(
+        {
+            "error": {
+                "message": "No WebSocket here: use HTTP (stream: true streams).",
+                "type": "not_found_error",
+                "code": "not_found",
+                "details": {},
+            }
+        }
+    ).encode()
+    await send(
+        {
+            "type": "websocket.http.response.start",
+            "status": 404,
+            "headers": [(b"content-type", b"application/json")],
+        }
+    )
+    await send({"type": "websocket.http.response.body", "body": body})
+
+
 # Any: Django's and Starlette's stubs spell the ASGI scope and callables differently.
 async def route(scope: Any, receive: Any, send: Any) -> None:
     """Route /mcp and /mcp/… to the MCP app, everything else to Django.
@@ -66,6 +94,9 @@ async def route(scope: Any, receive: Any, send: Any) -> None:
         return
     if scope["type"] == "http" and path.startswith(GATEWAY_PREFIX):
         await gateway_application(scope, receive, send)
+        return
+    if scope["type"] == "websocket":
+        await refuse_websocket(scope, send)
         return
     await django_application(scope, receive, send)
 

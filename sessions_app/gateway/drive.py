@@ -150,6 +150,7 @@ async def drive(opened: Opened, record: ExchangeRecord) -> AsyncGenerator[Event,
             on_final=final,
             recover=opened.recover,
             first_snapshot=opened.first_snapshot,
+            mint_handed=True,
         ),
     )
     stream = incoming.request.stream

@@ -36,11 +36,13 @@ from sessions_app.gateway.events import Finished
 from sessions_app.gateway.incoming import Incoming
 from sessions_app.gateway.record import ExchangeRecord
 from sessions_app.gateway.reply import stored_reply
-from sessions_app.models import GatewayExchange, Message, Session
+from sessions_app.models import GatewayCallId, GatewayExchange, Message, Session
 from sessions_app.reads.transcript import transcript_tail
 from sessions_app.services.fork import session_fork
 from sessions_app.services.sessions import session_create
 from sessions_app.store.state import session_lock
+
+NEW_SESSION = "new-session"
 
 
 @dataclass(frozen=True)
@@ -55,6 +57,7 @@ class Located:
     implied: tuple[Item, ...] = field(default=())
     replay: Finished | None = None
     forked_from: Session | None = None
+    warning: str = ""  # `new-session`: a conversation in progress started a session
 
 
 def compaction_key() -> bytes:
@@ -84,10 +87,16 @@ def locate(incoming: Incoming, record: ExchangeRecord, named: str | None) -> Loc
         return _after_response(incoming, record, request.previous_response_id)
     if request.compaction is not None:
         return _after_compaction(incoming)
+    by_call = _by_minted_call(incoming)
+    if by_call is not None:
+        return by_call
     version = gateway_version_for_model(application=incoming.application, model=request.model)
     system_check(version, request.system)
     session, key = session_create(agent_version=version)
-    return Located(session_lock(session.id), created_key=key)
+    in_progress = any(item.role == ROLE_ASSISTANT for item in request.items)
+    return Located(
+        session_lock(session.id), created_key=key, warning=NEW_SESSION if in_progress else ""
+    )
 
 
 def _after_response(incoming: Incoming, record: ExchangeRecord, response_id: str) -> Located:
@@ -155,6 +164,28 @@ def _is_latest(session: Session, through_index: int) -> bool:
             session=session, index__gt=through_index, role=ROLE_ASSISTANT
         ).exists()
     )
+
+
+def _by_minted_call(incoming: Incoming) -> Located | None:
+    """The session of the latest call id in the request that the gateway minted for one of
+    its replies (of the key's Application), locked; None when there is none."""
+    ids: list[str] = []
+    for item in incoming.request.items:
+        ids.extend(call.id for call in item.calls)
+        if item.call_id is not None:
+            ids.append(item.call_id)
+    if not ids:
+        return None
+    owners = dict(
+        GatewayCallId.objects.filter(
+            application=incoming.application, call_id__in=set(ids)
+        ).values_list("call_id", "session_id")
+    )
+    latest = next((owners[i] for i in reversed(ids) if i in owners), None)
+    if latest is None:
+        return None
+    found = session_lock(latest, application_id=incoming.application.pk)
+    return Located(found) if found is not None else None
 
 
 def _after_compaction(incoming: Incoming) -> Located:

@@ -27,12 +27,20 @@ from uuid import UUID
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from agents.models import AgentVersion
 from contextproto import telemetry
-from contextproto.errors import IDEMPOTENCY_KEY_REUSED, SESSION_BUSY, ApplicationError
+from contextproto.errors import (
+    GATEWAY_NOTHING_NEW,
+    IDEMPOTENCY_KEY_REUSED,
+    SESSION_BUSY,
+    ApplicationError,
+)
 from contextproto.protocol import catalog
 from contextproto.protocol.client_state import ClientToolWire
-from contextproto.protocol.gateway.reconcile import Proceed, Refusal, Replay, reconcile
+from contextproto.protocol.gateway.compaction import sign_compaction
+from contextproto.protocol.gateway.reconcile import Outcome, Proceed, Refusal, Replay, reconcile
 from contextproto.protocol.gateway.transcript import Item, open_text
+from contextproto.protocol.gateway.wire import FINISH_STOP, Reply
 from contextproto.protocol.messages import KIND_TOOL_CALL, ROLE_ASSISTANT, RawMessage
 from contextproto.telemetry import SessionFacts
 from sessions_app.gateway.checks import (
@@ -44,10 +52,10 @@ from sessions_app.gateway.checks import (
     system_check,
 )
 from sessions_app.gateway.events import Finished
-from sessions_app.gateway.identity import locate
+from sessions_app.gateway.identity import Located, compaction_key, locate
 from sessions_app.gateway.incoming import Incoming
 from sessions_app.gateway.record import ExchangeRecord
-from sessions_app.gateway.reply import rebuilt_reply, stored_reply
+from sessions_app.gateway.reply import rebuilt_reply, render, reply_headers, stored_reply
 from sessions_app.gateway.upstream import upstream_error, upstream_for
 from sessions_app.gateway.writes import client_state_write, messages_write, run_for
 from sessions_app.models import GatewayExchange, ProjectionSnapshot, Run, Session
@@ -110,7 +118,10 @@ def open_request(incoming: Incoming, record: ExchangeRecord) -> Opened | Finishe
         return named
     try:
         with transaction.atomic():
-            return _open_locked(incoming, record, tools, named)
+            opened = _open_locked(incoming, record, tools, named)
+            if isinstance(opened, Compacted):
+                return compaction_reply(incoming, record, opened)
+            return opened
     except IntegrityError as exc:
         # Another request with this Idempotency-Key took it first; it is still running.
         record.session_id = None if named is None else record.session_id
@@ -119,6 +130,54 @@ def open_request(incoming: Incoming, record: ExchangeRecord) -> Opened | Finishe
             "A request with this Idempotency-Key is being served; retry shortly for its reply.",
             {"retryAfterSeconds": RETRY_AFTER_SECONDS},
         ) from exc
+
+
+class _DryRun(Exception):
+    """Raised inside a counting open to roll everything it wrote back."""
+
+    def __init__(self, opened: Opened) -> None:
+        super().__init__("dry run")
+        self.opened = opened
+
+
+@dataclass(frozen=True)
+class Counted:
+    """The view a request would make the model see now: its provider request, the provider
+    that would get it and the version's model (contract §19 count_tokens, §21 input_tokens)."""
+
+    request: dict[str, Any]
+    provider: ModelProvider
+    model: str
+    version: AgentVersion
+    session_id: UUID | None
+
+
+def count_request(incoming: Incoming, record: ExchangeRecord) -> Counted:
+    """Open `incoming` as its turn would, build the view it would send, and write nothing:
+    the same refusals as the turn, then everything rolled back."""
+    tools = client_tools(incoming.request)
+    try:
+        with transaction.atomic():
+            opened = _open_locked(incoming, record, tools, None, counting=True)
+            if not isinstance(opened, Opened):  # a replay, or a compaction: nothing to count
+                raise ApplicationError(
+                    GATEWAY_NOTHING_NEW,
+                    "The request repeats the session's last exchange: there is no new view "
+                    "to count. Append the next message.",
+                    {},
+                )
+            raise _DryRun(opened)
+    except _DryRun as dry:
+        opened = dry.opened
+    record.exchange_id = None  # its row was rolled back with the rest
+    existed = opened.created_key is None
+    return Counted(
+        request=dict(opened.first_snapshot.request),
+        provider=opened.provider,
+        model=opened.session.agent_version.model_name,
+        version=opened.session.agent_version,
+        session_id=opened.session.id if existed else None,
+    )
 
 
 def _idempotent(incoming: Incoming, record: ExchangeRecord) -> Finished | str | None:
@@ -178,12 +237,19 @@ def _abandoned(exchange: GatewayExchange) -> bool:
 
 
 def _open_locked(
-    incoming: Incoming, record: ExchangeRecord, tools: list[ClientToolWire], named: str | None
-) -> Opened | Finished | InFlight:
+    incoming: Incoming,
+    record: ExchangeRecord,
+    tools: list[ClientToolWire],
+    named: str | None,
+    *,
+    counting: bool = False,
+    compacting: bool = False,
+) -> Opened | Finished | InFlight | Compacted:
     located = locate(incoming, record, named)
     if located.replay is not None:
         return located.replay
     session, created_key = located.session, located.created_key
+    record.warning = located.warning
     if created_key is None:
         record.session_id = session.id
     version = session.agent_version
@@ -200,7 +266,7 @@ def _open_locked(
         if session.current_run_id is not None
         else None
     )
-    if busy(current):
+    if busy(current) and not counting:
         in_flight = (
             GatewayExchange.objects.filter(
                 session=session,
@@ -236,7 +302,10 @@ def _open_locked(
         log_empty=session.last_index == 0,
         pending_calls=tail.transcript.pending_calls,
     )
-    if isinstance(outcome, Replay) and last_reply is not None:
+    compacting = compacting or incoming.request.compaction_trigger
+    if compacting:
+        return _compacted(incoming, record, located, current, outcome, tools, client_items)
+    if isinstance(outcome, Replay) and last_reply is not None and not counting:
         return _replay_of(incoming, record, session, last_reply)
     if isinstance(outcome, Refusal):
         details: dict[str, Any] = {"index": outcome.index, "reason": outcome.reason}
@@ -294,6 +363,116 @@ def _open_locked(
         created=int(time.time()),
         facts=trace_facts.session_facts(session) if telemetry.enabled() else None,
     )
+
+
+@dataclass(frozen=True)
+class Compacted:
+    """A request answered with a compaction item (contract §21): its session (its key when
+    the request started it) and the signed token standing for the log through its end."""
+
+    session: Session
+    created_key: str | None
+    token: str
+    through_index: int
+
+
+def _compacted(
+    incoming: Incoming,
+    record: ExchangeRecord,
+    located: Located,
+    current: Run | None,
+    outcome: Outcome,
+    tools: list[ClientToolWire],
+    client_items: Sequence[Item],
+) -> Compacted:
+    """Write what the request brings that the session lacks (no turn runs: the session's own
+    maintenance keeps the model's view in budget), and sign the point its log has reached."""
+    session = located.session
+    new: tuple[Item, ...] = ()
+    importing = False
+    if isinstance(outcome, Proceed):
+        new, importing = outcome.new, outcome.importing
+    elif isinstance(outcome, Refusal):
+        if outcome.code != GATEWAY_NOTHING_NEW:
+            details: dict[str, Any] = {"index": outcome.index, "reason": outcome.reason}
+            # Computed: the reconciliation's codes are GATEWAY_* constants (registered).
+            raise ApplicationError(outcome.code, outcome.message, details)
+        if session.last_index == 0:
+            # A conversation brought in to be compacted may end with the model's answer.
+            new, importing = tuple(client_items), True
+    client_state_write(session, incoming.request.system, tools)
+    if new:
+        proceed = Proceed(new=new, importing=importing)
+        run = run_for(
+            session,
+            current,
+            proceed,
+            client_api=incoming.wire.format,
+            client_agent=incoming.user_agent,
+        )
+        messages_write(session, run, proceed)
+        # No turn runs now: the run waits, unclaimed, for the request that continues it.
+        run.status, run.lease_until = Run.Status.QUEUED, None
+        run.save(update_fields=["status", "lease_until"])
+        session.current_run = run
+    session.via_gateway = True
+    session.save(update_fields=["next_message_index", "current_run", "via_gateway"])
+    record.session_id = session.id
+    token = sign_compaction(
+        compaction_key(), str(incoming.application.pk), str(session.id), session.last_index
+    )
+    return Compacted(
+        session=session,
+        created_key=located.created_key,
+        token=token,
+        through_index=session.last_index,
+    )
+
+
+def compact_request(incoming: Incoming, record: ExchangeRecord) -> Compacted:
+    """`POST …/responses/compact` (contract §21): the request's session, what it brings
+    written, and a compaction item for the log through its end, without a model call."""
+    tools = client_tools(incoming.request)
+    with transaction.atomic():
+        done = _open_locked(incoming, record, tools, None, compacting=True)
+        if isinstance(done, InFlight):
+            raise _busy_error()
+        assert isinstance(done, Compacted), "a compaction answers a compaction"
+        return done
+
+
+def compaction_reply(incoming: Incoming, record: ExchangeRecord, compacted: Compacted) -> Finished:
+    """Codex's `compaction_trigger` answered: one compaction item as the reply's output,
+    recorded with the request like any reply (a retry gets it again)."""
+    now = int(time.time())
+    reply = Reply(
+        id=incoming.wire.reply_id_prefix + uuid.uuid4().hex,
+        created=now,
+        model=compacted.session.agent_version.model_name,
+        text="",
+        call=None,
+        finish=FINISH_STOP,
+        completed=now,
+        compaction=compacted.token,
+    )
+    body = render(incoming.wire, reply, incoming.request)
+    headers = reply_headers(0, "", incoming.request)
+    record.opened(
+        request_hash=incoming.body_hash,
+        idempotency_key=incoming.idempotency_key,
+        continues=incoming.request.previous_response_id or "",
+        stored=incoming.request.store,
+    )
+    record.write_reply(
+        reply=reply.to_json(),
+        reply_body=body,
+        reply_headers=headers,
+        reply_start_index=compacted.through_index + 1,
+        reply_end_index=compacted.through_index,
+        reply_id=reply.id,
+        turns=0,
+    )
+    return Finished(reply=reply, body=body, headers=headers)
 
 
 def _replay_of(

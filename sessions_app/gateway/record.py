@@ -49,6 +49,7 @@ class ExchangeRecord:
     turns: int = 0
     streamed: bool = False
     replayed: bool = False
+    warning: str = ""  # X-Contextproto-Warning of the reply
     # The request's root span (contract §22) and what ends it, once the request has ended.
     span: Span = INVALID_SPAN
     _trace: ExitStack | None = None
@@ -81,6 +82,7 @@ class ExchangeRecord:
             "path": self.path[:200],
             "user_agent": self.user_agent,
             "streamed": self.streamed,
+            "warning": self.warning,
         }
 
     def opened(
@@ -120,6 +122,20 @@ class ExchangeRecord:
         """Write the reply to the request's row (in the caller's transaction)."""
         assert self.exchange_id is not None, "a request that replies was opened"
         GatewayExchange.objects.filter(pk=self.exchange_id).update(**self.reply_fields(**fields))
+
+    def compacted(self, body: str, request_hash: str) -> None:
+        """A compaction answered (no model call): a replied row of its own with its body."""
+        with transaction.atomic():
+            row = GatewayExchange.objects.create(
+                **self._base(),
+                status=GatewayExchange.Status.REPLIED,
+                request_hash=request_hash,
+                http_status=200,
+                reply_body=body,
+                finished_at=timezone.now(),
+                gateway_ms=self.elapsed_ms(),
+            )
+        self.exchange_id = row.id
 
     def replay(self, finished: Finished, *, request_hash: str, idempotency_key: str | None) -> None:
         """A request answered from a stored reply: a row of its own (counted, no turns), with
@@ -188,6 +204,7 @@ class ExchangeRecord:
             "gatewayMs": self.gateway_ms(),
             "upstreamMs": self.upstream_ms,
             "replayed": self.replayed or None,
+            "warning": self.warning or None,
             "streamed": self.streamed or None,
         }
         logger.log(

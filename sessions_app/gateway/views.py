@@ -16,6 +16,8 @@ import asyncio
 import contextlib
 import logging
 import math
+import time
+import uuid
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
 
@@ -39,6 +41,7 @@ from contextproto.errors import (
     retryable,
 )
 from contextproto.middleware import request_id_of
+from contextproto.protocol.gateway.responses_render import compacted_response
 from contextproto.protocol.gateway.wire import ClientFormat, ClientWire, ListedModel, Usage, dumps
 from contextproto.protocol.gateway.wires import wire_for
 from sessions_app.gateway.checks import RETRY_AFTER_SECONDS
@@ -59,7 +62,7 @@ from sessions_app.gateway.incoming import (
     caller_of,
     read_incoming,
 )
-from sessions_app.gateway.open import InFlight, Opened, open_request
+from sessions_app.gateway.open import InFlight, Opened, compact_request, open_request
 from sessions_app.gateway.paths import client_format_of_path
 from sessions_app.gateway.record import ExchangeRecord
 from sessions_app.models import GatewayExchange
@@ -67,6 +70,7 @@ from sessions_app.models import GatewayExchange
 logger = logging.getLogger("contextproto.gateway")
 
 REPLAYED_HEADER = "X-Contextproto-Replayed"
+WARNING_HEADER = "X-Contextproto-Warning"
 REQUEST_ID_HEADER = "X-Request-Id"
 # How long a request identical to one in flight waits for that one's reply, at most.
 IN_FLIGHT_POLL_SECONDS = (0.05, 0.1, 0.2, 0.4)
@@ -94,6 +98,8 @@ def _session_headers(
     response[REQUEST_ID_HEADER] = record.request_id
     if record.session_id is not None:
         response[SESSION_HEADER] = str(record.session_id)
+    if record.warning:
+        response[WARNING_HEADER] = record.warning
     if created_key is not None:
         response[SESSION_KEY_HEADER] = created_key
 
@@ -389,6 +395,43 @@ async def anthropic_messages(request: HttpRequest) -> HttpResponse | StreamingHt
 @csrf_exempt
 async def openai_responses(request: HttpRequest) -> HttpResponse | StreamingHttpResponse:
     return await serve(request, ClientFormat.RESPONSES)
+
+
+@csrf_exempt
+async def responses_compact(request: HttpRequest) -> HttpResponse:
+    """`POST …/v1/responses/compact` (contract §21): a compaction item for the conversation,
+    without a model call."""
+    wire = wire_for(ClientFormat.RESPONSES)
+    record = _record(request, wire)
+    if request.method != "POST":
+        return await _refuse(
+            wire, ApplicationError(METHOD_NOT_ALLOWED, "This endpoint takes POST."), record
+        )
+    try:
+        incoming = await in_thread(read_incoming, request, wire)
+    except Refused as refused:
+        record.application = refused.application
+        return await _refuse(wire, refused.error, record)
+    record.application = incoming.application
+    try:
+        compacted = await in_thread(compact_request, incoming, record)
+        body = dumps(
+            compacted_response(
+                reply_id=wire.reply_id_prefix + uuid.uuid4().hex,
+                created=int(time.time()),
+                request=incoming.request,
+                token=compacted.token,
+            )
+        )
+        await in_thread(record.compacted, body, incoming.body_hash)
+    except ApplicationError as exc:
+        return await _refuse(wire, exc, record, incoming.body_hash)
+    except Exception as exc:
+        return await _refuse_quietly(wire, failure_of(exc), record)
+    response = HttpResponse(body, content_type="application/json")
+    _session_headers(response, record, compacted.created_key)
+    record.done(200)
+    return response
 
 
 async def _models(request: HttpRequest, client_format: ClientFormat) -> HttpResponse:

@@ -65,6 +65,9 @@ class GatewayExchange(models.Model):
     reply_id = models.CharField(max_length=64, null=True, blank=True)
     reply_end_index = models.BigIntegerField(null=True, blank=True)
     continues = models.CharField(max_length=64, blank=True, default="", db_default="")
+    # `new-session` when a request bringing a conversation in progress started a session
+    # (contract §19.1: nothing named the conversation it continues).
+    warning = models.CharField(max_length=32, blank=True, default="", db_default="")
     stored = models.BooleanField(default=True, db_default=True)
     deleted_at = models.DateTimeField(null=True, blank=True)
     turns = models.PositiveIntegerField(default=0)
@@ -103,3 +106,19 @@ class GatewayExchange(models.Model):
 
     def __str__(self) -> str:
         return f"{self.client_format} {self.status} {self.http_status or ''}".strip()
+
+
+class GatewayCallId(models.Model):
+    """A tool-call id the gateway minted for a call it handed to a client (contract §19.1):
+    unique across the service, so a request that sends it back (the call or its result) names
+    the call's session without any other sign of its conversation."""
+
+    call_id = models.CharField(primary_key=True, max_length=64)
+    application = models.ForeignKey(Application, on_delete=models.CASCADE, related_name="+")
+    session = models.ForeignKey(
+        "sessions_app.Session", on_delete=models.CASCADE, related_name="gateway_call_ids"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return self.call_id

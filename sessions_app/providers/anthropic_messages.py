@@ -217,6 +217,24 @@ class AnthropicMessagesProvider:
             raise unreadable_answer(LABEL, exc) from exc
         return parse_message(raw, request)
 
+    def count_tokens(self, request: dict, *, model: str) -> int:
+        """The input tokens Anthropic counts for `request` (its count endpoint: no model
+        call); raise ProviderError on any failure."""
+        kwargs = {
+            k: v
+            for k, v in self._kwargs(request, model, None).items()
+            if k
+            in ("model", "messages", "system", "tools", "tool_choice", "thinking", "extra_headers")
+        }
+        try:
+            client = anthropic.Anthropic(**self._client_args(), http_client=HTTP.get())
+            counted = client.messages.count_tokens(**kwargs)
+        except anthropic.AnthropicError as exc:
+            raise map_error(exc) from exc
+        except (ValueError, httpx.HTTPError) as exc:
+            raise unreadable_answer(LABEL, exc) from exc
+        return int(counted.input_tokens)
+
     async def acomplete(self, request: dict, *, model: str, step: int | None = None) -> ModelReply:
         kwargs = self._kwargs(request, model, None)
         try:

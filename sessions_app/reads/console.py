@@ -112,6 +112,9 @@ class GatewayActivity:
     errors_day: int
     replays_hour: int
     replays_day: int
+    # Conversations in progress that nothing named: each started a session of its own.
+    unnamed_hour: int = 0
+    unnamed_day: int = 0
     answers: tuple[GatewayAnswers, ...] = ()
 
 
@@ -265,6 +268,7 @@ def gateway_activity(scope: Scope, at: Moments) -> GatewayActivity:
     hour = Q(created_at__gte=at.hour)
     error = Q(http_status__gte=400)
     replay = Q(replayed=True)
+    unnamed = Q(warning="new-session")
     row = recent.aggregate(
         requests_hour=Count("pk", filter=hour),
         requests_day=Count("pk"),
@@ -272,6 +276,8 @@ def gateway_activity(scope: Scope, at: Moments) -> GatewayActivity:
         errors_day=Count("pk", filter=error),
         replays_hour=Count("pk", filter=hour & replay),
         replays_day=Count("pk", filter=replay),
+        unnamed_hour=Count("pk", filter=hour & unnamed),
+        unnamed_day=Count("pk", filter=unnamed),
     )
     kinds = (
         recent.values("client_format", "http_status", "error_code")

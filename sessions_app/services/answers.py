@@ -44,7 +44,7 @@ from contextproto.protocol.messages import (
     RawMessage,
 )
 from contextproto.protocol.tool_results import ToolFailure
-from sessions_app.models import Session
+from sessions_app.models import GatewayCallId, Session
 from sessions_app.reads import hot_sql
 from sessions_app.reads.raw_log import call_and_answer
 from sessions_app.services.messages import NewMessage, message_write_locked
@@ -94,6 +94,12 @@ def answer_content(text: str | None, thinking: Sequence[Mapping[str, Any]] = ())
 def _fresh_id(original: str) -> str:
     prefix = "toolu_" if original.startswith("toolu_") else "call_"
     return prefix + uuid.uuid4().hex[:24]
+
+
+def minted_call_id() -> str:
+    """A tool-call id unique across the service (128 random bits), for a call the gateway
+    hands to its client."""
+    return "call_" + uuid.uuid4().hex
 
 
 def _session_ids(session: Session, calls: Sequence[AnswerCall]) -> dict[str, str]:
@@ -192,9 +198,15 @@ def answer_record_locked(
     calls: Sequence[AnswerCall],
     thinking: Sequence[Mapping[str, Any]] = (),
     frame: Frame | None = None,
+    mint_handed: bool = False,
 ) -> RecordedAnswer:
     """`answer_record` inside the caller's transaction, `session` locked by `session_lock`
-    (a driver that writes more of the turn in the same commit)."""
+    (a driver that writes more of the turn in the same commit).
+
+    `mint_handed`: the call handed to the client gets an id the gateway mints, unique
+    across the service and recorded with its session (contract §19.1: a client that sends it
+    back names its conversation by it).
+    """
     first_content = answer_content(text, thinking)
     written = []
     if not calls:
@@ -205,7 +217,19 @@ def answer_record_locked(
             ),
         )
         return RecordedAnswer(messages=(raw_from_row(row),), protocol_calls=(), handed=None)
+    tools = _tools_of(session)
+    refusals = [
+        None if call.name in catalog.PROTOCOL_TOOL_NAMES else _refusal(call, position, tools)
+        for position, call in enumerate(calls)
+    ]
     ids = _session_ids(session, calls)
+    if mint_handed:
+        for call, refusal in zip(calls, refusals, strict=True):
+            if call.name not in catalog.PROTOCOL_TOOL_NAMES and refusal is None:
+                ids[call.id] = minted_call_id()
+                GatewayCallId.objects.create(
+                    call_id=ids[call.id], session=session, application_id=session.application_id
+                )
     rows = []
     for position, call in enumerate(calls):
         rows.append(
@@ -225,14 +249,12 @@ def answer_record_locked(
             )
         )
     written.extend(rows)
-    tools = _tools_of(session)
     handed = None
     protocol_calls = []
-    for position, (call, row) in enumerate(zip(calls, rows, strict=True)):
+    for call, row, refusal in zip(calls, rows, refusals, strict=True):
         if call.name in catalog.PROTOCOL_TOOL_NAMES:
             protocol_calls.append(row.tool_call_id)
             continue
-        refusal = _refusal(call, position, tools)
         if refusal is None:
             handed = row
             continue

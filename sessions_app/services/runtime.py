@@ -123,6 +123,8 @@ class Drive:
     # The first turn's view, when the driver built it in a commit of its own (a gateway
     # request builds it with the request's input: one commit before the model call).
     first_snapshot: ProjectionSnapshot | None = None
+    # A gateway request: the call handed to its client gets a service-unique id.
+    mint_handed: bool = False
 
     @property
     def lease(self) -> int:
@@ -491,6 +493,7 @@ def _commit(
             usage=reply.usage,
             raw=reply.raw,
             model_latency_ms=latency_ms,
+            mint_handed=drive.mint_handed,
         )
         outcome: str = CONTINUE
         if not calls:

@@ -46,6 +46,7 @@ def turn_commit_locked(
     raw: Any = None,
     model_latency_ms: int | None = None,
     notes: Sequence[str] = (),
+    mint_handed: bool = False,
 ) -> TurnCommitted:
     """Write the answer generated from `snapshot`, dispatch its protocol calls, record `usage`.
 
@@ -61,6 +62,7 @@ def turn_commit_locked(
         calls=calls,
         thinking=thinking,
         frame=Frame(snapshot.revision, snapshot.upper_bound),
+        mint_handed=mint_handed,
     )
     added = [*notes] + [
         f"tool call id {old!r} of the answer is taken in this session (or repeated): "

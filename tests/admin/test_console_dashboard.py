@@ -294,7 +294,7 @@ def test_the_dashboard_counts_gateway_requests_and_links_the_latest_sessions(
         GatewayExchange.objects.filter(pk=exchange.pk).update(created_at=timezone.now() - age)
     page = admin_client.get("/admin/").content.decode()
     cells = dict(re.findall(r'data-gateway="(\w+)">(\d+)<', page))
-    assert cells == {"requests": "3", "errors": "1", "replays": "1"}
+    assert cells == {"requests": "3", "errors": "1", "replays": "1", "unnamed": "0"}
     # The day's answers by client API, status and code.
     answers = re.findall(
         r'<tr class="gateway-answer"><td>(\w+)</td><td class="num">(\d+)</td>', page
