@@ -44,6 +44,7 @@ COMPUTED_CODES = {
         "exc.code",
     ): "a WireError's: test_gateway_codes_registered",
     ("sessions_app/gateway/open.py", "outcome.code"): "test_gateway_codes_registered",
+    ("sessions_app/gateway/lookups.py", "exc.code"): "a WireError: INVALID_REQUEST",
     ("sessions_app/gateway/writes.py", "exc.code"): "content_check's code passed on",
 }
 
