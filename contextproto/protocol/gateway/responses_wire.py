@@ -84,7 +84,11 @@ def parse_request(body: Any) -> GatewayRequest:
     read = ReadInput()
     if instructions:
         read.system.append(instructions)
-    read_input(body.get("input"), read)
+    previous_named = isinstance(body.get("previous_response_id"), str)
+    if body.get("input") is not None or not previous_named:
+        # With `previous_response_id` the input may be left out (what it names is the input:
+        # a `responses/compact` of the conversation so far, as the Agents SDK sends it).
+        read_input(body.get("input"), read)
     tools, hosted = _tools(body.get("tools"))
     ignored = {k for k in body if k not in REQUEST_FIELDS | FORWARDED_FIELDS}
     ignored.update(read.ignored)
