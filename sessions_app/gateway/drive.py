@@ -93,7 +93,13 @@ def _finish(opened: Opened, record: ExchangeRecord, progress: _Progress) -> Fini
         completed=int(time.time()),
     )
     body = render(incoming.wire, reply, incoming.request)
-    headers = reply_headers(progress.turns, progress.snapshot_id, incoming.request)
+    headers = reply_headers(
+        progress.turns,
+        progress.snapshot_id,
+        incoming.request,
+        unused=opened.unused,
+        adjusted=opened.adjusted,
+    )
     record.upstream_ms, record.turns = progress.upstream_ms, progress.turns
     record.write_reply(
         reply=reply.to_json(),
@@ -140,7 +146,7 @@ async def drive(opened: Opened, record: ExchangeRecord) -> AsyncGenerator[Event,
         session=opened.session,
         provider=provider,
         drive=Drive(
-            parameters=incoming.request.parameters,
+            parameters=opened.parameters,
             lease_seconds=settings.GATEWAY_LEASE_SECONDS,
             on_final=final,
             recover=opened.recover,

@@ -20,7 +20,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
 from uuid import UUID
@@ -42,8 +42,9 @@ from contextproto.protocol.gateway.compaction import sign_compaction
 from contextproto.protocol.gateway.reconcile import Outcome, Proceed, Refusal, Replay, reconcile
 from contextproto.protocol.gateway.side import is_side_request
 from contextproto.protocol.gateway.transcript import Item, open_text
-from contextproto.protocol.gateway.wire import FINISH_STOP, Reply
+from contextproto.protocol.gateway.wire import FINISH_STOP, ClientWire, Reply
 from contextproto.protocol.messages import KIND_TOOL_CALL, ROLE_ASSISTANT, RawMessage
+from contextproto.protocol.parameters import Parameters, unused_fields
 from contextproto.telemetry import SessionFacts
 from sessions_app.gateway.checks import (
     IDEMPOTENCY_WINDOW,
@@ -92,6 +93,11 @@ class Opened:
     created: int
     # What every span of the request's trace says of the session (None: tracing is off).
     facts: SessionFacts | None = None
+    # The forwarded fields as the upstream gets them: the client's, an output limit above the
+    # model's lowered (`adjusted` says so); `unused` what the upstream's API cannot carry.
+    parameters: Parameters = field(default_factory=Parameters)
+    adjusted: tuple[str, ...] = ()
+    unused: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -343,6 +349,7 @@ def _open_locked(
         continues=request.previous_response_id or "",
         stored=request.store,
     )
+    parameters, adjusted = within_model_limit(request.parameters, version, incoming.wire)
     # The first turn's view, in this commit (building it cannot fail for anything the
     # model says).
     first = projection_build(
@@ -350,7 +357,7 @@ def _open_locked(
         provider=provider.wire_format,
         run_id=run.id.hex,
         use_cache=False,
-        parameters=request.parameters,
+        parameters=parameters,
         locked=session,
     )
     return Opened(
@@ -371,7 +378,23 @@ def _open_locked(
         reply_id=incoming.wire.reply_id_prefix + uuid.uuid4().hex,
         created=int(time.time()),
         facts=trace_facts.session_facts(session) if telemetry.enabled() else None,
+        parameters=parameters,
+        adjusted=adjusted,
+        unused=unused_fields(parameters, provider.wire_format),
     )
+
+
+def within_model_limit(
+    parameters: Parameters, version: AgentVersion, wire: ClientWire
+) -> tuple[Parameters, tuple[str, ...]]:
+    """The client's output limit lowered to the model's (`model.config.maxOutputTokens`), and
+    what was changed, as `X-Contextproto-Adjusted` names it (contract §19)."""
+    config = version.model_config if isinstance(version.model_config, dict) else {}
+    limit = config.get("maxOutputTokens")
+    asked = parameters.max_tokens
+    if not isinstance(limit, int) or isinstance(limit, bool) or asked is None or asked <= limit:
+        return parameters, ()
+    return replace(parameters, max_tokens=limit), (f"{wire.max_tokens_field}={asked}->{limit}",)
 
 
 @dataclass(frozen=True)

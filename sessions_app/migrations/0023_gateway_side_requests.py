@@ -4,40 +4,39 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('sessions_app', '0022_gateway_call_ids'),
+        ("sessions_app", "0022_gateway_call_ids"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='gatewayexchange',
-            name='cache_read_input_tokens',
+            model_name="gatewayexchange",
+            name="cache_read_input_tokens",
             field=models.BigIntegerField(db_default=0, default=0),
         ),
         migrations.AddField(
-            model_name='gatewayexchange',
-            name='cache_write_input_tokens',
+            model_name="gatewayexchange",
+            name="cache_write_input_tokens",
             field=models.BigIntegerField(db_default=0, default=0),
         ),
         migrations.AddField(
-            model_name='gatewayexchange',
-            name='cost',
+            model_name="gatewayexchange",
+            name="cost",
             field=models.DecimalField(blank=True, decimal_places=12, max_digits=32, null=True),
         ),
         migrations.AddField(
-            model_name='gatewayexchange',
-            name='input_tokens',
+            model_name="gatewayexchange",
+            name="input_tokens",
             field=models.BigIntegerField(blank=True, null=True),
         ),
         migrations.AddField(
-            model_name='gatewayexchange',
-            name='output_tokens',
+            model_name="gatewayexchange",
+            name="output_tokens",
             field=models.BigIntegerField(blank=True, null=True),
         ),
         migrations.AddField(
-            model_name='gatewayexchange',
-            name='side',
+            model_name="gatewayexchange",
+            name="side",
             field=models.BooleanField(db_default=False, default=False),
         ),
     ]

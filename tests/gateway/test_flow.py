@@ -7,7 +7,14 @@ import json
 import pytest
 from prometheus_client import REGISTRY
 
-from sessions_app.models import GatewayExchange, KVEntry, Message, Run, Session
+from sessions_app.models import (
+    GatewayExchange,
+    KVEntry,
+    Message,
+    ProjectionSnapshot,
+    Run,
+    Session,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -339,3 +346,35 @@ def test_refusals_and_unknown_paths_are_counted_and_recorded_with_a_log_line(
     lines = [r.getMessage() for r in caplog.records if r.name == "contextproto.gateway"]
     assert any("status=404" in line and "code=not_found" in line for line in lines)
     assert any("status=401" in line and "requestId=" in line for line in lines)
+
+
+def test_an_output_limit_above_the_models_is_lowered_and_thinking_goes_to_anthropic_only(
+    gateway, scripted
+):
+    """Contract §19 (issue 40 item 4): a client's max_tokens above the model's limit is
+    lowered and named; Anthropic `thinking` reaches an Anthropic upstream and is named ignored
+    for an OpenAI one."""
+    thinking = {"type": "enabled", "budget_tokens": 2000}
+    body = {
+        "model": "helper",
+        "max_tokens": 64000,
+        "thinking": thinking,
+        "messages": [{"role": "user", "content": "hi"}],
+    }
+    version = scripted([{"text": "ok"}], wire="anthropic-messages")
+    version.model_config = {**version.model_config, "maxOutputTokens": 32768}
+    version.save()
+    reply = gateway.anthropic(body)
+    assert reply.status_code == 200, reply.content
+    assert reply["X-Contextproto-Adjusted"] == "max_tokens=64000->32768"
+    assert "thinking" not in reply.get("X-Contextproto-Ignored", "")
+    sent = ProjectionSnapshot.objects.get(session_id=reply["X-Contextproto-Session"]).request
+    assert sent["max_tokens"] == 32768 and sent["thinking"] == thinking
+
+    other = scripted([{"text": "ok"}], name="chatty", wire="openai-chat")
+    assert other.pk
+    reply = gateway.anthropic({**body, "model": "chatty"})
+    assert reply.status_code == 200, reply.content
+    assert "thinking" in reply["X-Contextproto-Ignored"].split(",")
+    sent = ProjectionSnapshot.objects.get(session_id=reply["X-Contextproto-Session"]).request
+    assert "thinking" not in sent
