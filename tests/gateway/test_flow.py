@@ -294,7 +294,7 @@ def test_a_user_message_while_a_client_call_waits_is_refused(gateway, scripted):
 
 
 def test_client_system_text_and_tools_commit_one_revision_only_when_they_change(gateway, scripted):
-    scripted([{"text": "1"}, {"text": "2"}, {"text": "3"}])
+    scripted([{"text": "1"}, {"text": "2"}, {"text": "3"}, {"text": "4"}])
     tools = [{"type": "function", "function": {"name": "lookup", "parameters": {"type": "object"}}}]
     history = [{"role": "system", "content": "Be kind."}, {"role": "user", "content": "a"}]
     first = gateway.openai({"model": "helper", "tools": tools, "messages": history})
@@ -307,9 +307,16 @@ def test_client_system_text_and_tools_commit_one_revision_only_when_they_change(
     assert session.state_revision == revision  # same text, same tools: nothing committed
     history[0]["content"] = "Be brief."
     history += [{"role": "assistant", "content": "2"}, {"role": "user", "content": "c"}]
-    gateway.openai({"messages": history}, key=key)
+    gateway.openai({"tools": tools, "messages": history}, key=key)
     session.refresh_from_db()
-    assert session.state_revision == revision + 1
+    assert session.state_revision == revision + 1  # the new system text
+    # The tools dropped, with the conversation's system text (other text without tools would
+    # be a side request, contract §19.1).
+    history += [{"role": "assistant", "content": "3"}, {"role": "user", "content": "d"}]
+    reply = gateway.openai({"messages": history}, key=key)
+    assert reply.json()["choices"][0]["message"]["content"] == "4"
+    session.refresh_from_db()
+    assert session.state_revision == revision + 2
 
     stored = dict(KVEntry.objects.filter(session=session).values_list("key", "value"))
     assert stored["gateway/system"] == "Be brief."
