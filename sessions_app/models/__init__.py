@@ -1,7 +1,7 @@
 """The sessions app's models, one module per concern (docs/architecture.md: store)."""
 
 from sessions_app.models.archive import ArchiveChunk
-from sessions_app.models.gateway import GatewayExchange
+from sessions_app.models.gateway import GatewayConversation, GatewayExchange
 from sessions_app.models.log import ImmutableMessageError, Message, MessageQuerySet
 from sessions_app.models.maintenance import MaintenanceJob
 from sessions_app.models.receipts import ClientWrite, HostTurn, ToolReceipt
@@ -14,6 +14,7 @@ __all__ = [
     "ClientWrite",
     "CompressedJSONField",
     "FoldRecord",
+    "GatewayConversation",
     "GatewayExchange",
     "HostTurn",
     "ImmutableMessageError",
