@@ -1,4 +1,5 @@
-"""Tenants (Applications), their API keys, host tools, Agents and AgentVersions (contract §2.1)."""
+"""Tenants (Applications), their API keys, host tools, gateway settings, Agents and AgentVersions
+(contract §2.1, §14)."""
 
 from __future__ import annotations
 
