@@ -15,9 +15,10 @@ committed (then the reply is stored, and a retry gets it as a replay).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import time
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -152,6 +153,7 @@ async def drive(opened: Opened, record: ExchangeRecord) -> AsyncGenerator[Event,
             recover=opened.recover,
             first_snapshot=opened.first_snapshot,
             mint_handed=True,
+            body_later=True,
         ),
     )
     stream = incoming.request.stream
@@ -179,6 +181,8 @@ async def drive(opened: Opened, record: ExchangeRecord) -> AsyncGenerator[Event,
                     continue
                 call: ModelCall = step
                 turn = trace_facts.turn_facts(facts, call.snapshot) if facts is not None else None
+                # The view's body is encoded while the model answers (no database: any thread).
+                encoding = _in_background(call.body.encode) if call.body is not None else None
                 with telemetry.chat_span(turn) as chat:
                     answer: ModelReply | None = None
                     first_text = True
@@ -208,6 +212,8 @@ async def drive(opened: Opened, record: ExchangeRecord) -> AsyncGenerator[Event,
                     assert answer is not None, "a model call ends with its answer"
                     if stream and answer.text:
                         said = True
+                    if encoding is not None:
+                        await encoding
                     step = await in_thread(_send, turns, answer)
                     if turn is not None and isinstance(step, TurnReport):
                         await in_thread(
@@ -251,6 +257,14 @@ async def drive(opened: Opened, record: ExchangeRecord) -> AsyncGenerator[Event,
         with contextlib.suppress(Exception):  # the database may be what failed
             await in_thread(_close_and_fail, turns, run, reason)
         raise
+
+
+def _in_background(work: Callable[[], Any]) -> asyncio.Future[Any]:
+    """`work` in a worker thread; its outcome is read even when nobody awaits it (a model
+    call that failed or a client that went away drops the turn and its body)."""
+    future = asyncio.ensure_future(asyncio.to_thread(work))
+    future.add_done_callback(lambda done: done.cancelled() or done.exception())
+    return future
 
 
 def _send(turns: Any, answer: ModelReply) -> ModelCall | TurnReport | None:

@@ -371,6 +371,7 @@ def _open_locked(
         use_cache=False,
         parameters=parameters,
         locked=session,
+        body_later=True,  # its body goes in the turn's second commit
     )
     return Opened(
         incoming=incoming,

@@ -34,7 +34,7 @@ from contextproto.protocol.prompt_cache import PromptCache, session_cache_key
 from contextproto.protocol.view_plan import ReadPlan
 from sessions_app.models import MaintenanceJob, ProjectionSnapshot, Run, Session
 from sessions_app.reads import hot_sql, view_cache
-from sessions_app.store.body_writer import snapshot_create
+from sessions_app.store.body_writer import snapshot_create, snapshot_row_create
 from sessions_app.store.state import session_lock
 
 # The estimator of estimated usage (providers.base): characters / 4 of the canonical JSON.
@@ -144,8 +144,13 @@ def projection_build(
     use_cache: bool = True,
     parameters: Parameters | None = None,
     locked: Session | None = None,
+    body_later: bool = False,
 ) -> ProjectionSnapshot:
     """Freeze the turn, project, adapt for `provider` and store the snapshot.
+
+    `body_later`: store the row only (its view in memory); the caller writes the body in a
+    later commit of its turn (`body_pending`, then `body_store`), and until then every reader
+    rebuilds it (a turn that commits before and after its model call).
 
     `locked`: the session, locked by the caller inside its transaction (a gateway request
     builds its first view in the commit that writes its input); else it is locked here.
@@ -205,7 +210,7 @@ def projection_build(
         build_inputs["maintenancePending"] = pending
     if forwarded:
         build_inputs["requestParameters"] = forwarded
-    return snapshot_create(
+    return (snapshot_row_create if body_later else snapshot_create)(
         session=session,
         run_id=run_uuid,
         revision=plan.revision,

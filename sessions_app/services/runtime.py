@@ -52,6 +52,7 @@ from sessions_app.services.runs import autostart, run_enqueue
 from sessions_app.services.turn_commit import turn_commit_locked
 from sessions_app.services.turn_spans import turn_recorded
 from sessions_app.store import hooks
+from sessions_app.store.body_writer import PendingBody, body_pending, body_store
 from sessions_app.store.state import session_relock
 
 CONTINUE = "continue"
@@ -93,6 +94,9 @@ class ModelCall:
     snapshot: ProjectionSnapshot
     model: str
     step: int | None
+    # The view's body, when the turn writes it in its second commit (`Drive.body_later`): the
+    # driver may encode it (`body.encode`, no database) while the model call is in flight.
+    body: PendingBody | None = None
 
     @property
     def request(self) -> dict[str, Any]:
@@ -125,6 +129,9 @@ class Drive:
     first_snapshot: ProjectionSnapshot | None = None
     # A gateway request: the call handed to its client gets a service-unique id.
     mint_handed: bool = False
+    # Each turn's snapshot row in the commit before its model call, its body in the one after
+    # (the first snapshot too, when the driver built it so).
+    body_later: bool = False
 
     @property
     def lease(self) -> int:
@@ -249,17 +256,21 @@ def run_turns(
             run_id=run.id.hex,
             use_cache=False,
             parameters=drive.parameters,
+            body_later=drive.body_later,
         )
         first = None
+        body = body_pending(snapshot) if drive.body_later else None
         # Only a scripted model reads its step; a sum over the session's runs is not free.
         step = model_step(session) if isinstance(provider, ScriptedProvider) else None
         started = time.monotonic()
         with model_wait(run, drive.lease):
-            answer = yield ModelCall(snapshot=snapshot, model=version.model_name, step=step)
+            answer = yield ModelCall(
+                snapshot=snapshot, model=version.model_name, step=step, body=body
+            )
         if answer is None:
             raise TypeError("run_turns: send the model's answer for each ModelCall")
         latency_ms = round((time.monotonic() - started) * 1000)
-        report = _commit(session, run, snapshot, answer, latency_ms, drive)
+        report = _commit(session, run, snapshot, answer, latency_ms, drive, body)
         yield report
         if report.outcome != CONTINUE:
             return
@@ -475,17 +486,22 @@ def _commit(
     answer: ModelReply,
     latency_ms: int,
     drive: Drive,
+    body: PendingBody | None = None,
 ) -> TurnReport:
     """Write a turn's answer in ONE commit: the answer, its dispatch and usage
-    (`turn_commit_locked`), the run's count and status, and the driver's record of the end."""
+    (`turn_commit_locked`), the run's count and status, the driver's record of the end, and
+    the view's body when the turn writes it now (encoded already, unless its driver did not)."""
     reply = storable_reply(answer)
     if not reply.tool_calls and not (reply.text and reply.text.strip()):
         raise ApplicationError(
             MODEL_EMPTY_ANSWER, "The model answered with neither text nor a tool call."
         )
     calls = [AnswerCall(c.id, c.name, c.arguments) for c in reply.tool_calls]
+    encoded = body.encode() if body is not None else None
     with transaction.atomic():
         locked = session_relock(session)
+        if encoded is not None:
+            body_store(encoded)
         committed = turn_commit_locked(
             locked,
             snapshot=snapshot,

@@ -154,6 +154,28 @@ def body_encode(snapshot: ProjectionSnapshot, body: dict[str, Any]) -> EncodedBo
     return body_encode_on(body_base(snapshot.session_id), snapshot, body)
 
 
+@dataclass(eq=False)
+class PendingBody:
+    """A turn's snapshot body, written in the turn's second commit: `base` read in the request's
+    thread, the body encoded on it while the model call is in flight (`encode`: no database,
+    so any thread may run it), then stored with the turn's answer (`body_store`)."""
+
+    base: BodyBase | None
+    snapshot: ProjectionSnapshot
+    encoded: EncodedBody | None = None
+
+    def encode(self) -> EncodedBody:
+        if self.encoded is None:
+            self.encoded = body_encode_on(self.base, self.snapshot, self.snapshot.view.body)
+        return self.encoded
+
+
+def body_pending(snapshot: ProjectionSnapshot) -> PendingBody:
+    """The body of `snapshot` (its row written by `snapshot_row_create`), to encode and store
+    later: its base read now (one statement)."""
+    return PendingBody(body_base(snapshot.session_id), snapshot)
+
+
 # --------------------------------------------------------------------------- storing
 
 

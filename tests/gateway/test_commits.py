@@ -20,7 +20,8 @@ import pytest
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.backends.utils import CursorWrapper
 
-from sessions_app.models import Message
+from sessions_app.models import Message, ProjectionSnapshot
+from sessions_app.store.snapshot_bodies import TABLE
 
 WRITE = re.compile(r"^\s*(INSERT|UPDATE|DELETE)\b", re.IGNORECASE)
 SESSION_TABLE = '"sessions_app_session"'
@@ -100,3 +101,9 @@ def test_a_turn_commits_twice_and_reads_the_session_row_once(gateway, scripted, 
     # Besides: the key lookup (the session's id) and the answer's relock (three counters).
     assert len(counted.session_selects) == 3, counted.session_selects
     assert Message.objects.filter(session_id=session).count() == 4
+    # The view's body went in with the answer (encoded while the model answered): the row was
+    # inserted without it, then given it, and every body is stored.
+    body_writes = [s for s in counted.statements if s.lstrip().upper().startswith("UPDATE")]
+    assert any(TABLE in s and "body" in s for s in body_writes), counted.statements
+    states = ProjectionSnapshot.objects.filter(session_id=session).values_list("body_state")
+    assert {state for (state,) in states} == {"stored"}

@@ -298,13 +298,16 @@ def test_parallel_calls_are_cut_to_one_and_reused_ids_replaced(world, fmt):
     chat = world.chat(fmt)
     messages = [chat.user("Weather in Oslo and Rome?")]
     first = chat.send(messages, tools=[LOOKUP])
-    assert first.call[0] == "call_0" and first.call[2] == {"city": "Oslo"}
+    # Every call handed to the client has an id the gateway minted, unique across the service
+    # (SPEC §19.1 step 4), never the model's own.
+    assert first.call[0].startswith("call_") and first.call[0] != "call_0"
+    assert first.call[2] == {"city": "Oslo"}
     assert len(first.message.get("tool_calls") or first.message["content"]) == 1
     chat = world.chat(fmt, key=first.headers["x-contextproto-session-key"])
-    messages += [first.message, chat.tool_result("call_0", "rainy")]
+    messages += [first.message, chat.tool_result(first.call[0], "rainy")]
     second = chat.send(messages, tools=[LOOKUP])
-    # The model reused call_0: the client gets a fresh id, unique in the session.
-    assert second.call[0] != "call_0" and second.call[2] == {"city": "Rome"}
+    # The model reused call_0: the client still gets a fresh id.
+    assert second.call[0] not in ("call_0", first.call[0]) and second.call[2] == {"city": "Rome"}
     assert "single_tool_call_per_turn" in _sent_messages(world.model.requests[1])
     messages += [second.message, chat.tool_result(second.call[0], "sunny")]
     assert chat.send(messages, tools=[LOOKUP]).text == "Done."
