@@ -144,6 +144,25 @@ def test_each_storm_of_identical_requests_runs_one_turn_and_answers_all_alike(tw
 NEW_CONVERSATIONS = 40
 
 
+def _first_requests(
+    base: str, body: dict[str, Any], headers: dict[str, str]
+) -> list[tuple[int, dict[str, str], bytes]]:
+    """SIZE plain POSTs of `body` released at the same moment."""
+    barrier = threading.Barrier(SIZE)
+    answers: list[tuple[int, dict[str, str], bytes]] = [(0, {}, b"")] * SIZE
+
+    def one(n: int) -> None:
+        barrier.wait()
+        answers[n] = post(f"{base}/gateway/openai/v1/chat/completions", body, headers)
+
+    threads = [threading.Thread(target=one, args=(n,)) for n in range(SIZE)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    return answers
+
+
 @pytest.mark.django_db(transaction=True)
 def test_first_requests_of_a_new_conversation_at_the_same_moment_start_one_session(two_workers):
     """SPEC §19.1: requests of a new conversation id that arrive at the same moment create one
@@ -165,20 +184,7 @@ def test_first_requests_of_a_new_conversation_at_the_same_moment_start_one_sessi
                     f"conversation-{storm}"
                 ),
             }
-            barrier = threading.Barrier(SIZE)
-            answers: list[tuple[int, dict[str, str], bytes]] = [(0, {}, b"")] * SIZE
-
-            def one(n: int, headers: dict[str, str] = headers) -> None:
-                barrier.wait()
-                answers[n] = post(
-                    f"{two_workers}/gateway/openai/v1/chat/completions", body, headers
-                )
-
-            threads = [threading.Thread(target=one, args=(n,)) for n in range(SIZE)]
-            for thread in threads:
-                thread.start()
-            for thread in threads:
-                thread.join(60)
+            answers = _first_requests(two_workers, body, headers)
             where = f"storm {storm}"
             assert [status for status, _, _ in answers] == [200] * SIZE, (where, answers)
             assert len({content for _, _, content in answers}) == 1, (where, answers)
