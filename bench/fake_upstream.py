@@ -1,4 +1,4 @@
-"""A fake OpenAI-compatible model for the gateway benchmark: every answer after a fixed delay.
+"""A fake OpenAI-compatible model for the gateway benchmark: answers after a delay, or streams.
 
     python bench/fake_upstream.py --delay 0.05      # prints "ready <port>" once it listens
 

@@ -1,7 +1,9 @@
-"""Part 1 of the gateway section (bench/bench_gateway.py): what the gateway costs a request.
+"""Parts 1, 2 and 5 of the gateway section (bench/bench_gateway.py): what a request costs.
 
-The three paths to the fake model in interleaved rounds, the gateway's own record read back,
-and where the time of one gateway request goes (statements, SQL, commits that flush the WAL).
+Every path to the fake model (direct, LiteLLM, the gateway servers; the view-size pairs
+included) in interleaved rounds, the gateway's own record read back, and where the time of
+one gateway request goes (statements, SQL, commits that flush the WAL, the session row's
+reads), with tracing off and on.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ from gateway_setup import (
     Client,
     Process,
 )
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 # --------------------------------------------------------------------------- overhead
 
@@ -414,13 +418,26 @@ def flush_cost_ms(repeat: int = 30) -> dict[str, float]:
 
 
 def breakdown(prepared: dict[str, Any]) -> dict[str, Any]:
-    """Statements, SQL time and WAL-flushing commits of one gateway request, in this process.
+    """Statements, SQL time and WAL-flushing commits of one gateway request, in this process,
+    with tracing off (the figures at the top level) and on (`traced`: spans to an in-memory
+    exporter, so what tracing adds to the request's own path shows)."""
+    from contextproto import telemetry
 
-    The same view through Django's test client (no HTTP server) on the 1k incremental
+    found = _counted(prepared)
+    telemetry.configure(SimpleSpanProcessor(InMemorySpanExporter()))
+    try:
+        found["traced"] = _counted(prepared)
+    finally:
+        telemetry.configure(None)
+    found["probe"] = flush_cost_ms()
+    return found
+
+
+def _counted(prepared: dict[str, Any]) -> dict[str, Any]:
+    """The same view through Django's test client (no HTTP server) on the 1k incremental
     session, BREAKDOWN_REQUESTS requests after one warm-up: every statement is counted and
     timed; a commit flushes the WAL when its transaction wrote (or locked) a row, which is
-    an atomic block with such a statement or a write run outside any.
-    """
+    an atomic block with such a statement or a write run outside any."""
     from django.db import connection
     from django.test import Client as TestClient
     from django.test.utils import override_settings
@@ -431,7 +448,7 @@ def breakdown(prepared: dict[str, Any]) -> dict[str, Any]:
         "HTTP_X_CONTEXTPROTO_SESSION": str(session),
     }
     client = TestClient()
-    counts = Counter()
+    counts: Counter = Counter()
     seconds = {"sql": 0.0}
     pending = {"write": False}
 
@@ -488,5 +505,4 @@ def breakdown(prepared: dict[str, Any]) -> dict[str, Any]:
         "session_locks": counts["session_locks"] / n,
         "sql_ms": seconds["sql"] / n * 1000,
         "overhead_ms": (wall / n - FIXED_DELAY) * 1000,
-        "probe": flush_cost_ms(),
     }

@@ -94,21 +94,22 @@ def _why(goal: dict[str, str], g: dict[str, Any]) -> str:
     rows = {r["key"]: r for r in o["rows"]}
     target = goal["target"]
     if target.startswith("gateway overhead per request"):
-        one = rows["gw1:incremental@1k"]
+        server, workers = ("gw4", "4 workers") if "4 workers" in target else ("gw1", "1 worker")
+        one = rows[f"{server}:incremental@1k"]
         b = o.get("breakdown") or {}
         return (
-            f"Per request on the 1k incremental path with 1 worker (p50 of each part): "
+            f"Per request on the 1k incremental path with {workers} (p50 of each part): "
             f"{_f(one['edge_p50'])} ms outside the recorded span (uvicorn, the key lookup, "
             f"reading the body, sending the reply), {_f(one['recorded_p50'])} ms in the "
             f"service (gateway_ms) and {_f(one['upstream_extra_p50'])} ms in the upstream "
             "call beyond the model's delay. The service's part is the view built and stored "
             f"and the turn written: {_f(b.get('statements', NAN), 0)} SQL statements "
             f"({_f(b.get('sql_ms', NAN))} ms of SQL) in {_f(b.get('flushes', NAN), 0)} "
-            "commits that write, and the projection (`contextproto_projection_seconds`: "
-            f'{_f(o["projection"]["mean_ms"])} ms on average); see "Where the time goes" '
-            "below. LiteLLM forwards the body it is given and writes nothing; the gateway "
-            "has the input, the view, the answer, its usage and the reply in the log before "
-            "it answers (a retry is answered from there)."
+            "commits that write, and the projection (`contextproto_projection_seconds` of "
+            f"the 1-worker server: {_f(o['projection']['mean_ms'])} ms on average); see "
+            '"Where the time goes" below. LiteLLM forwards the body it is given and writes '
+            "nothing; the gateway has the input, the view, the answer, its usage and the "
+            "reply in the log before it answers (a retry is answered from there)."
         )
     if target.startswith("gateway overhead on a 100k"):
         return (
@@ -134,9 +135,8 @@ def _why(goal: dict[str, str], g: dict[str, Any]) -> str:
         return "See the streaming table below: which path, and whether a stream failed."
     if target.startswith("tracing on"):
         return (
-            "See the tracing table below: a path over the bound, a request not answered, or "
-            "no spans counted dropped with the collector down (a counter that does not move "
-            "is a defect of the export queue's accounting)."
+            "See the tracing table below. What tracing adds to the request's own path: "
+            + _traced(o.get("breakdown") or {})
         )
     if target.startswith("issue 31 item 3"):
         worst = max(g["slow"], key=lambda r: r["waiting"])
@@ -145,6 +145,22 @@ def _why(goal: dict[str, str], g: dict[str, Any]) -> str:
             f"{worst['in_transaction']} transactions open mid-wait; see the table below."
         )
     return ""
+
+
+def _traced(b: dict[str, Any]) -> str:
+    """What the breakdown measured with tracing on, against off."""
+    on = b.get("traced") or {}
+    return (
+        f"the same request through the test client makes {_f(on.get('statements', NAN), 0)} "
+        f"statements with tracing on against {_f(b.get('statements', NAN), 0)} off "
+        f"({_f(on.get('sql_ms', NAN))} vs {_f(b.get('sql_ms', NAN))} ms of SQL; "
+        f"{_f(on.get('overhead_ms', NAN))} vs {_f(b.get('overhead_ms', NAN))} ms a request "
+        "there, model delay excluded): after each turn is written, and before the reply, "
+        "`drive` describes it on its span (`turn_recorded` → `snapshot_effect`: the "
+        "snapshot's body decoded, the raw messages behind its folds read, the window's "
+        "messages counted; the session facts read the agent), "
+        "sessions_app/gateway/drive.py."
+    )
 
 
 def _intro(g: dict[str, Any]) -> list[str]:
@@ -306,6 +322,9 @@ def _tracing_text(g: dict[str, Any]) -> list[str]:
         "of tracing off, every request answered.",
         "",
         tracing_table(g["overhead"]),
+        "",
+        "The export is off the request's path; describing a turn is not: "
+        + _traced(g["overhead"].get("breakdown") or {}),
         "",
         f"With the collector down, {down.get('contextproto_trace_exports_failed_total', 0):.0f} "
         "batches failed and their spans were counted dropped "

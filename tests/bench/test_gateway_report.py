@@ -146,6 +146,7 @@ def _results(
             "session_locks": 2.0,
             "sql_ms": 40.0,
             "overhead_ms": 90.0,
+            "traced": {"statements": 38.0, "sql_ms": 44.0, "overhead_ms": 97.0},
             "probe": {"flushed_ms": 2.5, "unflushed_ms": 0.1, "select_ms": 0.05},
         },
     }
@@ -226,6 +227,7 @@ def test_the_section_explains_a_missed_goal_with_the_runs_figures() -> None:
     for heading in ("Overhead against view size", "Streaming", "Tracing on and off"):
         assert f"### {heading}" in text
     assert "| ~100k " in text and "107,800" in text
+    assert "makes 38 statements with tracing on against 34 off" in text
     assert "No API request failed and no transaction stayed open" in text
 
 
