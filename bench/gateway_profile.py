@@ -21,6 +21,7 @@ import subprocess
 import sys
 import threading
 import time
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +40,7 @@ from gateway_setup import (
     GatewaySpec,
     fake_upstream,
     gateway_servers,
+    otlp_sink,
     servers_ready,
 )
 
@@ -140,6 +142,7 @@ def main() -> None:
     parser.add_argument("--rate", type=int, default=250)
     parser.add_argument("--top", type=int, default=40)
     parser.add_argument("--gil", action="store_true", help="only samples holding the GIL")
+    parser.add_argument("--tracing", action="store_true", help="tracing on, to bench/otlp_sink.py")
     args = parser.parse_args()
     benchlib.refuse_unless_postgres()
     benchlib.django_setup()
@@ -148,8 +151,11 @@ def main() -> None:
 
     VAR.mkdir(parents=True, exist_ok=True)
     token = secrets.token_urlsafe(16)
-    spec = GatewaySpec("profile")
-    with fake_upstream(FIXED_DELAY) as fake, gateway_servers(token, [spec]) as servers:
+    with ExitStack() as stack:
+        fake = stack.enter_context(fake_upstream(FIXED_DELAY))
+        sink = stack.enter_context(otlp_sink()) if args.tracing else None
+        spec = GatewaySpec("profile", otlp_endpoint=sink.base if sink else None)
+        servers = stack.enter_context(gateway_servers(token, [spec]))
         servers_ready(servers, [spec])
         server = servers["profile"]
         application, _ = Application.objects.get_or_create(name=APPLICATION)
@@ -161,7 +167,7 @@ def main() -> None:
         )
         for n in range(5):  # warm up
             client.request("POST", GATEWAY_PATH, {"model": "x", "messages": [user(n, "warm")]})
-        out = VAR / f"profile-{args.path}.txt"
+        out = VAR / f"profile-{args.path}{'-traced' if args.tracing else ''}.txt"
         spy = subprocess.Popen(
             [
                 str(Path(sys.executable).parent / "py-spy"),

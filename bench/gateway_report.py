@@ -316,7 +316,9 @@ def tracing_table(overhead: dict[str, Any]) -> str:
     rows = _rows(overhead)
     off = rows["trace-off:incremental@1k"]
     tracing = overhead.get("tracing") or {}
-    table_rows = [["off", off["p50"], off["p95"], 1.0, "-", "-", "-"]]
+    table_rows = [
+        ["off", off["p50"], off["p95"], 1.0, off["recorded_p50"], off["edge_p50"], "-", "-", "-"]
+    ]
     for name, what in (("trace-up", "on, collector up"), ("trace-down", "on, collector down")):
         row = rows[f"{name}:incremental@1k"]
         counts = tracing.get(name) or {}
@@ -327,6 +329,8 @@ def tracing_table(overhead: dict[str, Any]) -> str:
                 row["p50"],
                 row["p95"],
                 _ratio(row, off),
+                row["recorded_p50"],
+                row["edge_p50"],
                 f"{counts.get('contextproto_trace_spans_exported_total', 0):.0f}",
                 f"{counts.get('contextproto_trace_spans_dropped_total', 0):.0f}",
                 f"{sink.get('spans', 0)} in {sink.get('requests', 0)} batches" if sink else "-",
@@ -338,6 +342,8 @@ def tracing_table(overhead: dict[str, Any]) -> str:
             "overhead p50 ms",
             "overhead p95 ms",
             "p50 / off",
+            "gateway_ms p50",
+            "outside gateway_ms p50",
             "spans exported",
             "spans dropped",
             "received by the collector",
