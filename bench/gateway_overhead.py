@@ -9,6 +9,7 @@ reads), with tracing off and on.
 from __future__ import annotations
 
 import json
+import random
 import re
 import time
 from collections import Counter
@@ -328,11 +329,18 @@ def _row(variant: Variant, since: Any) -> dict[str, Any]:
     }
 
 
+def round_order[T](paths: list[T], n: int) -> list[T]:
+    """Round `n`'s order of the paths: shuffled anew each round (seeded by `n`), so no path
+    always follows the same one - a server still finishing the request before (its record,
+    its logs, a collection) would otherwise slow the same neighbour every round."""
+    return random.Random(f"gateway-round-{n}").sample(paths, len(paths))
+
+
 def measure_overhead(
     found: list[Variant], fake: Process, gateway: Process, metrics_token: str, rounds: int
 ) -> dict[str, Any]:
-    """Interleaved rounds of every variant (each takes every place in a round in turn); the
-    records and the histograms of `gateway` (the 1-worker server) beside them."""
+    """Interleaved rounds of every variant (`round_order`); the records and the histograms of
+    `gateway` (the 1-worker server) beside them."""
     from django.utils import timezone
 
     fake_client = Client(fake.base)
@@ -343,8 +351,7 @@ def measure_overhead(
             fake_client.request("POST", "/stats/reset", {})
             histogram_before = _metrics(gateway, metrics_token)
             since = timezone.now()
-        shift = n % len(found)
-        for variant in found[shift:] + found[:shift]:
+        for variant in round_order(found, n):
             status, headers, raw = variant.send(n)
             seconds = variant.client.elapsed
             problem = variant.check(status, headers, raw)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from benchlib import median, p95
-from gateway_overhead import user
+from gateway_overhead import round_order, user
 from gateway_setup import (
     GATEWAY_PATH,
     LITELLM_MODEL,
@@ -124,8 +124,7 @@ def measure_stream(paths: list[StreamPath], fake_base: str) -> list[dict[str, An
     and the time to the first text beyond the fake's own (one piece interval)."""
     fake_client = Client(fake_base)
     for n in range(STREAM_WARMUP + STREAM_ROUNDS):
-        shift = n % len(paths)
-        for path in paths[shift:] + paths[:shift]:
+        for path in round_order(paths, n):
             mark = f"{path.key.replace(':', '-').replace('@', '-')}-{n}"
             seen = path.send(mark, n)
             problem = _problem(seen)
