@@ -384,9 +384,9 @@ def render(results: dict[str, Any], verdicts: list[dict[str, str]], ctx: dict[st
             "",
         ]
     if "gateway" in results:
-        import gateway_report
+        import gateway_section
 
-        lines += gateway_report.section_lines(results["gateway"])
+        lines += gateway_section.section_lines(results["gateway"])
     return "\n".join(lines)
 
 

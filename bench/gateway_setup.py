@@ -1,7 +1,8 @@
-"""What the gateway section (bench/bench_gateway.py) sets up: settings, servers, sessions.
+"""What the gateway section (bench/bench_gateway.py) sets up: settings, servers, a client.
 
-Its settings, the servers it starts (the fake model, the gateway, the LiteLLM proxy), one
-keep-alive HTTP client, and the sessions its requests continue.
+Its settings, the servers it starts (the fake model, the trace sink, the gateways, the LiteLLM
+proxy) and one keep-alive HTTP client that also reads a stream as it arrives. The sessions
+its requests continue are gateway_sessions.py's.
 """
 
 from __future__ import annotations
@@ -10,26 +11,29 @@ import http.client
 import json
 import os
 import re
-import secrets
 import subprocess
 import sys
 import time
 import tomllib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import bench_data
 import benchlib
 import hostloops
 
 FIXED_DELAY = 0.05  # seconds the fake model takes per call in the overhead part
 SLOW_DELAY = 5.0  # seconds per call in the slow-upstream part
-ROUNDS = 40
-WARMUP = 5
+STREAM_CHUNKS = 20  # text pieces of a streamed answer ...
+STREAM_SECONDS = 2.0  # ... spread over this long (issue 38's streaming goal)
+ROUNDS = 30
+WARMUP = 3
+STREAM_ROUNDS = 6
+STREAM_WARMUP = 1
 SIZES = (1_000, 100_000)
+VIEW_TOKENS = (1_000, 10_000, 50_000, 100_000)  # transcripts of the view-size comparison
 SLOW_COUNTS = (8, 16)
 POOL_SIZE = "8"  # what `make serve` sets
 API_CLIENTS = 2  # threads of "normal" API traffic
@@ -38,6 +42,7 @@ VAR = benchlib.ROOT / "var" / "bench" / "gateway"
 LITELLM_VENV = benchlib.ROOT / "var" / "bench-litellm"
 APPLICATION = "bench-gateway"
 GATEWAY_PATH = "/gateway/openai/v1/chat/completions"
+RESPONSES_PATH = "/gateway/openai/v1/responses"
 LITELLM_MODEL = "bench-model"
 
 
@@ -85,12 +90,22 @@ def _wait_http(port: int, path: str, process: subprocess.Popen, log: Path, timeo
             connection.close()
 
 
+def _wait_workers(workers: int, process: subprocess.Popen, log: Path, timeout: float) -> None:
+    """Until every worker of a server has started (the first one answers health alone)."""
+    deadline = time.monotonic() + timeout
+    while log.read_text(errors="replace").count("Application startup complete") < workers:
+        if process.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"not all {workers} workers started: {log.read_text()[-3000:]}")
+        time.sleep(0.2)
+
+
 @contextmanager
-def fake_upstream(delay: float) -> Iterator[Process]:
-    """bench/fake_upstream.py in a process of its own (the client threads here hold the GIL)."""
-    log = VAR / f"fake-{delay:g}.log"
+def _script(name: str, *args: str) -> Iterator[Process]:
+    """bench/<name>.py in a process of its own (the client threads here hold the GIL), which
+    prints "ready <port>" once it listens."""
+    log = VAR / f"{name}-{'_'.join(a.lstrip('-') for a in args) or 'default'}.log"
     process = subprocess.Popen(
-        [sys.executable, str(benchlib.BENCH_DIR / "fake_upstream.py"), "--delay", str(delay)],
+        [sys.executable, str(benchlib.BENCH_DIR / f"{name}.py"), *args],
         stdout=subprocess.PIPE,
         stderr=log.open("wb"),
         text=True,
@@ -99,36 +114,84 @@ def fake_upstream(delay: float) -> Iterator[Process]:
         assert process.stdout is not None
         line = process.stdout.readline().split()
         if line[:1] != ["ready"]:
-            raise RuntimeError(f"the fake upstream did not start: {log.read_text()}")
+            raise RuntimeError(f"{name} did not start: {log.read_text()}")
         yield Process(process, int(line[1]), log)
     finally:
         _stop(process)
 
 
+def fake_upstream(delay: float) -> Any:
+    """The fake model (bench/fake_upstream.py): answers after `delay`, streams STREAM_CHUNKS
+    pieces over STREAM_SECONDS."""
+    return _script(
+        "fake_upstream",
+        "--delay",
+        str(delay),
+        "--stream-chunks",
+        str(STREAM_CHUNKS),
+        "--stream-seconds",
+        str(STREAM_SECONDS),
+    )
+
+
+def otlp_sink() -> Any:
+    """A trace collector that answers 200 at once (bench/otlp_sink.py)."""
+    return _script("otlp_sink")
+
+
+@dataclass(frozen=True)
+class GatewaySpec:
+    """One gateway server of the run: its name, worker processes and trace endpoint."""
+
+    name: str
+    workers: int = 1
+    otlp_endpoint: str | None = None  # None: tracing off
+
+
 @contextmanager
-def gateway_server(metrics_token: str) -> Iterator[Process]:
-    """uvicorn with one worker, as `make serve` runs it (its limits, pool of 8)."""
-    port = hostloops.free_port()
-    log = VAR / "server.log"
-    env = hostloops.server_env(
-        database_url=os.environ["DATABASE_URL"],
-        redis_url="",  # as the rest of make bench: no broker, nothing is queued here
-        var_dir=VAR,
-        DATABASE_POOL_SIZE=POOL_SIZE,
-        METRICS_TOKEN=metrics_token,
-    )
-    command = [sys.executable, "-m", "uvicorn", "contextproto.asgi:application"]
-    command += ["--host", "127.0.0.1", "--port", str(port), "--workers", "1"]
-    command += ["--proxy-headers", "--http", "contextproto.serving:H11Protocol"]
-    command += ["--timeout-keep-alive", "5", "--timeout-graceful-shutdown", "20"]
-    process = subprocess.Popen(
-        command, cwd=benchlib.ROOT, env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT
-    )
+def gateway_servers(metrics_token: str, specs: list[GatewaySpec]) -> Iterator[dict[str, Process]]:
+    """uvicorn per spec, started side by side, with `make serve`'s limits and pool of 8,
+    `spec.workers` processes, tracing to `spec.otlp_endpoint` (the standard OTEL_* variables)
+    or off. Yields them by name at once (they boot while the sessions are built):
+    `servers_ready` waits for them."""
+    started: dict[str, Process] = {}
     try:
-        _wait_http(port, "/api/v1/health/live/", process, log, 60)
-        yield Process(process, port, log)
+        for spec in specs:
+            port = hostloops.free_port()
+            log = VAR / f"server-{spec.name}.log"
+            env = hostloops.server_env(
+                database_url=os.environ["DATABASE_URL"],
+                redis_url="",  # as the rest of make bench: no broker, nothing is queued here
+                var_dir=VAR,
+                DATABASE_POOL_SIZE=POOL_SIZE,
+                METRICS_TOKEN=metrics_token,
+            )
+            env = {k: v for k, v in env.items() if not k.startswith("OTEL_")}
+            if spec.otlp_endpoint is not None:
+                env.update(
+                    OTEL_EXPORTER_OTLP_ENDPOINT=spec.otlp_endpoint, OTEL_SERVICE_NAME="bench"
+                )
+            command = [sys.executable, "-m", "uvicorn", "contextproto.asgi:application"]
+            command += ["--host", "127.0.0.1", "--port", str(port)]
+            command += ["--workers", str(spec.workers)]
+            command += ["--proxy-headers", "--http", "contextproto.serving:H11Protocol"]
+            command += ["--timeout-keep-alive", "5", "--timeout-graceful-shutdown", "20"]
+            process = subprocess.Popen(
+                command, cwd=benchlib.ROOT, env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT
+            )
+            started[spec.name] = Process(process, port, log)
+        yield started
     finally:
-        _stop(process)
+        for server in started.values():
+            _stop(server.process)
+
+
+def servers_ready(servers: dict[str, Process], specs: list[GatewaySpec]) -> None:
+    """Until every worker of every server answers."""
+    for spec in specs:
+        server = servers[spec.name]
+        _wait_http(server.port, "/api/v1/health/live/", server.process, server.log, 120)
+        _wait_workers(spec.workers, server.process, server.log, 120)
 
 
 def bench_requirements() -> list[str]:
@@ -165,7 +228,8 @@ def litellm_venv() -> Path:
 
 @contextmanager
 def litellm_proxy(upstream: str, master_key: str) -> Iterator[Process]:
-    """`litellm --config` (one process) forwarding `bench-model` to the fake upstream."""
+    """`litellm --config` (one process) forwarding `bench-model` to the fake upstream, yielded
+    at once (it boots while the sessions are built): `litellm_ready` waits for it."""
     binary = litellm_venv()
     config = VAR / "litellm.yaml"
     config.write_text(
@@ -192,10 +256,13 @@ def litellm_proxy(upstream: str, master_key: str) -> Iterator[Process]:
         command, cwd=VAR, env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT
     )
     try:
-        _wait_http(port, "/health/liveliness", process, log, 120)
         yield Process(process, port, log)
     finally:
         _stop(process)
+
+
+def litellm_ready(litellm: Process) -> None:
+    _wait_http(litellm.port, "/health/liveliness", litellm.process, litellm.log, 180)
 
 
 def litellm_version() -> str:
@@ -216,13 +283,28 @@ def litellm_version() -> str:
 
 
 class Client:
-    """One keep-alive connection; reconnects after a failure."""
+    """One keep-alive connection; reconnects after a failure, and before a request when it
+    has been idle long enough for the server to have closed it. `elapsed` is the last
+    exchange's time: from the request's first byte to the reply's last (the connection made
+    and the body encoded before it, so a path pays for its server, not for this client)."""
+
+    IDLE_SECONDS = 4.0  # the servers close a keep-alive connection idle for 5 s
 
     def __init__(self, base: str, headers: dict[str, str] | None = None) -> None:
         host, port = base.removeprefix("http://").split(":")
         self.host, self.port = host, int(port)
         self.headers = {"Content-Type": "application/json", **(headers or {})}
         self.connection: http.client.HTTPConnection | None = None
+        self.used = 0.0
+        self.elapsed = 0.0
+
+    def _connected(self, timeout: float) -> http.client.HTTPConnection:
+        if self.connection is not None and time.monotonic() - self.used > self.IDLE_SECONDS:
+            self.close()
+        if self.connection is None:
+            self.connection = http.client.HTTPConnection(self.host, self.port, timeout=timeout)
+            self.connection.connect()
+        return self.connection
 
     def request(
         self,
@@ -234,13 +316,13 @@ class Client:
     ) -> tuple[int | None, dict[str, str], bytes]:
         data = json.dumps(body).encode() if body is not None else None
         try:
-            if self.connection is None:
-                self.connection = http.client.HTTPConnection(self.host, self.port, timeout=timeout)
-            self.connection.request(
-                method, path, body=data, headers={**self.headers, **(headers or {})}
-            )
-            response = self.connection.getresponse()
+            connection = self._connected(timeout)
+            started = time.perf_counter()
+            connection.request(method, path, body=data, headers={**self.headers, **(headers or {})})
+            response = connection.getresponse()
             raw = response.read()
+            self.elapsed = time.perf_counter() - started
+            self.used = time.monotonic()
             return response.status, {k.lower(): v for k, v in response.getheaders()}, raw
         except (OSError, http.client.HTTPException):
             self.close()
@@ -251,106 +333,58 @@ class Client:
             self.connection.close()
             self.connection = None
 
-
-# --------------------------------------------------------------------------- sessions
+    def stream(
+        self, path: str, body: Any, is_text: Callable[[dict[str, Any]], str], timeout: float = 60
+    ) -> Streamed:
+        """POST `body` and read its Server-Sent Events as they arrive: when the first and the
+        last text came (`time.monotonic()`, the clock bench/fake_upstream.py stamps its
+        pieces with), the text, and how the stream ended. `is_text` gives an event's text."""
+        streamed = Streamed()
+        data = json.dumps(body).encode()
+        try:
+            connection = self._connected(timeout)
+            streamed.started = time.monotonic()
+            connection.request("POST", path, body=data, headers=self.headers)
+            response = connection.getresponse()
+            streamed.status = response.status
+            if response.status != 200:
+                streamed.error = response.read()[:300].decode(errors="replace")
+                return streamed
+            while line := response.readline():
+                if not line.startswith(b"data: {"):
+                    continue
+                text = is_text(json.loads(line[6:]))
+                if text:
+                    now = time.monotonic()
+                    streamed.first = streamed.first or now
+                    streamed.last = now
+                    streamed.text += text
+            response.read()
+            self.used = time.monotonic()
+        except (OSError, http.client.HTTPException, ValueError) as exc:
+            streamed.error = f"{type(exc).__name__}: {exc}"
+            self.close()
+        return streamed
 
 
 @dataclass
-class GatewaySession:
-    built: bench_data.Built
-    full_history: list[dict[str, Any]] | None = None  # the full-history client's messages
+class Streamed:
+    """What a client saw of one streamed reply."""
+
+    status: int | None = None
+    started: float = 0.0
+    first: float = 0.0
+    last: float = 0.0
+    text: str = ""
+    error: str = ""
 
 
-def _openai_messages(items: Any) -> list[dict[str, Any]]:
-    """A transcript as the OpenAI messages a client that kept everything holds."""
-    from contextproto.protocol.messages import ROLE_ASSISTANT, ROLE_TOOL
-
-    messages: list[dict[str, Any]] = []
-    for item in items:
-        if item.role == ROLE_ASSISTANT:
-            message: dict[str, Any] = {"role": "assistant", "content": item.text or None}
-            if item.calls:
-                message["tool_calls"] = [
-                    {
-                        "id": call.id,
-                        "type": "function",
-                        "function": {"name": call.name, "arguments": json.dumps(call.arguments)},
-                    }
-                    for call in item.calls
-                ]
-            messages.append(message)
-        elif item.role == ROLE_TOOL:
-            messages.append({"role": "tool", "tool_call_id": item.call_id, "content": item.content})
-        else:
-            messages.append({"role": "user", "content": item.content})
-    return messages
+def chat_text(event: dict[str, Any]) -> str:
+    """The text a Chat Completions chunk carries."""
+    choices = event.get("choices") or [{}]
+    return (choices[0].get("delta") or {}).get("content") or ""
 
 
-def transcript_messages(session_id: Any) -> list[dict[str, Any]]:
-    """The session's whole transcript (contract §14) read off its log, as OpenAI messages."""
-    from contextproto.protocol import catalog
-    from contextproto.protocol.gateway.transcript import transcript_of_log
-    from sessions_app.models import Session
-    from sessions_app.reads import raw_log
-
-    last = Session.objects.get(pk=session_id).last_index
-    messages = raw_log.log_page(session_id, window_id=None, after_index=-1, limit=last + 1)
-    transcript = transcript_of_log(messages, catalog.PROTOCOL_TOOL_NAMES, from_start=True)
-    return _openai_messages(transcript.items)
-
-
-def prepare(fake_base: str, slow_base: str) -> dict[str, Any]:
-    """The Application, its key, the two versions and fresh sessions of this run."""
-    from django.utils import timezone
-
-    from agents.models import Agent, AgentVersion, ApiKey, Application
-    from agents.services import api_key_revoke, application_key_issue
-    from sessions_app.models import Run
-    from sessions_app.services.runs import runs_driven_here
-
-    nonce = secrets.token_hex(4)
-    application, _ = Application.objects.get_or_create(name=APPLICATION)
-    # The keys of earlier runs are gone with their runs (only their hashes were kept).
-    for stale in ApiKey.objects.filter(application=application, revoked_at__isnull=True):
-        api_key_revoke(api_key=stale)
-    key = application_key_issue(application=application)
-    versions = {}
-    for name, base in (("overhead", fake_base), ("slow", slow_base)):
-        version = bench_data.bench_version(APPLICATION, name, provider="openai")
-        AgentVersion.objects.filter(pk=version.pk).update(
-            model_config={"baseUrl": base + "/v1"}, model_provider="openai"
-        )
-        versions[name] = version
-    agent_names = {k: Agent.objects.get(pk=v.agent_id).name for k, v in versions.items()}
-    started = time.perf_counter()
-    sessions: dict[str, GatewaySession] = {}
-    # The sessions are written here; no worker may take the run each build starts.
-    with runs_driven_here():
-        for name, size in (
-            ("incremental@1k", SIZES[0]),
-            ("full@1k", SIZES[0]),
-            ("protocol@1k", SIZES[0]),
-            ("incremental@100k", SIZES[1]),
-        ):
-            built = bench_data.build_session(
-                versions["overhead"], size, nonce=f"gw-{nonce}-{name}", analyze=False
-            )
-            sessions[name] = GatewaySession(built)
-        api = bench_data.build_session(versions["slow"], SIZES[0], nonce=f"gw-{nonce}-api")
-    # The run each build started is over (as if a worker had driven it): a queued run would
-    # make the session busy for the gateway.
-    Run.objects.filter(
-        session_id__in=[s.built.session_id for s in sessions.values()] + [api.session_id],
-        status=Run.Status.QUEUED,
-    ).update(status=Run.Status.COMPLETED, finished_at=timezone.now())
-    sessions["full@1k"].full_history = transcript_messages(sessions["full@1k"].built.session_id)
-    full_messages = len(sessions["full@1k"].full_history or [])
-    return {
-        "key": key,
-        "sessions": sessions,
-        "api_session": api.session_id,
-        "slow_model": agent_names["slow"],
-        "slow_version": versions["slow"].pk,
-        "full_messages": full_messages,
-        "seconds": time.perf_counter() - started,
-    }
+def responses_text(event: dict[str, Any]) -> str:
+    """The text a Responses API event carries."""
+    return event.get("delta") or "" if event.get("type") == "response.output_text.delta" else ""

@@ -1,4 +1,4 @@
-"""Part 2 of the gateway section (bench/bench_gateway.py): slow upstreams beside API traffic.
+"""Part 4 of the gateway section (bench/bench_gateway.py): slow upstreams beside API traffic.
 
 API traffic alone, then beside gateway requests waiting on a slow model, and what each
 phase recorded.
