@@ -117,13 +117,16 @@ class Task:
 
     `call(user_text)`: the client-tool call the latest user message asks for, or None for a
     turn answered in text at once. `answer(user_text, result)`: the text after the tool's
-    result (`result` is "" when no tool ran). `seen` collects every upstream request's events.
+    result (`result` is "" when no tool ran). `call_tokens`: the input tokens an answer with
+    a client-tool call reports (Codex compacts past its limit). `seen` collects every
+    upstream request's events.
     """
 
     tool: str
     call: Callable[[str], Call | None]
     answer: Callable[[str, str], str]
     protocol: bool = True
+    call_tokens: Callable[[str], int] = lambda asked: 40
     seen: list[list[Event]] = field(default_factory=list)
 
     def __call__(self, turn: Turn) -> Reply:
@@ -139,7 +142,7 @@ class Task:
             return Reply(calls=[Call(MEMORY, MEMORY_ARGUMENTS)])
         wanted = self.call(asked)
         if wanted is not None and wanted.name not in calls:
-            return Reply(calls=[wanted])
+            return Reply(calls=[wanted], input_tokens=self.call_tokens(asked))
         results = [e.text for e in since if e.kind == "result"]
         return Reply(text=self.answer(asked, results[-1] if results and wanted else ""))
 

@@ -10,7 +10,9 @@ its result. Every client streams at least once. The official SDK is covered by
 tests/gateway/test_responses.py.
 
 * Codex CLI `codex exec`, then `codex exec resume --last`: its shell tool `exec_command` reads a
-  file in a scratch directory, its free-form `apply_patch` tool writes one; a Responses upstream.
+  file in a scratch directory, its free-form `apply_patch` tool writes one, and (resumed under
+  a provider named "OpenAI" with a small token limit) it compacts remotely mid-turn, by a
+  `compaction_trigger` the gateway answers without a model call; a Responses upstream.
 * The Agents SDK's default model (tests/clients/drivers/agents_sdk_responses.py): `Runner.run`,
   `Runner.run_streamed`, a `function_tool`, and its `OpenAIResponsesCompactionSession`
   (`responses/compact` by `previous_response_id`); a Chat Completions upstream.
@@ -23,6 +25,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -79,6 +82,10 @@ def codex_call(asked: str) -> Call | None:
     return None
 
 
+def codex_tokens(asked: str) -> int:
+    return 5000 if "patch" in asked else 40
+
+
 def codex_answer(asked: str, result: str) -> str:
     if "PELICAN" in result:
         return "secret.txt says the word is PELICAN."
@@ -112,11 +119,18 @@ exporter = "none"
     return home
 
 
-def test_codex_exec_runs_its_shell_and_patch_tools_through_the_gateway_and_resumes(
+def rollout(home: Path) -> list[dict[str, Any]]:
+    """Codex's own record of its session: CODEX_HOME/sessions/…/rollout-….jsonl."""
+    [path] = (home / "sessions").rglob("rollout-*.jsonl")
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_codex_exec_runs_its_shell_and_patch_tools_through_the_gateway_resumes_and_compacts(
     live, transactional_db, tmp_path, model
 ):
     codex = node_clients().codex
-    task = Task("exec_command", codex_call, codex_answer)
+    # The patch's call reports usage past the limit set on resume: Codex compacts mid-turn.
+    task = Task("exec_command", codex_call, codex_answer, call_tokens=codex_tokens)
     model.brains["codex"] = task
     application, key = make_app("codex")
     make_version(
@@ -136,7 +150,11 @@ def test_codex_exec_runs_its_shell_and_patch_tools_through_the_gateway_and_resum
     first = run([*exec_, "What does secret.txt say?"], env, work, application=application)
     assert failures(application) == []
     assert first.strip().endswith("secret.txt says the word is PELICAN.")
-    resume = [*exec_, "resume", "--last", "Now apply a patch that adds hello.txt"]
+    # Resumed under a provider named "OpenAI" with a small token limit: Codex compacts
+    # remotely, its request ending with a compaction_trigger (docs/clients.md).
+    remote = ["-c", 'model_providers.contextproto.name="OpenAI"']
+    remote += ["-c", "model_auto_compact_token_limit=2000"]
+    resume = [*exec_, *remote, "resume", "--last", "Now apply a patch that adds hello.txt"]
     again = run(resume, env, work, application=application)
     assert failures(application) == []
     assert again.strip().endswith("Patched: hello.txt is there.")
@@ -164,13 +182,20 @@ def test_codex_exec_runs_its_shell_and_patch_tools_through_the_gateway_and_resum
     assert {(e.path, e.http_status, e.streamed) for e in exchanges} == {
         ("/gateway/openai/v1/responses", 200, True)
     }
-    assert len(exchanges) == 4
-    assert [e.turns for e in exchanges] == [2, 1, 1, 1]  # the protocol call in the first
-    # The protocol call never reached Codex: its own record of the session (the rollout
-    # files under CODEX_HOME/sessions) holds both of its tools' calls and none of ours.
-    rollouts = "".join(p.read_text() for p in (home / "sessions").rglob("*.jsonl"))
-    assert "exec_command" in rollouts and "apply_patch" in rollouts
-    assert MEMORY not in rollouts
+    # The protocol call ran in the first request; the compaction trigger took no model call.
+    assert [e.turns for e in exchanges] == [2, 1, 1, 0, 1]
+    # Codex replaced its history with the gateway's compaction item (its own user messages
+    # beside it, no tool calls) and went on from it in the same session: it resent less, and
+    # the model's view after it still held the whole conversation, the shell's output too.
+    [compacted] = [entry for entry in rollout(home) if entry["type"] == "compacted"]
+    kept = [item["type"] for item in compacted["payload"]["replacement_history"]]
+    assert kept[-1] == "compaction" and "function_call" not in kept
+    assert any(e.kind == "result" and "PELICAN" in e.text for e in task.seen[-1])
+    # The protocol call never reached Codex: its own record holds both of its tools' calls
+    # and none of ours.
+    recorded = json.dumps(rollout(home))
+    assert "exec_command" in recorded and "apply_patch" in recorded
+    assert MEMORY not in recorded
 
 
 # ---------------------------------------------------------------------- the Agents SDK
