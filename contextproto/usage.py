@@ -50,6 +50,12 @@ class UsageWire(TypedDict):
     turns: int
 
 
+class SessionUsageWire(UsageWire):
+    """A session's usage: its turns, and apart its side requests (contract §19.1)."""
+
+    sideUsage: UsageWire
+
+
 @dataclass(frozen=True)
 class TokenUsage:
     """One turn's (or a sum of turns') tokens by kind; cache counts are part of the input."""

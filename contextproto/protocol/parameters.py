@@ -47,6 +47,9 @@ class Parameters:
     text_format: Mapping[str, Any] | None = None
     truncation: str | None = None
     hosted_tools: tuple[Mapping[str, Any], ...] = ()
+    # An Anthropic client's `thinking` (forwarded to an Anthropic upstream only; OpenAI's
+    # `reasoning_effort` and `reasoning` travel as `reasoning`, to OpenAI's APIs only).
+    thinking: Mapping[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The set fields, camelCase, as a snapshot records what the request forwarded."""
@@ -74,6 +77,8 @@ class Parameters:
             out["truncation"] = self.truncation
         if self.hosted_tools:
             out["hostedTools"] = [dict(t) for t in self.hosted_tools]
+        if self.thinking is not None:
+            out["thinking"] = dict(self.thinking)
         return out
 
     @classmethod
@@ -81,6 +86,7 @@ class Parameters:
         data = data or {}
         choice = data.get("toolChoice")
         reasoning, text_format = data.get("reasoning"), data.get("textFormat")
+        thinking = data.get("thinking")
         return cls(
             max_tokens=data.get("maxTokens"),
             temperature=data.get("temperature"),
@@ -94,6 +100,9 @@ class Parameters:
             text_format=dict(text_format) if isinstance(text_format, Mapping) else None,
             truncation=data.get("truncation"),
             hosted_tools=tuple(dict(t) for t in data.get("hostedTools") or ()),
+            thinking=dict(thinking)
+            if isinstance(thinking := data.get("thinking"), Mapping)
+            else None,
         )
 
 
@@ -201,6 +210,8 @@ def with_parameters(
             out["stop_sequences"] = list(parameters.stop)
         if parameters.tool_choice is not None and has_tools:
             out["tool_choice"] = _anthropic_choice(parameters.tool_choice, has_tools)
+        if parameters.thinking is not None:
+            out["thinking"] = dict(parameters.thinking)
     return out
 
 
@@ -243,6 +254,8 @@ def unused_fields(parameters: Parameters, wire_format: str) -> tuple[str, ...]:
     if wire_format not in (OPENAI_CHAT, OPENAI_RESPONSES, ANTHROPIC_MESSAGES):
         return hosted_tool_names(parameters)
     unused: list[str] = []
+    if parameters.thinking is not None and wire_format != ANTHROPIC_MESSAGES:
+        unused.append("thinking")
     if wire_format == OPENAI_RESPONSES:
         if parameters.stop:
             unused.append("stop")

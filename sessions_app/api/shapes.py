@@ -104,8 +104,17 @@ class SessionUsage(serializers.Serializer):
     turns = serializers.IntegerField(help_text="Turns whose usage was reported.")
 
 
+class SessionUsageWithSide(SessionUsage):
+    """The session's turns' usage, and apart its side requests' (contract §19.1)."""
+
+    sideUsage = SessionUsage(
+        help_text="The side requests (a client's background titles and summaries, answered "
+        "outside the conversation): their tokens and cost; `turns` counts the requests."
+    )
+
+
 class SessionDetail(Session):
-    usage = SessionUsage()
+    usage = SessionUsageWithSide()
 
 
 class SessionCreated(Session):

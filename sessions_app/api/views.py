@@ -28,6 +28,7 @@ from contextproto.api_schema import AFTER_INDEX, LIMIT, PAGE, PREFIX, REVISION, 
 from contextproto.errors import NotFound
 from contextproto.ids import parse_uuid
 from contextproto.protocol import adapters, catalog
+from contextproto.usage import SessionUsageWire
 from sessions_app.api import shapes
 from sessions_app.api.wire import (
     FoldWire,
@@ -98,7 +99,11 @@ class SessionDetailApi(APIView):
     @extend_schema(responses={200: shapes.SessionDetail})
     def get(self, request: Request, session_id: str) -> Response:
         session = session_for(request, session_id)
-        usage = usage_reads.session_usage(session).to_wire()
+        side = usage_reads.session_side_usage(session).to_wire()
+        usage: SessionUsageWire = {
+            **usage_reads.session_usage(session).to_wire(),
+            "sideUsage": side,
+        }
         body: SessionDetailWire = {**session_to_wire(session), "usage": usage}
         return Response(body)
 

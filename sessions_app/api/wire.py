@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, TypedDict
 
-from contextproto.usage import UsageWire
+from contextproto.usage import SessionUsageWire
 from sessions_app.services.fork import ForkPointWire
 
 
@@ -35,7 +35,7 @@ class SessionCreatedWire(SessionWire):
 
 
 class SessionDetailWire(SessionWire):
-    usage: UsageWire
+    usage: SessionUsageWire
 
 
 class WindowWire(TypedDict):

@@ -17,11 +17,10 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.utils import timezone
 
@@ -47,17 +46,13 @@ from sessions_app.gateway.events import (
 from sessions_app.gateway.open import Opened
 from sessions_app.gateway.record import CLIENT_API, ExchangeRecord
 from sessions_app.gateway.reply import finish_of, render, reply_headers, reply_item
+from sessions_app.gateway.threads import in_thread
 from sessions_app.gateway.upstream import Heartbeat, model_pieces, upstream_error, upstream_timeout
 from sessions_app.models import Run
 from sessions_app.providers.base import ModelReply, ProviderError, ReasoningChunk, TextChunk
 from sessions_app.reads import trace_facts
 from sessions_app.services.runtime import CONTINUE, Drive, ModelCall, TurnReport, run_turns
 from sessions_app.services.turn_spans import turn_recorded
-
-
-async def in_thread[T](function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-    """Run `function` in the request's thread (every database call of a request runs there)."""
-    return await sync_to_async(function, thread_sensitive=True)(*args, **kwargs)
 
 
 @dataclass
@@ -98,7 +93,13 @@ def _finish(opened: Opened, record: ExchangeRecord, progress: _Progress) -> Fini
         completed=int(time.time()),
     )
     body = render(incoming.wire, reply, incoming.request)
-    headers = reply_headers(progress.turns, progress.snapshot_id, incoming.request)
+    headers = reply_headers(
+        progress.turns,
+        progress.snapshot_id,
+        incoming.request,
+        unused=opened.unused,
+        adjusted=opened.adjusted,
+    )
     record.upstream_ms, record.turns = progress.upstream_ms, progress.turns
     record.write_reply(
         reply=reply.to_json(),
@@ -145,7 +146,7 @@ async def drive(opened: Opened, record: ExchangeRecord) -> AsyncGenerator[Event,
         session=opened.session,
         provider=provider,
         drive=Drive(
-            parameters=incoming.request.parameters,
+            parameters=opened.parameters,
             lease_seconds=settings.GATEWAY_LEASE_SECONDS,
             on_final=final,
             recover=opened.recover,

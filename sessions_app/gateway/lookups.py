@@ -22,10 +22,10 @@ from contextproto.protocol.gateway.responses_render import input_items_page, ren
 from contextproto.protocol.gateway.wire import ClientFormat, Reply, WireError, dumps
 from contextproto.protocol.gateway.wires import wire_for
 from contextproto.protocol.tokens import json_tokens
-from sessions_app.gateway.drive import in_thread
 from sessions_app.gateway.incoming import Caller, Refused, caller_of, read_incoming
 from sessions_app.gateway.open import count_request
 from sessions_app.gateway.record import ExchangeRecord
+from sessions_app.gateway.threads import in_thread
 from sessions_app.gateway.upstream import upstream_error
 from sessions_app.gateway.views import REQUEST_ID_HEADER, SESSION_HEADER, _record, _refuse
 from sessions_app.models import GatewayExchange

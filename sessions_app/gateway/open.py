@@ -20,7 +20,8 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any
 from uuid import UUID
 
@@ -35,13 +36,15 @@ from contextproto.errors import (
     SESSION_BUSY,
     ApplicationError,
 )
-from contextproto.protocol import catalog
+from contextproto.protocol import catalog, client_state
 from contextproto.protocol.client_state import ClientToolWire
 from contextproto.protocol.gateway.compaction import sign_compaction
 from contextproto.protocol.gateway.reconcile import Outcome, Proceed, Refusal, Replay, reconcile
+from contextproto.protocol.gateway.side import is_side_request
 from contextproto.protocol.gateway.transcript import Item, open_text
-from contextproto.protocol.gateway.wire import FINISH_STOP, Reply
+from contextproto.protocol.gateway.wire import FINISH_STOP, ClientWire, Reply
 from contextproto.protocol.messages import KIND_TOOL_CALL, ROLE_ASSISTANT, RawMessage
+from contextproto.protocol.parameters import Parameters, unused_fields
 from contextproto.telemetry import SessionFacts
 from sessions_app.gateway.checks import (
     IDEMPOTENCY_WINDOW,
@@ -56,12 +59,13 @@ from sessions_app.gateway.identity import Located, compaction_key, locate
 from sessions_app.gateway.incoming import Incoming
 from sessions_app.gateway.record import ExchangeRecord
 from sessions_app.gateway.reply import rebuilt_reply, render, reply_headers, stored_reply
+from sessions_app.gateway.side import Side, side_of
 from sessions_app.gateway.upstream import upstream_error, upstream_for
 from sessions_app.gateway.writes import client_state_write, messages_write, run_for
 from sessions_app.models import GatewayExchange, ProjectionSnapshot, Run, Session
 from sessions_app.nodes import require_protocol
 from sessions_app.providers import ModelProvider, ProviderError
-from sessions_app.reads import trace_facts
+from sessions_app.reads import hot_sql, trace_facts
 from sessions_app.reads.transcript import transcript_tail
 from sessions_app.services.projection import projection_build
 
@@ -89,6 +93,11 @@ class Opened:
     created: int
     # What every span of the request's trace says of the session (None: tracing is off).
     facts: SessionFacts | None = None
+    # The forwarded fields as the upstream gets them: the client's, an output limit above the
+    # model's lowered (`adjusted` says so); `unused` what the upstream's API cannot carry.
+    parameters: Parameters = field(default_factory=Parameters)
+    adjusted: tuple[str, ...] = ()
+    unused: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -108,7 +117,7 @@ def _busy_error() -> ApplicationError:
     )
 
 
-def open_request(incoming: Incoming, record: ExchangeRecord) -> Opened | Finished | InFlight:
+def open_request(incoming: Incoming, record: ExchangeRecord) -> Opened | Finished | InFlight | Side:
     """Open `incoming` (module docstring). Raises ApplicationError for a request that cannot
     be served; nothing it would have written is left then (its refusal is recorded by the
     caller). `record` learns the session as soon as it is known."""
@@ -159,7 +168,7 @@ def count_request(incoming: Incoming, record: ExchangeRecord) -> Counted:
     try:
         with transaction.atomic():
             opened = _open_locked(incoming, record, tools, None, counting=True)
-            if not isinstance(opened, Opened):  # a replay, or a compaction: nothing to count
+            if not isinstance(opened, Opened):  # a replay, a compaction, a side request
                 raise ApplicationError(
                     GATEWAY_NOTHING_NEW,
                     "The request repeats the session's last exchange: there is no new view "
@@ -244,7 +253,7 @@ def _open_locked(
     *,
     counting: bool = False,
     compacting: bool = False,
-) -> Opened | Finished | InFlight | Compacted:
+) -> Opened | Finished | InFlight | Compacted | Side:
     located = locate(incoming, record, named)
     if located.replay is not None:
         return located.replay
@@ -260,6 +269,12 @@ def _open_locked(
         provider = upstream_for(version, incoming.upstream_key)
     except ProviderError as exc:
         raise upstream_error(exc, version, incoming.upstream_key) from exc
+    if created_key is None and not counting and not compacting:
+        kv = client_state.read_client_kv(partial(hot_sql.kv_values, session.id))
+        if is_side_request(incoming.request, kv):
+            # A client's background request: answered apart, whatever the conversation's
+            # own request in flight is doing (it takes no run).
+            return side_of(incoming, session, provider)
     # Read after the lock (see the module docstring): the run as the last request left it.
     current = (
         Run.objects.filter(pk=session.current_run_id).first()
@@ -334,6 +349,7 @@ def _open_locked(
         continues=request.previous_response_id or "",
         stored=request.store,
     )
+    parameters, adjusted = within_model_limit(request.parameters, version, incoming.wire)
     # The first turn's view, in this commit (building it cannot fail for anything the
     # model says).
     first = projection_build(
@@ -341,7 +357,7 @@ def _open_locked(
         provider=provider.wire_format,
         run_id=run.id.hex,
         use_cache=False,
-        parameters=request.parameters,
+        parameters=parameters,
         locked=session,
     )
     return Opened(
@@ -362,7 +378,23 @@ def _open_locked(
         reply_id=incoming.wire.reply_id_prefix + uuid.uuid4().hex,
         created=int(time.time()),
         facts=trace_facts.session_facts(session) if telemetry.enabled() else None,
+        parameters=parameters,
+        adjusted=adjusted,
+        unused=unused_fields(parameters, provider.wire_format),
     )
+
+
+def within_model_limit(
+    parameters: Parameters, version: AgentVersion, wire: ClientWire
+) -> tuple[Parameters, tuple[str, ...]]:
+    """The client's output limit lowered to the model's (`model.config.maxOutputTokens`), and
+    what was changed, as `X-Contextproto-Adjusted` names it (contract §19)."""
+    config = version.model_config if isinstance(version.model_config, dict) else {}
+    limit = config.get("maxOutputTokens")
+    asked = parameters.max_tokens
+    if not isinstance(limit, int) or isinstance(limit, bool) or asked is None or asked <= limit:
+        return parameters, ()
+    return replace(parameters, max_tokens=limit), (f"{wire.max_tokens_field}={asked}->{limit}",)
 
 
 @dataclass(frozen=True)
@@ -435,7 +467,7 @@ def compact_request(incoming: Incoming, record: ExchangeRecord) -> Compacted:
     tools = client_tools(incoming.request)
     with transaction.atomic():
         done = _open_locked(incoming, record, tools, None, compacting=True)
-        if isinstance(done, InFlight):
+        if isinstance(done, InFlight | Side):
             raise _busy_error()
         assert isinstance(done, Compacted), "a compaction answers a compaction"
         return done

@@ -13,6 +13,7 @@ import time
 from collections.abc import Mapping
 from contextlib import ExitStack
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 from uuid import UUID
 
@@ -23,6 +24,7 @@ from opentelemetry.trace import INVALID_SPAN, Span
 from agents.models import Application
 from contextproto import metrics, telemetry
 from contextproto.errors import ApplicationError
+from contextproto.usage import TokenUsage
 from sessions_app.gateway.events import Finished
 from sessions_app.models import GatewayExchange
 
@@ -122,6 +124,38 @@ class ExchangeRecord:
         """Write the reply to the request's row (in the caller's transaction)."""
         assert self.exchange_id is not None, "a request that replies was opened"
         GatewayExchange.objects.filter(pk=self.exchange_id).update(**self.reply_fields(**fields))
+
+    def side_reply(
+        self,
+        finished: Finished,
+        *,
+        request_hash: str,
+        tokens: TokenUsage | None,
+        cost: Decimal | None,
+    ) -> None:
+        """A side request answered: its own row, outside the conversation, with its usage."""
+        with transaction.atomic():
+            row = GatewayExchange.objects.create(
+                **self._base(),
+                status=GatewayExchange.Status.REPLIED,
+                request_hash=request_hash,
+                http_status=200,
+                side=True,
+                reply=finished.reply.to_json(),
+                reply_body=finished.body,
+                reply_headers=finished.headers,
+                reply_id=finished.reply.id,
+                turns=1,
+                input_tokens=tokens.input_tokens if tokens else None,
+                cache_read_input_tokens=tokens.cache_read_input_tokens if tokens else 0,
+                cache_write_input_tokens=tokens.cache_write_input_tokens if tokens else 0,
+                output_tokens=tokens.output_tokens if tokens else None,
+                cost=cost,
+                finished_at=timezone.now(),
+                upstream_ms=self.upstream_ms,
+                gateway_ms=self.gateway_ms(),
+            )
+        self.exchange_id = row.id
 
     def compacted(self, body: str, request_hash: str) -> None:
         """A compaction answered (no model call): a replied row of its own with its body."""

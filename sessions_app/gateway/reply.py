@@ -32,6 +32,7 @@ LENGTH_STOPS = frozenset({"length", "max_tokens"})
 TURNS_HEADER = "X-Contextproto-Turns"
 SNAPSHOT_HEADER = "X-Contextproto-Snapshot"
 IGNORED_HEADER = "X-Contextproto-Ignored"
+ADJUSTED_HEADER = "X-Contextproto-Adjusted"
 
 
 def finish_of(item: Item, stop_reason: str | None) -> Finish:
@@ -65,12 +66,25 @@ def render(wire: ClientWire, reply: Reply, request: GatewayRequest) -> str:
     return dumps(wire.render_reply(reply, request))
 
 
-def reply_headers(turns: int, snapshot_id: str, request: GatewayRequest) -> dict[str, str]:
+def reply_headers(
+    turns: int,
+    snapshot_id: str,
+    request: GatewayRequest,
+    *,
+    unused: tuple[str, ...] = (),
+    adjusted: tuple[str, ...] = (),
+) -> dict[str, str]:
+    """A reply's headers: model calls made, the last view, what the gateway did not use
+    (fields it ignores, and forwarded fields the upstream's API cannot carry) and what it
+    changed (an output limit above the model's)."""
     headers = {TURNS_HEADER: str(turns)}
     if snapshot_id:
         headers[SNAPSHOT_HEADER] = snapshot_id
-    if request.ignored:
-        headers[IGNORED_HEADER] = ",".join(request.ignored)
+    ignored = (*request.ignored, *unused)
+    if ignored:
+        headers[IGNORED_HEADER] = ",".join(ignored)
+    if adjusted:
+        headers[ADJUSTED_HEADER] = ",".join(adjusted)
     return headers
 
 

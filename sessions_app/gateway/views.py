@@ -42,10 +42,17 @@ from contextproto.errors import (
 )
 from contextproto.middleware import request_id_of
 from contextproto.protocol.gateway.responses_render import compacted_response
-from contextproto.protocol.gateway.wire import ClientFormat, ClientWire, ListedModel, Usage, dumps
+from contextproto.protocol.gateway.wire import (
+    ClientFormat,
+    ClientWire,
+    ListedModel,
+    StreamEncoder,
+    Usage,
+    dumps,
+)
 from contextproto.protocol.gateway.wires import wire_for
 from sessions_app.gateway.checks import RETRY_AFTER_SECONDS
-from sessions_app.gateway.drive import drive, in_thread, release_run
+from sessions_app.gateway.drive import drive, release_run
 from sessions_app.gateway.events import (
     Event,
     Finished,
@@ -65,6 +72,8 @@ from sessions_app.gateway.incoming import (
 from sessions_app.gateway.open import InFlight, Opened, compact_request, open_request
 from sessions_app.gateway.paths import client_format_of_path
 from sessions_app.gateway.record import ExchangeRecord
+from sessions_app.gateway.side import Side, side_drive
+from sessions_app.gateway.threads import in_thread
 from sessions_app.models import GatewayExchange
 
 logger = logging.getLogger("contextproto.gateway")
@@ -171,7 +180,7 @@ async def _stream_response(
     return response
 
 
-async def _open(incoming: Incoming, record: ExchangeRecord) -> Opened | Finished:
+async def _open(incoming: Incoming, record: ExchangeRecord) -> Opened | Finished | Side:
     """Open the request; while a request identical to it is in flight on its session, wait
     for that one to end and open again (its reply then answers this one as a replay)."""
     waits = 0
@@ -223,19 +232,12 @@ def _release(opened: Opened) -> None:
 async def _events_stream(
     head: list[Event],
     events: AsyncGenerator[Event, None],
-    opened: Opened,
+    encoder: StreamEncoder,
     record: ExchangeRecord,
 ) -> AsyncIterator[str]:
     """The one stream of a reply: `head` (already pulled), then the events as they come, in
     the client's grammar. Closes the turns in `finally`; a failure after the first byte ends
     the stream with the wire's error event and is recorded."""
-    incoming = opened.incoming
-    encoder = incoming.wire.encoder(
-        incoming.request,
-        reply_id=opened.reply_id,
-        created=opened.created,
-        model=opened.session.agent_version.model_name,
-    )
     status, code = 200, "ok"
     started = False
 
@@ -322,9 +324,20 @@ async def serve(
                 record.done(200)
                 return response
             return _reply_response(opened, record, None)
-        created_key = opened.created_key
-        telemetry.annotate_current(opened.facts)
-        events = drive(opened, record)
+        if isinstance(opened, Side):
+            events = side_drive(opened, record)
+            reply_id, created = opened.reply_id, opened.created
+        else:
+            created_key = opened.created_key
+            telemetry.annotate_current(opened.facts)
+            events = drive(opened, record)
+            reply_id, created = opened.reply_id, opened.created
+        encoder = wire.encoder(
+            incoming.request,
+            reply_id=reply_id,
+            created=created,
+            model=opened.session.agent_version.model_name,
+        )
         if not incoming.request.stream:
             finished: Finished | None = None
             async with aclosing(events):  # closed (its spans ended) before the root span
@@ -348,7 +361,7 @@ async def serve(
             await events.aclose()
             raise
         return await _stream_response(
-            _events_stream(head, events, opened, record), request, record, created_key
+            _events_stream(head, events, encoder, record), request, record, created_key
         )
     except ApplicationError as exc:
         return await _refuse(wire, exc, record, incoming.body_hash if incoming else "")

@@ -65,6 +65,15 @@ class GatewayExchange(models.Model):
     reply_id = models.CharField(max_length=64, null=True, blank=True)
     reply_end_index = models.BigIntegerField(null=True, blank=True)
     continues = models.CharField(max_length=64, blank=True, default="", db_default="")
+    # A side request (contract §19.1): a client's background request (a title, a summary)
+    # answered by the session's model from its own messages, outside the conversation; its
+    # tokens and cost are the session's `sideUsage`.
+    side = models.BooleanField(default=False, db_default=False)
+    input_tokens = models.BigIntegerField(null=True, blank=True)
+    cache_read_input_tokens = models.BigIntegerField(default=0, db_default=0)
+    cache_write_input_tokens = models.BigIntegerField(default=0, db_default=0)
+    output_tokens = models.BigIntegerField(null=True, blank=True)
+    cost = models.DecimalField(max_digits=32, decimal_places=12, null=True, blank=True)
     # `new-session` when a request bringing a conversation in progress started a session
     # (contract §19.1: nothing named the conversation it continues).
     warning = models.CharField(max_length=32, blank=True, default="", db_default="")

@@ -35,7 +35,9 @@ from sessions_app.providers.base import (
     tool_calls_json,
 )
 
-SCRIPT_KEYS = frozenset({"steps", "wireFormat", "tokens", "description"})
+# `maxOutputTokens`: the model's output limit, as a real model's config states it (the gateway
+# lowers a client's max_tokens to it); the script itself ignores it.
+SCRIPT_KEYS = frozenset({"steps", "wireFormat", "tokens", "description", "maxOutputTokens"})
 STEP_KEYS = frozenset(
     {"expect", "text", "toolCalls", "reasoning", "usage", "comment", "delaySeconds"}
 )

@@ -17,7 +17,7 @@ from django.db.models import Count, QuerySet, Sum
 
 from agents.models import AgentVersion
 from contextproto.usage import TokenUsage, UsageWire, prices_problems, usage_to_wire
-from sessions_app.models import ProjectionSnapshot, Session
+from sessions_app.models import GatewayExchange, ProjectionSnapshot, Session
 
 SUMS = {
     "input": Sum("input_tokens"),
@@ -67,6 +67,15 @@ def _reported(snapshots: QuerySet[ProjectionSnapshot]) -> QuerySet[ProjectionSna
 def session_usage(session: Session) -> UsageTotals:
     """The session's reported turns summed (one query; the version is the session's)."""
     row = _reported(ProjectionSnapshot.objects.filter(session=session)).aggregate(**SUMS)
+    return _totals(row, session.agent_version.prices)
+
+
+def session_side_usage(session: Session) -> UsageTotals:
+    """The session's side requests summed (contract §19.1 `sideUsage`; `turns` counts the
+    requests): one query."""
+    row = GatewayExchange.objects.filter(
+        session=session, side=True, input_tokens__isnull=False
+    ).aggregate(**SUMS)
     return _totals(row, session.agent_version.prices)
 
 

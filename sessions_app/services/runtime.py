@@ -41,7 +41,7 @@ from contextproto.protocol.parameters import Parameters
 from contextproto.telemetry import SessionFacts
 from contextproto.telemetry.spans import TURN_SOURCE
 from sessions_app import nodes, providers
-from sessions_app.models import Message, ProjectionSnapshot, Run, Session
+from sessions_app.models import GatewayExchange, Message, ProjectionSnapshot, Run, Session
 from sessions_app.providers.base import ModelReply, storable_reply
 from sessions_app.providers.scripted import ScriptedProvider
 from sessions_app.reads import raw_log, trace_facts
@@ -252,7 +252,7 @@ def run_turns(
         )
         first = None
         # Only a scripted model reads its step; a sum over the session's runs is not free.
-        step = _model_step(session) if isinstance(provider, ScriptedProvider) else None
+        step = model_step(session) if isinstance(provider, ScriptedProvider) else None
         started = time.monotonic()
         with model_wait(run, drive.lease):
             answer = yield ModelCall(snapshot=snapshot, model=version.model_name, step=step)
@@ -372,9 +372,11 @@ def _retry_later(run: Run, exc: providers.ProviderError) -> bool:
     return True
 
 
-def _model_step(session: Session) -> int:
-    # A scripted model's cursor: how many model calls this session's runs already made.
-    return Run.objects.filter(session=session).aggregate(n=Sum("turns"))["n"] or 0
+def model_step(session: Session) -> int:
+    """A scripted model's cursor: how many model calls the session already made (its runs'
+    turns and its side requests)."""
+    turns = Run.objects.filter(session=session).aggregate(n=Sum("turns"))["n"] or 0
+    return turns + GatewayExchange.objects.filter(session=session, side=True).count()
 
 
 class _LeaseKeeper:

@@ -36,6 +36,15 @@ def _turn(s, content: str, usage: dict) -> str:
     return snapshot
 
 
+NO_SIDE_REQUESTS = {
+    "inputTokens": 0,
+    "cacheReadInputTokens": 0,
+    "cacheWriteInputTokens": 0,
+    "outputTokens": 0,
+    "turns": 0,
+}
+
+
 def _usage(s) -> dict:
     answer = s.client.get(s.path())
     assert answer.status_code == 200, answer.content
@@ -67,6 +76,7 @@ def test_session_detail_sums_tokens_by_kind_and_cost_over_reported_turns(new_ses
         "outputTokens": 150,
         "cost": 0.02745,
         "turns": 2,
+        "sideUsage": {**NO_SIDE_REQUESTS, "cost": 0.0},  # (contract §19.1: none here)
     }
 
 
@@ -80,6 +90,7 @@ def test_cost_is_null_without_prices_and_zero_before_any_turn_with_prices(new_se
         "outputTokens": 30,
         "cost": None,
         "turns": 1,
+        "sideUsage": {**NO_SIDE_REQUESTS, "cost": None},
     }
     fresh = new_session(prices=PRICES)
     assert _usage(fresh) == {
@@ -89,6 +100,7 @@ def test_cost_is_null_without_prices_and_zero_before_any_turn_with_prices(new_se
         "outputTokens": 0,
         "cost": 0.0,
         "turns": 0,
+        "sideUsage": {**NO_SIDE_REQUESTS, "cost": 0.0},
     }
 
 
@@ -144,6 +156,7 @@ def test_the_session_shape_declares_usage_in_the_openapi_schema(db):
         "outputTokens",
         "cost",
         "turns",
+        "sideUsage",
     }
     assert usage["properties"]["cost"]["nullable"] is True
     assert set(usage["required"]) == set(usage["properties"])

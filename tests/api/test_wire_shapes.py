@@ -36,7 +36,7 @@ from contextproto.protocol.messages import FrameWire, ModelMessageWire, RawMessa
 from contextproto.protocol.options import OptionErrorWire
 from contextproto.protocol.projection import ProjectionWire
 from contextproto.protocol.tool_results import ToolResult
-from contextproto.usage import UsageWire
+from contextproto.usage import SessionUsageWire, UsageWire
 from sessions_app.api import shapes
 from sessions_app.api.maintenance import job_to_wire
 from sessions_app.api.views import fold_to_wire, session_to_wire, window_to_wire
@@ -82,6 +82,7 @@ PAIRS = [
     (SessionWire, shapes.Session),
     (UsageWire, shapes.SessionUsage),
     (SessionDetailWire, shapes.SessionDetail),
+    (SessionUsageWire, shapes.SessionUsageWithSide),
     (SessionCreatedWire, shapes.SessionCreated),
     (SessionCreatedWire, shapes.SessionForked),
     (ModelMessageWire, shapes.ProjectionMessage),

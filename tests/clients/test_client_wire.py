@@ -320,8 +320,9 @@ def test_claude_code_interactive_asks_a_title_first_and_counts_tokens_for_contex
         def counted() -> bool:
             # What this test is about: /context asks count_tokens part by part (the table's
             # text on the screen depends on how the UI draws under load).
-            requests = recorder.requests("claude-tty")
-            return sum(1 for s in requests if s.api == "count_tokens") >= 5
+            counts = [s for s in recorder.requests("claude-tty") if s.api == "count_tokens"]
+            alone = any(len(s.body.get("tools") or []) == 1 for s in counts)
+            return len(counts) >= 5 and alone
 
         terminal.wait(counted, "/context's count_tokens requests")
     finally:

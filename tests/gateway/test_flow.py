@@ -7,7 +7,14 @@ import json
 import pytest
 from prometheus_client import REGISTRY
 
-from sessions_app.models import GatewayExchange, KVEntry, Message, Run, Session
+from sessions_app.models import (
+    GatewayExchange,
+    KVEntry,
+    Message,
+    ProjectionSnapshot,
+    Run,
+    Session,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -287,7 +294,7 @@ def test_a_user_message_while_a_client_call_waits_is_refused(gateway, scripted):
 
 
 def test_client_system_text_and_tools_commit_one_revision_only_when_they_change(gateway, scripted):
-    scripted([{"text": "1"}, {"text": "2"}, {"text": "3"}])
+    scripted([{"text": "1"}, {"text": "2"}, {"text": "3"}, {"text": "4"}])
     tools = [{"type": "function", "function": {"name": "lookup", "parameters": {"type": "object"}}}]
     history = [{"role": "system", "content": "Be kind."}, {"role": "user", "content": "a"}]
     first = gateway.openai({"model": "helper", "tools": tools, "messages": history})
@@ -300,9 +307,16 @@ def test_client_system_text_and_tools_commit_one_revision_only_when_they_change(
     assert session.state_revision == revision  # same text, same tools: nothing committed
     history[0]["content"] = "Be brief."
     history += [{"role": "assistant", "content": "2"}, {"role": "user", "content": "c"}]
-    gateway.openai({"messages": history}, key=key)
+    gateway.openai({"tools": tools, "messages": history}, key=key)
     session.refresh_from_db()
-    assert session.state_revision == revision + 1
+    assert session.state_revision == revision + 1  # the new system text
+    # The tools dropped, with the conversation's system text (other text without tools would
+    # be a side request, contract §19.1).
+    history += [{"role": "assistant", "content": "3"}, {"role": "user", "content": "d"}]
+    reply = gateway.openai({"messages": history}, key=key)
+    assert reply.json()["choices"][0]["message"]["content"] == "4"
+    session.refresh_from_db()
+    assert session.state_revision == revision + 2
 
     stored = dict(KVEntry.objects.filter(session=session).values_list("key", "value"))
     assert stored["gateway/system"] == "Be brief."
@@ -339,3 +353,35 @@ def test_refusals_and_unknown_paths_are_counted_and_recorded_with_a_log_line(
     lines = [r.getMessage() for r in caplog.records if r.name == "contextproto.gateway"]
     assert any("status=404" in line and "code=not_found" in line for line in lines)
     assert any("status=401" in line and "requestId=" in line for line in lines)
+
+
+def test_an_output_limit_above_the_models_is_lowered_and_thinking_goes_to_anthropic_only(
+    gateway, scripted
+):
+    """Contract §19 (issue 40 item 4): a client's max_tokens above the model's limit is
+    lowered and named; Anthropic `thinking` reaches an Anthropic upstream and is named ignored
+    for an OpenAI one."""
+    thinking = {"type": "enabled", "budget_tokens": 2000}
+    body = {
+        "model": "helper",
+        "max_tokens": 64000,
+        "thinking": thinking,
+        "messages": [{"role": "user", "content": "hi"}],
+    }
+    version = scripted([{"text": "ok"}], wire="anthropic-messages")
+    version.model_config = {**version.model_config, "maxOutputTokens": 32768}
+    version.save()
+    reply = gateway.anthropic(body)
+    assert reply.status_code == 200, reply.content
+    assert reply["X-Contextproto-Adjusted"] == "max_tokens=64000->32768"
+    assert "thinking" not in reply.get("X-Contextproto-Ignored", "")
+    sent = ProjectionSnapshot.objects.get(session_id=reply["X-Contextproto-Session"]).request
+    assert sent["max_tokens"] == 32768 and sent["thinking"] == thinking
+
+    other = scripted([{"text": "ok"}], name="chatty", wire="openai-chat")
+    assert other.pk
+    reply = gateway.anthropic({**body, "model": "chatty"})
+    assert reply.status_code == 200, reply.content
+    assert "thinking" in reply["X-Contextproto-Ignored"].split(",")
+    sent = ProjectionSnapshot.objects.get(session_id=reply["X-Contextproto-Session"]).request
+    assert "thinking" not in sent

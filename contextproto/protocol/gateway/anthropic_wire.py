@@ -39,7 +39,7 @@ from contextproto.protocol.parameters import Parameters, ToolChoice
 
 REQUEST_FIELDS = frozenset({"model", "messages", "system", "tools", "stream"})
 FORWARDED_FIELDS = frozenset(
-    {"max_tokens", "temperature", "top_p", "stop_sequences", "tool_choice"}
+    {"max_tokens", "temperature", "top_p", "stop_sequences", "tool_choice", "thinking"}
 )
 # Messages of this role (mid-conversation system messages) are system text, not transcript
 # messages, as OpenAI's system messages are (contract §14).
@@ -90,6 +90,7 @@ def parse_request(body: Any) -> GatewayRequest:
         top_p=optional_number(body, "top_p", 0, 1),
         stop=stop,
         tool_choice=_tool_choice(body.get("tool_choice"), tools),
+        thinking=_thinking(body.get("thinking")),
     )
     return GatewayRequest(
         format=ClientFormat.ANTHROPIC,
@@ -102,6 +103,13 @@ def parse_request(body: Any) -> GatewayRequest:
         include_usage=True,
         ignored=tuple(sorted(k for k in body if k not in REQUEST_FIELDS | FORWARDED_FIELDS)),
     )
+
+
+def _thinking(raw: Any) -> dict[str, Any] | None:
+    """The client's `thinking` as sent (an Anthropic upstream gets it; contract §19)."""
+    if raw is None:
+        return None
+    return dict(require_object(raw, "thinking"))
 
 
 def _system(raw: Any, where: str) -> str:
@@ -514,6 +522,7 @@ class MessagesWire:
 
     format = ClientFormat.ANTHROPIC
     title = "Anthropic Messages"
+    max_tokens_field = "max_tokens"
     reply_id_prefix = "msg_"
 
     @staticmethod

@@ -47,6 +47,7 @@ FORWARDED_FIELDS = frozenset(
         "seed",
         "tool_choice",
         "n",
+        "reasoning_effort",
     }
 )
 SYSTEM_ROLES = ("system", "developer")
@@ -127,6 +128,7 @@ def parse_request(body: Any) -> GatewayRequest:
         stop=string_list(body.get("stop"), "stop", limit=STOP_LIMIT),
         seed=optional_int(body, "seed", minimum=-(2**63)),
         tool_choice=_tool_choice(body.get("tool_choice"), tools),
+        reasoning=_reasoning_effort(body.get("reasoning_effort")),
     )
     return GatewayRequest(
         format=ClientFormat.OPENAI,
@@ -139,6 +141,16 @@ def parse_request(body: Any) -> GatewayRequest:
         include_usage=include_usage and stream,
         ignored=tuple(sorted(k for k in body if k not in REQUEST_FIELDS | FORWARDED_FIELDS)),
     )
+
+
+def _reasoning_effort(raw: Any) -> dict[str, Any] | None:
+    """`reasoning_effort` as the one reasoning setting OpenAI's two APIs share (contract §19):
+    `{"effort": …}` (an OpenAI upstream gets it in its own API's words)."""
+    if raw is None:
+        return None
+    if not isinstance(raw, str) or not raw:
+        raise WireError(INVALID_REQUEST, "reasoning_effort must be a string.", "reasoning_effort")
+    return {"effort": raw}
 
 
 def _text(content: Any, where: str) -> str:
@@ -430,6 +442,7 @@ class ChatCompletionsWire:
 
     format = ClientFormat.OPENAI
     title = "OpenAI Chat Completions"
+    max_tokens_field = "max_tokens"
     reply_id_prefix = "chatcmpl-"
 
     @staticmethod

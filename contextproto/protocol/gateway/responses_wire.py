@@ -296,6 +296,7 @@ class ResponsesWire:
 
     format = ClientFormat.RESPONSES
     title = "OpenAI Responses"
+    max_tokens_field = "max_output_tokens"
     reply_id_prefix = "resp_"
 
     @staticmethod

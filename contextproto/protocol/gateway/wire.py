@@ -331,6 +331,7 @@ class ClientWire(Protocol):
 
     format: ClientFormat
     title: str  # what operators read: "OpenAI Chat Completions"
+    max_tokens_field: str  # the request's output limit, in this API's words
     reply_id_prefix: str  # "chatcmpl-", "msg_", "resp_": a reply's id is prefix + 32 hex
 
     def parse(self, body: Any) -> GatewayRequest:
