@@ -13,7 +13,8 @@ own conversation calls for:
 * then, once after each user message that asks for it, a call of the client's own tool;
 * then text, built from the tool's result.
 
-Requests without the client's tool (a title, a summary) get a short title.
+Requests without the client's tool (a title, a summary) get a short title, unless the Task
+says otherwise.
 """
 
 from __future__ import annotations
@@ -118,8 +119,9 @@ class Task:
     `call(user_text)`: the client-tool call the latest user message asks for, or None for a
     turn answered in text at once. `answer(user_text, result)`: the text after the tool's
     result (`result` is "" when no tool ran). `call_tokens`: the input tokens an answer with
-    a client-tool call reports (Codex compacts past its limit). `seen` collects every
-    upstream request's events.
+    a client-tool call reports (Codex compacts past its limit). `untooled(user_text)`: the
+    answer to a request without the client's tool. `seen` collects every upstream request's
+    events.
     """
 
     tool: str
@@ -127,11 +129,12 @@ class Task:
     answer: Callable[[str, str], str]
     protocol: bool = True
     call_tokens: Callable[[str], int] = lambda asked: 40
+    untooled: Callable[[str], str] = lambda asked: TITLE
     seen: list[list[Event]] = field(default_factory=list)
 
     def __call__(self, turn: Turn) -> Reply:
         if self.tool not in turn.tools:
-            return Reply(text=TITLE)
+            return Reply(text=self.untooled(turn.user_texts[-1] if turn.user_texts else ""))
         events = events_of(turn.seen.body, turn.seen.api)
         self.seen.append(events)
         users = [n for n, e in enumerate(events) if e.kind == "user"]
