@@ -1,5 +1,7 @@
 # Two commands: `make demo` and `make test`. Both build the venv from Python 3.12 first.
 SHELL := /bin/bash
+# The port `make demo` and `make serve` listen on, on 127.0.0.1: `make demo PORT=8001`.
+PORT ?= 8000
 # These targets are development runs on the public dev SECRET_KEY, which production servers
 # refuse with DEBUG off unless this is set (a real SECRET_KEY in the environment wins).
 export ALLOW_DEV_SECRET_KEY ?= true
@@ -45,15 +47,17 @@ test: $(STAMP) lint
 demo: $(STAMP)
 	$(PY) manage.py migrate --noinput
 	$(PY) manage.py collectstatic --noinput >/dev/null
-	$(PY) manage.py demo
-	$(PY) manage.py runserver 127.0.0.1:8000
+	$(PY) manage.py demo --base-url http://127.0.0.1:$(PORT)
+	@echo "Serving the admin at http://127.0.0.1:$(PORT)/admin/ and the gateway at" \
+	  "http://127.0.0.1:$(PORT)/gateway/openai/v1 and /gateway/anthropic (Ctrl-C stops it)."
+	$(PY) manage.py runserver 127.0.0.1:$(PORT)
 
 # The production server (uvicorn, SERVE_WORKERS processes) on PostgreSQL + Redis: the API,
 # the admin, static files and MCP at /mcp/. Run `make worker` beside it for maintenance.
 SERVE_DATABASE_URL := postgres://postgres@127.0.0.1:5432/contextproto
 SERVE_REDIS_URL := redis://127.0.0.1:6379/0
 SERVE_HOST ?= 127.0.0.1
-SERVE_PORT ?= 8000
+SERVE_PORT ?= $(PORT)
 SERVE_WORKERS ?= 4
 # Slow clients: headers within HEADER_READ_TIMEOUT_SECONDS (the h11 protocol of
 # contextproto.serving; uvicorn has no header timeout), bodies within BODY_READ_TIMEOUT_SECONDS

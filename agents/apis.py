@@ -12,6 +12,7 @@ from rest_framework.views import APIView
 
 from agents import apis_shapes as shapes
 from agents import selectors, services
+from agents.model_schema import model_warnings
 from agents.models import AgentVersion
 from contextproto.api import (
     AnyJSONField,
@@ -137,13 +138,14 @@ class AgentVersionDetailApi(APIView):
 
 
 class AgentVersionPublishApi(APIView):
-    @extend_schema(request=None, responses={200: shapes.AgentVersion})
+    @extend_schema(request=None, responses={200: shapes.AgentVersionPublished})
     def post(self, request: Request, version_id: str) -> Response:
         version = selectors.agent_version_get(
             application=application_of(request, "AgentVersion"), version_id=version_id
         )
         version = services.agent_version_publish(version=version)
-        return Response(selectors.agent_version_to_wire(version))
+        warnings = model_warnings(version)
+        return Response(selectors.agent_version_published_to_wire(version, warnings))
 
 
 class AgentVersionDuplicateApi(APIView):

@@ -26,6 +26,8 @@ class AgentList(serializers.Serializer):
 
 # Who runs a version's model (`model.provider`): named ModelProvider in the schema.
 MODEL_PROVIDERS: list[str] = list(AgentVersionModel.Provider.values)
+# A version's `status`: named AgentVersionStatusEnum in the schema.
+AGENT_VERSION_STATUSES: list[str] = list(AgentVersionModel.Status.values)
 
 
 class ModelSettings(serializers.Serializer):
@@ -53,7 +55,7 @@ class AgentVersion(serializers.Serializer):
     id = serializers.UUIDField()
     agentId = serializers.UUIDField()
     number = serializers.IntegerField()
-    status = serializers.ChoiceField(choices=AgentVersionModel.Status.values)
+    status = serializers.ChoiceField(choices=AGENT_VERSION_STATUSES)
     systemPrompt = serializers.CharField(allow_blank=True)
     contextProtocolId = serializers.CharField()
     contextProtocolVersion = serializers.IntegerField()
@@ -64,6 +66,49 @@ class AgentVersion(serializers.Serializer):
     maxTurnsPerRun = serializers.IntegerField()
     createdAt = serializers.DateTimeField()
     publishedAt = serializers.DateTimeField(allow_null=True)
+
+
+class PublishWarning(serializers.Serializer):
+    field = serializers.CharField(help_text="The setting it is about, e.g. model.config.apiKeyEnv.")
+    code = serializers.CharField(help_text="api_key_env_unset")
+    message = serializers.CharField()
+
+
+class AgentVersionPublished(AgentVersion):
+    """The published version, and what publish reports without refusing."""
+
+    warnings = PublishWarning(
+        many=True,
+        help_text="[] when nothing: e.g. a model.config.apiKeyEnv unset on the node that "
+        "published (the version is published all the same).",
+    )
+
+
+class ModelAlias(serializers.Serializer):
+    pattern = serializers.CharField(
+        help_text="An exact model name, or a glob whose only wildcard is * (e.g. claude-*)."
+    )
+    agentVersion = serializers.CharField(
+        help_text="The version a new session of a matching model starts on: agent@N, an "
+        "agent's name (its newest published version) or a version id."
+    )
+
+
+class GatewaySettings(serializers.Serializer):
+    """The Application's gateway settings (contract §14)."""
+
+    modelAliases = ModelAlias(
+        many=True,
+        help_text="In order: an exact pattern wins over globs, then the first glob that matches.",
+    )
+    sideModels = serializers.ListField(
+        child=serializers.CharField(),
+        help_text="Globs of model names clients use only for background requests (the default "
+        "list when the Application set none).",
+    )
+    sideModelsDefault = serializers.BooleanField(
+        help_text="True: sideModels is the service's default list."
+    )
 
 
 class ProtocolVersion(serializers.Serializer):

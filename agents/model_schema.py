@@ -16,6 +16,7 @@ publish checks stay `validate_prompt_cache` and `prices_problems`.
 from __future__ import annotations
 
 import math
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ from typing import Any, Final, Literal
 from agents.models import AgentVersion
 from contextproto.protocol.adapters import OPENAI_APIS
 from contextproto.protocol.prompt_cache import PROMPT_CACHE_SCHEMA, validate_prompt_cache
+from contextproto.protocol.scripted_script import ScriptInvalid, check_script
 from contextproto.usage import PRICE_KEYS, PRICE_MAX, Problem, prices_problems
 
 # Where a setting lives on AgentVersion.
@@ -334,4 +336,49 @@ def model_problems(version: AgentVersion) -> list[Problem]:
         for error in validate_prompt_cache(version.prompt_cache).errors
     )
     problems.extend(prices_problems(version.prices, "model.prices"))
+    script = script_problem(version)
+    if script is not None:
+        problems.append(script)
     return problems
+
+
+# Providers whose calls carry the key `model.config.apiKeyEnv` names.
+KEYED_PROVIDERS = ("openai", "anthropic")
+SCRIPTED = "scripted"
+
+
+def script_problem(version: AgentVersion) -> Problem | None:
+    """A scripted version's script the runtime would refuse, in the runtime's own words
+    (`script_invalid`, contract §7): its `model.config` is the script."""
+    if version.model_provider != SCRIPTED:
+        return None
+    try:
+        check_script(version.model_config)
+    except ScriptInvalid as exc:
+        # The runtime names the part from the script's root ("script.steps", "steps[1].text").
+        where = exc.where.removeprefix("script").lstrip(".")
+        field = "model.config" + (f".{where}" if where else "")
+        return {"field": field, "code": "script_invalid", "message": exc.message}
+    return None
+
+
+def model_warnings(version: AgentVersion) -> list[Problem]:
+    """What publish reports without refusing (contract §2.1): a `model.config.apiKeyEnv`
+    naming a variable that is unset or empty on this node. Not refused: another node may
+    have it, and a gateway request may bring its own key."""
+    config = version.model_config if isinstance(version.model_config, Mapping) else {}
+    name = config.get("apiKeyEnv")
+    if version.model_provider not in KEYED_PROVIDERS or not isinstance(name, str) or not name:
+        return []
+    if os.environ.get(name):
+        return []
+    return [
+        {
+            "field": "model.config.apiKeyEnv",
+            "code": "api_key_env_unset",
+            "message": f"model.config.apiKeyEnv names {name}, which is not set (or empty) on "
+            "this node: the built-in runtime's turns fail with provider_not_configured and "
+            "the gateway calls the model without a key, unless a request sends "
+            f"X-Contextproto-Upstream-Key. Set {name} on every node that runs this version.",
+        }
+    ]

@@ -1,4 +1,5 @@
-"""Tenants (Applications), their API keys, host tools, Agents and AgentVersions (contract §2.1)."""
+"""Tenants (Applications), their API keys, host tools, gateway settings, Agents and AgentVersions
+(contract §2.1, §14)."""
 
 from __future__ import annotations
 
@@ -130,3 +131,31 @@ class AgentVersion(models.Model):
     @property
     def protocol_key(self) -> str:
         return f"{self.context_protocol_id}@{self.context_protocol_version}"
+
+
+class GatewaySettings(models.Model):
+    """An Application's gateway settings (contract §14): its model aliases and side models.
+
+    One row per Application, created by the first `PUT gateway-settings/` or admin save; no
+    row means no aliases and the default side models. Written only through
+    agents.services_gateway, which checks every entry; the gateway reads them through
+    agents.selectors (`gateway_version_for_model`, `is_side_model`).
+    """
+
+    application = models.OneToOneField(
+        Application, on_delete=models.CASCADE, primary_key=True, related_name="gateway_settings"
+    )
+    # [{"pattern": "claude-*", "agentVersion": "helper@2"}, …] in the operator's order: the
+    # first glob that matches wins (an exact pattern before any glob).
+    model_aliases = models.JSONField(default=list, blank=True)
+    # Globs of model names used only for background requests; null: the service's default
+    # (contextproto.protocol.gateway.model_names.DEFAULT_SIDE_MODELS).
+    side_models = models.JSONField(null=True, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name = "gateway settings"
+        verbose_name_plural = "gateway settings"
+
+    def __str__(self) -> str:
+        return f"Gateway settings of {self.application}"

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
-from agents.models import Agent, AgentVersion, ApiKey, Application, Tool
-from agents.wire import AgentVersionWire
+from agents.models import Agent, AgentVersion, ApiKey, Application, GatewaySettings, Tool
+from agents.wire import AgentVersionPublishedWire, AgentVersionWire, GatewaySettingsWire
 from contextproto.errors import (
     AGENT_VERSION_ARCHIVED,
     GATEWAY_MODEL_NOT_FOUND,
@@ -16,7 +17,14 @@ from contextproto.errors import (
 from contextproto.ids import canonical_uuid, parse_uuid
 from contextproto.pagination import BY_ID, Keyset, Page, keyset_page
 from contextproto.protocol import catalog
+from contextproto.protocol.gateway.model_names import (
+    DEFAULT_SIDE_MODELS,
+    Alias,
+    alias_for,
+    matches_any,
+)
 from contextproto.protocol.prompt_cache import effective_prompt_cache
+from contextproto.usage import Problem
 
 AGENT_LIST_MAX = 500
 
@@ -104,53 +112,183 @@ def gateway_models(*, application: Application) -> list[AgentVersion]:
     )
 
 
-def gateway_version_for_model(*, application: Application, model: str | None) -> AgentVersion:
-    """The version a gateway request's `model` names: `name@N`, `name` (its newest published
-    version that is not archived) or a version id.
+@dataclass(frozen=True)
+class GatewaySettingsView:
+    """An Application's gateway settings as they apply (contract §14): its model aliases in
+    order, its side-model globs (the service's default when it set none) and whether those
+    are the default."""
 
-    Refuses with 404 `gateway_model_not_found` (unknown, or not published), 409
-    `agent_version_archived`, 400 `gateway_model_not_runnable` (an `external` model).
-    """
+    aliases: tuple[Alias, ...] = ()
+    side_models: tuple[str, ...] = DEFAULT_SIDE_MODELS
+    side_models_default: bool = True
+
+
+def gateway_settings_of(application: Application) -> GatewaySettingsView:
+    """The Application's gateway settings (one query; the defaults when it has no row)."""
+    row = GatewaySettings.objects.filter(application=application).first()
+    if row is None:
+        return GatewaySettingsView()
+    # Written only through agents.services_gateway, which checks every entry; a row edited
+    # by hand into another shape loses the entries that are not strings, not the whole row.
+    aliases = tuple(
+        Alias(pattern=entry["pattern"], agent_version=entry["agentVersion"])
+        for entry in row.model_aliases or ()
+        if isinstance(entry, dict)
+        and isinstance(entry.get("pattern"), str)
+        and isinstance(entry.get("agentVersion"), str)
+    )
+    if row.side_models is None:
+        return GatewaySettingsView(aliases=aliases)
+    side = tuple(glob for glob in row.side_models if isinstance(glob, str))
+    return GatewaySettingsView(aliases=aliases, side_models=side, side_models_default=False)
+
+
+def gateway_settings_to_wire(settings: GatewaySettingsView) -> GatewaySettingsWire:
+    return {
+        "modelAliases": [
+            {"pattern": alias.pattern, "agentVersion": alias.agent_version}
+            for alias in settings.aliases
+        ],
+        "sideModels": list(settings.side_models),
+        "sideModelsDefault": settings.side_models_default,
+    }
+
+
+def is_side_model(application: Application, model: str | None) -> bool:
+    """Whether `model` is one of the Application's side models (contract §14: a model name
+    clients use only for background requests; `sideModels`, or the default list). One query."""
+    if not model:
+        return False
+    return matches_any(gateway_settings_of(application).side_models, model)
+
+
+def gateway_version_named(application: Application, name: str) -> AgentVersion | None:
+    """The version `name` names as a gateway's `model` does (contract §14): a version id,
+    `agent@N` (any status), or an agent's name (its newest published version); else None."""
+    if not name:
+        return None
     versions = AgentVersion.objects.select_related("agent").filter(agent__application=application)
-    found: AgentVersion | None = None
-    name = model or ""
     as_id = canonical_uuid(name)
-    agent_name, _, number = name.rpartition("@")
     if as_id is not None:
         found = versions.filter(id=as_id).first()
-    if found is None and agent_name and number.isascii() and number.isdigit():
+        if found is not None:
+            return found
+    agent_name, _, number = name.rpartition("@")
+    if agent_name and number.isascii() and number.isdigit():
         found = versions.filter(agent__name=agent_name, number=int(number)).first()
-    if found is None and name:
-        found = (
-            versions.filter(agent__name=name, status=AgentVersion.Status.PUBLISHED)
-            .order_by("-number")
-            .first()
-        )
+        if found is not None:
+            return found
+    return (
+        versions.filter(agent__name=name, status=AgentVersion.Status.PUBLISHED)
+        .order_by("-number")
+        .first()
+    )
+
+
+# Where an operator maps the model names clients send (said in every unmatched 404).
+ALIAS_PLACES = (
+    "in the admin (Applications > {application} > Gateway settings) or with "
+    "PUT /api/v1/gateway-settings/"
+)
+
+
+def _alias_text(alias: Alias) -> str:
+    return f"the model alias {alias.pattern!r} → {alias.agent_version!r}"
+
+
+def _startable(
+    application: Application, found: AgentVersion | None, model: str | None, alias: Alias | None
+) -> AgentVersion:
+    """`found` if a new gateway session may start on it; else the refusal (contract §14)."""
+    details: dict[str, Any] = {"model": model}
+    if alias is not None:
+        details.update(aliasPattern=alias.pattern, agentVersion=alias.agent_version)
+    places = ALIAS_PLACES.format(application=application.name)
     if found is None or found.status == AgentVersion.Status.DRAFT:
-        raise ApplicationError(
-            GATEWAY_MODEL_NOT_FOUND,
-            f"model {model!r} names no published version of this Application; use "
-            "'agent@number', an agent's name (its newest published version) or a version "
-            "id (GET /gateway/openai/v1/models lists them), or name a session with the "
-            "X-Contextproto-Session header.",
-            {"model": model},
-        )
+        if alias is not None:
+            message = (
+                f"model {model!r} takes {_alias_text(alias)}, which names no published "
+                f"version of this Application; change the alias {places}."
+            )
+        else:
+            message = (
+                f"model {model!r} names no published version of this Application and no "
+                f"model alias takes it. Map the model names your client sends to a version "
+                f'with a model alias ({{"pattern": "claude-*", "agentVersion": "helper@2"}}) '
+                f"{places}, or send as `model` 'agent@number', an agent's name (its newest "
+                "published version) or a version id (GET /gateway/openai/v1/models lists "
+                "them)."
+            )
+        raise ApplicationError(GATEWAY_MODEL_NOT_FOUND, message, details)
+    via = f" ({_alias_text(alias)})" if alias is not None else ""
+    details["agentVersionId"] = str(found.id)
     if found.status == AgentVersion.Status.ARCHIVED:
         raise ApplicationError(
             AGENT_VERSION_ARCHIVED,
-            f"{gateway_model_name(found)} is archived: its sessions go on, new ones start on "
-            "a published version.",
-            {"model": model, "agentVersionId": str(found.id)},
+            f"{gateway_model_name(found)}{via} is archived: its sessions go on, new ones "
+            "start on a published version.",
+            details,
         )
     if found.model_provider not in RUNNABLE_MODEL_PROVIDERS:
         raise ApplicationError(
             GATEWAY_MODEL_NOT_RUNNABLE,
-            f"{gateway_model_name(found)} has model provider {found.model_provider!r}: a host "
-            "drives it through the API, the gateway cannot call its model. Use a version "
-            f"whose model is one of {', '.join(RUNNABLE_MODEL_PROVIDERS)}.",
-            {"model": model, "agentVersionId": str(found.id)},
+            f"{gateway_model_name(found)}{via} has model provider {found.model_provider!r}: "
+            "a host drives it through the API, the gateway cannot call its model. Use a "
+            f"version whose model is one of {', '.join(RUNNABLE_MODEL_PROVIDERS)}.",
+            details,
         )
     return found
+
+
+def gateway_version_for_model(*, application: Application, model: str | None) -> AgentVersion:
+    """The version a new gateway session of `model` starts on (contract §14).
+
+    A version name (`agent@N`, `agent`: its newest published version, a version id) is never
+    taken by an alias; any other name takes the Application's model alias for it (an exact
+    pattern, else the first glob that matches). Refuses with 404 `gateway_model_not_found`
+    (nothing named, unpublished, or an alias naming no published version; the message says
+    where to set an alias), 409 `agent_version_archived`, 400 `gateway_model_not_runnable`
+    (an `external` model). At most four queries.
+    """
+    name = model or ""
+    found = gateway_version_named(application, name)
+    if found is not None or not name:
+        return _startable(application, found, model, None)
+    alias = alias_for(gateway_settings_of(application).aliases, name)
+    if alias is None:
+        return _startable(application, None, model, None)
+    return _startable(
+        application, gateway_version_named(application, alias.agent_version), model, alias
+    )
+
+
+def alias_target_problem(*, application: Application, agent_version: str) -> Problem | None:
+    """Why a model alias to `agent_version` could start no gateway session now, as
+    `{field, code, message}` with the code a request would be refused with (the caller sets
+    `field`); None when it can."""
+    found = gateway_version_named(application, agent_version)
+    if found is None or found.status == AgentVersion.Status.DRAFT:
+        return {
+            "field": "agentVersion",
+            "code": GATEWAY_MODEL_NOT_FOUND,
+            "message": f"{agent_version!r} names no published version of this Application "
+            "(write 'agent@number', an agent's name or a version id).",
+        }
+    if found.status == AgentVersion.Status.ARCHIVED:
+        return {
+            "field": "agentVersion",
+            "code": AGENT_VERSION_ARCHIVED,
+            "message": f"{gateway_model_name(found)} is archived: it starts no new sessions.",
+        }
+    if found.model_provider not in RUNNABLE_MODEL_PROVIDERS:
+        return {
+            "field": "agentVersion",
+            "code": GATEWAY_MODEL_NOT_RUNNABLE,
+            "message": f"{gateway_model_name(found)} has model provider "
+            f"{found.model_provider!r}: the gateway cannot call its model (use one of "
+            f"{', '.join(RUNNABLE_MODEL_PROVIDERS)}).",
+        }
+    return None
 
 
 def api_key_page(*, application: Application, cursor: str | None, limit: int) -> Page[ApiKey]:
@@ -240,3 +378,9 @@ def agent_version_to_wire(version: AgentVersion) -> AgentVersionWire:
         "createdAt": version.created_at.isoformat(),
         "publishedAt": version.published_at.isoformat() if version.published_at else None,
     }
+
+
+def agent_version_published_to_wire(
+    version: AgentVersion, warnings: list[Problem]
+) -> AgentVersionPublishedWire:
+    return {**agent_version_to_wire(version), "warnings": warnings}

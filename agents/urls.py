@@ -1,6 +1,6 @@
 from django.urls import path
 
-from agents import apis, apis_keys, apis_tools
+from agents import apis, apis_gateway, apis_keys, apis_tools
 
 urlpatterns = [
     path("protocols/", apis.ProtocolListApi.as_view(), name="protocol-list"),
@@ -20,6 +20,7 @@ urlpatterns = [
     ),
     path("tools/", apis_tools.ToolsApi.as_view(), name="tools"),
     path("tools/<str:tool_id>/", apis_tools.ToolDetailApi.as_view(), name="tool-detail"),
+    path("gateway-settings/", apis_gateway.GatewaySettingsApi.as_view(), name="gateway-settings"),
     path("agents/", apis.AgentCreateApi.as_view(), name="agent-create"),
     path(
         "agents/<str:agent_id>/versions/",

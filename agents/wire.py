@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any, TypedDict
 
+from contextproto.usage import Problem
+
 
 class ModelSettingsWire(TypedDict):
     provider: str | None  # scripted, openai, anthropic, external
@@ -40,6 +42,13 @@ class AgentVersionWire(TypedDict):
     publishedAt: str | None
 
 
+class AgentVersionPublishedWire(AgentVersionWire):
+    """The publish answer: the version, and what publish reports without refusing
+    (`{field, code, message}`; [] when nothing)."""
+
+    warnings: list[Problem]
+
+
 class ApiKeyWire(TypedDict):
     """Never the key itself: only its prefix."""
 
@@ -59,3 +68,14 @@ class HostToolWire(TypedDict):
     description: str
     inputSchema: dict[str, Any]
     createdAt: str
+
+
+class ModelAliasWire(TypedDict):
+    pattern: str  # an exact model name, or a glob whose wildcard is *
+    agentVersion: str  # agent@N, an agent's name or a version id
+
+
+class GatewaySettingsWire(TypedDict):
+    modelAliases: list[ModelAliasWire]
+    sideModels: list[str]  # globs; the service's default when the Application set none
+    sideModelsDefault: bool  # true: sideModels is the default list

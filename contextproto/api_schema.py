@@ -66,6 +66,8 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
     ("GET", "tools/{tool_id}/"): ("tool_get", (e.NOT_FOUND,)),
     ("PATCH", "tools/{tool_id}/"): ("tool_update", (e.NOT_FOUND, *_TOOL, e.TOOL_IN_USE)),
     ("DELETE", "tools/{tool_id}/"): ("tool_delete", (e.NOT_FOUND, e.TOOL_IN_USE)),
+    ("GET", "gateway-settings/"): ("gateway_settings_get", ()),
+    ("PUT", "gateway-settings/"): ("gateway_settings_put", (e.GATEWAY_SETTINGS_INVALID,)),
     ("GET", "agents/"): ("agent_list", ()),
     ("POST", "agents/"): ("agent_create", (e.AGENT_NAME_TAKEN,)),
     ("POST", "agents/{agent_id}/versions/"): (
@@ -94,6 +96,10 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
         (e.NOT_FOUND, e.AGENT_VERSION_NOT_PUBLISHED, e.AGENT_VERSION_ARCHIVED),
     ),
     ("GET", _S): ("session_get", (e.NOT_FOUND,)),
+    ("GET", "gateway-conversations/{conversation_id}/"): (
+        "gateway_conversation_get",
+        (e.NOT_FOUND,),
+    ),
     ("POST", _S + "session-key/rotate/"): ("session_key_rotate", (e.NOT_FOUND,)),
     ("POST", _S + "session-key/revoke/"): ("session_key_revoke", (e.NOT_FOUND,)),
     ("POST", _S + "inputs/"): (

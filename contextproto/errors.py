@@ -374,7 +374,14 @@ SCRIPT_EXPECTATION_FAILED = _code(
 
 # ---------------------------------------------------------------- the gateway (contract §14)
 GATEWAY_MODEL_NOT_FOUND = _code(
-    "gateway_model_not_found", 404, "`model` names no published version of the Application."
+    "gateway_model_not_found",
+    404,
+    "`model` names no published version of the Application, and no model alias takes it.",
+)
+GATEWAY_SETTINGS_INVALID = _code(
+    "gateway_settings_invalid",
+    400,
+    "Gateway settings (model aliases, side models) refused; details.errors lists why.",
 )
 GATEWAY_MODEL_NOT_RUNNABLE = _code(
     "gateway_model_not_runnable", 400, "The version's model is `external`: a host drives it."

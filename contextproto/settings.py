@@ -262,6 +262,9 @@ SPECTACULAR_SETTINGS = {
         "DerivedType": "contextproto.api_schema.DERIVED_TYPES",
         "WireFormat": "contextproto.api_schema.WIRE_FORMATS",
         "ModelProvider": "agents.apis_shapes.MODEL_PROVIDERS",
+        # The name generated clients have known since before publish answered its own shape
+        # (AgentVersionPublished repeats AgentVersion's status).
+        "AgentVersionStatusEnum": "agents.apis_shapes.AGENT_VERSION_STATUSES",
         "RunStatus": "contextproto.api_schema.RUN_STATUSES",
     },
     "SERVE_INCLUDE_SCHEMA": False,

@@ -1,5 +1,6 @@
 from django.urls import path
 
+from sessions_app.api import conversations as apis_conversations
 from sessions_app.api import keys as apis_keys
 from sessions_app.api import maintenance as apis_maintenance
 from sessions_app.api import tool_calls as apis_tool_calls
@@ -11,6 +12,12 @@ S = "sessions/<str:session_id>/"
 
 urlpatterns = [
     path("sessions/", apis.SessionCreateApi.as_view(), name="session-create"),
+    # A client's conversation id is its own string, `/` included (as a tool call id).
+    path(
+        "gateway-conversations/<path:conversation_id>/",
+        apis_conversations.GatewayConversationApi.as_view(),
+        name="gateway-conversation",
+    ),
     path(S, apis.SessionDetailApi.as_view(), name="session-detail"),
     path(S + "inputs/", apis.SessionInputApi.as_view(), name="session-inputs"),
     path(S + "messages/", apis.SessionMessagesApi.as_view(), name="session-messages"),

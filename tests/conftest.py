@@ -110,6 +110,9 @@ class KeyClient:
     def patch(self, path: str, body):
         return self.client.patch("/api/v1/" + path, body, format="json")
 
+    def put(self, path: str, body):
+        return self.client.put("/api/v1/" + path, body, format="json")
+
     def delete(self, path: str):
         return self.client.delete("/api/v1/" + path)
 

@@ -71,6 +71,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "agents.selectors",
             "agents.services",
             "agents.services_tools",
+            "agents.services_gateway",
             "agents.model_schema",
             "agents.wire",
             "agents.management*",

@@ -1,5 +1,6 @@
 """Applications (tenants) and their API keys: membership is changed by superusers, keys are
-seen and revoked, never edited."""
+seen and revoked, never edited; an Application's gateway settings have a page of their own
+(agents/admin/gateway.py), linked from its change page."""
 
 from __future__ import annotations
 
@@ -7,9 +8,13 @@ from typing import Any
 
 from django.contrib import admin, messages
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
+from django.urls import path, reverse
+from django.utils.html import format_html
 
+from agents.admin.gateway import gateway_settings_page
 from agents.models import ApiKey, Application
+from agents.selectors import gateway_settings_of
 from agents.services import (
     api_key_revoke,
 )
@@ -28,7 +33,7 @@ class ApplicationAdmin(admin.ModelAdmin):
     list_display = ("name", "created_at")
     search_fields = ("name",)
     filter_horizontal = ("members",)
-    readonly_fields = ("id", "created_at")
+    readonly_fields = ("id", "created_at", "gateway_settings_summary")
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Application]:
         queryset = super().get_queryset(request)
@@ -42,6 +47,30 @@ class ApplicationAdmin(admin.ModelAdmin):
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         # Membership decides visibility, so only superusers may change it.
         return request.user.is_superuser
+
+    @admin.display(description="Gateway settings")
+    def gateway_settings_summary(self, obj: Application) -> str:
+        settings = gateway_settings_of(obj)
+        side = "default" if settings.side_models_default else f"{len(settings.side_models)}"
+        return format_html(
+            '<a href="{}" id="gateway-settings-link">{} model alias(es), side models: {}</a>',
+            reverse("admin:agents_application_gateway_settings", args=[obj.pk]),
+            len(settings.aliases),
+            side,
+        )
+
+    def get_urls(self) -> list:
+        return [
+            path(
+                "<path:object_id>/gateway-settings/",
+                self.admin_site.admin_view(self.gateway_settings_view),
+                name="agents_application_gateway_settings",
+            ),
+            *super().get_urls(),
+        ]
+
+    def gateway_settings_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        return gateway_settings_page(self, request, object_id)
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False

@@ -22,6 +22,7 @@ from django.views.decorators.http import require_POST
 
 from agents.admin.version_columns import VersionColumns
 from agents.admin.version_forms import VersionForms
+from agents.model_schema import model_warnings
 from agents.models import AgentVersion
 from agents.services import (
     agent_version_archive,
@@ -222,6 +223,9 @@ class AgentVersionAdmin(VersionForms, VersionColumns):
         obj: AgentVersion | None = None,
     ) -> HttpResponse:
         if obj is not None and obj.pk is not None:
+            # What publish reports without refusing (an apiKeyEnv unset on this node), on
+            # every saved version's page: after Publish, the page it lands on.
+            context["model_warnings"] = model_warnings(obj)
             for extra in _CHANGE_FORM_CONTEXT:
                 context.update(extra(obj))
         return super().render_change_form(request, context, add, change, form_url, obj)

@@ -309,3 +309,18 @@ class HealthLive(serializers.Serializer):
 class HealthReady(serializers.Serializer):
     status = serializers.ChoiceField(choices=["ok", "not_ready"])
     checks = DependencyChecks()
+
+
+class ChildSession(serializers.Serializer):
+    agentId = serializers.CharField(help_text="The sub-agent's own id in the conversation.")
+    sessionId = serializers.UUIDField()
+
+
+class GatewayConversation(serializers.Serializer):
+    """A conversation id a client sent on its own, and the sessions it names (contract §14)."""
+
+    conversationId = serializers.CharField()
+    sessionId = serializers.UUIDField(help_text="The conversation's session.")
+    childSessions = ChildSession(
+        many=True, help_text="Its sub-agents' sessions, in the order they began."
+    )

@@ -38,6 +38,17 @@ class SessionDetailWire(SessionWire):
     usage: SessionUsageWire
 
 
+class ChildSessionWire(TypedDict):
+    agentId: str  # the sub-agent's own id within the conversation (the client's)
+    sessionId: str
+
+
+class GatewayConversationWire(TypedDict):
+    conversationId: str
+    sessionId: str
+    childSessions: list[ChildSessionWire]
+
+
 class WindowWire(TypedDict):
     windowId: str
     active: bool

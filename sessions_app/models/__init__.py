@@ -1,7 +1,7 @@
 """The sessions app's models, one module per concern (docs/architecture.md: store)."""
 
 from sessions_app.models.archive import ArchiveChunk
-from sessions_app.models.gateway import GatewayCallId, GatewayExchange
+from sessions_app.models.gateway import GatewayCallId, GatewayConversation, GatewayExchange
 from sessions_app.models.log import ImmutableMessageError, Message, MessageQuerySet
 from sessions_app.models.maintenance import MaintenanceJob
 from sessions_app.models.receipts import ClientWrite, HostTurn, ToolReceipt
@@ -15,6 +15,7 @@ __all__ = [
     "CompressedJSONField",
     "FoldRecord",
     "GatewayCallId",
+    "GatewayConversation",
     "GatewayExchange",
     "HostTurn",
     "ImmutableMessageError",

@@ -131,3 +131,45 @@ class GatewayCallId(models.Model):
 
     def __str__(self) -> str:
         return self.call_id
+
+
+class GatewayConversation(models.Model):
+    """A conversation id a client sends on its own (contract §14, SPEC §19.1) and the session
+    it names within an Application.
+
+    `conversation_id` is the client's id (`X-Contextproto-Conversation`, Claude Code's
+    `x-claude-code-session-id`, Codex's `session-id`); `agent_id` is '' for the conversation
+    itself and a sub-agent's own id within it (Claude Code's `x-claude-code-agent-id`) for a
+    child session, whose `parent` is the conversation's session. The unique constraint makes
+    concurrent first requests of one id create one session.
+    """
+
+    id = models.BigAutoField(primary_key=True)
+    application = models.ForeignKey(
+        Application, on_delete=models.CASCADE, related_name="gateway_conversations"
+    )
+    conversation_id = models.CharField(max_length=255)
+    agent_id = models.CharField(max_length=255, blank=True, default="")
+    session = models.ForeignKey(
+        Session, on_delete=models.CASCADE, related_name="gateway_conversations"
+    )
+    # The conversation's own session, for a sub-agent's child session; null for the main one.
+    parent = models.ForeignKey(
+        Session,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="gateway_children",
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["application", "conversation_id", "agent_id"],
+                name="gateway_conversation_unique",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.conversation_id}/{self.agent_id}" if self.agent_id else self.conversation_id

@@ -22,6 +22,12 @@ from contextproto.errors import (
 )
 from contextproto.protocol.adapters import WireFormat
 from contextproto.protocol.content_parts import PART_REASONING
+from contextproto.protocol.scripted_script import (
+    CACHE_USAGE_KEYS,
+    ScriptInvalid,
+    check_script,
+    is_count,
+)
 from contextproto.protocol.tokens import json_tokens
 from sessions_app.providers.base import (
     ModelReply,
@@ -34,21 +40,6 @@ from sessions_app.providers.base import (
     estimate_tokens,
     tool_calls_json,
 )
-
-# `maxOutputTokens`: the model's output limit, as a real model's config states it (the gateway
-# lowers a client's max_tokens to it); the script itself ignores it.
-SCRIPT_KEYS = frozenset({"steps", "wireFormat", "tokens", "description", "maxOutputTokens"})
-STEP_KEYS = frozenset(
-    {"expect", "text", "toolCalls", "reasoning", "usage", "comment", "delaySeconds"}
-)
-EXPECT_KEYS = frozenset({"contains", "notContains", "lastMessageKind", "lastRole", "messageCount"})
-TOKENS_KEYS = frozenset({"mode", "inputPerTurn", "outputPerTurn"})
-TOOL_CALL_KEYS = frozenset({"id", "name", "arguments"})
-REASONING_KEYS = frozenset({"id", "summary", "encryptedContent"})
-# The cache counts (contract §8) are reported only when a step gives them: a rehearsal of cost.
-CACHE_USAGE_KEYS = ("cacheReadInputTokens", "cacheWriteInputTokens")
-USAGE_KEYS = frozenset({"inputTokens", "outputTokens", *CACHE_USAGE_KEYS})
-TOKEN_MODES = ("estimate", "fixed")
 
 STOP_TOOL_CALLS = "tool_calls"
 STOP_END_TURN = "end_turn"
@@ -78,107 +69,13 @@ def _describe(message: Any) -> str:
     return f"{label}: {text}"
 
 
-def _invalid(where: str, problem: str) -> ProviderError:
-    return ProviderError(
-        SCRIPT_INVALID, f"scripted model: {where}: {problem}", details={"where": where}
-    )
-
-
-def _is_count(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
-
-
-def _check_keys(where: str, value: Any, allowed: frozenset[str]) -> None:
-    if not isinstance(value, dict):
-        raise _invalid(where, f"must be an object, got {type(value).__name__}")
-    unknown = sorted(set(value) - allowed)
-    if unknown:
-        raise _invalid(
-            where, f"unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(allowed))}"
-        )
-
-
-def _check_strings(where: str, value: Any) -> None:
-    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
-        raise _invalid(where, "must be a list of non-empty strings")
-
-
-def _check_expect(where: str, expect: Any) -> None:
-    _check_keys(where, expect, EXPECT_KEYS)
-    for key in ("contains", "notContains"):
-        if key in expect:
-            _check_strings(f"{where}.{key}", expect[key])
-    for key in ("lastMessageKind", "lastRole"):
-        if key in expect and not (isinstance(expect[key], str) and expect[key]):
-            raise _invalid(f"{where}.{key}", "must be a non-empty string")
-    if "messageCount" in expect:
-        bounds = expect["messageCount"]
-        _check_keys(f"{where}.messageCount", bounds, frozenset({"min", "max"}))
-        if not bounds or not all(_is_count(v) for v in bounds.values()):
-            raise _invalid(f"{where}.messageCount", "needs min and/or max, non-negative ints")
-
-
-def _check_step(n: int, step: Any) -> None:
-    where = f"steps[{n}]"
-    _check_keys(where, step, STEP_KEYS)
-    if "text" in step and not isinstance(step["text"], str):
-        raise _invalid(f"{where}.text", "must be a string")
-    delay = step.get("delaySeconds", 0)
-    if isinstance(delay, bool) or not isinstance(delay, int | float) or not 0 <= delay <= 300:
-        raise _invalid(f"{where}.delaySeconds", "must be a number of seconds, 0..300")
-    calls = step.get("toolCalls")
-    if calls is not None:
-        if not isinstance(calls, list) or not calls:
-            raise _invalid(f"{where}.toolCalls", "must be a non-empty list")
-        for i, call in enumerate(calls):
-            _check_keys(f"{where}.toolCalls[{i}]", call, TOOL_CALL_KEYS)
-            if not isinstance(call.get("name"), str) or not call["name"]:
-                raise _invalid(f"{where}.toolCalls[{i}].name", "is required (a tool name)")
-            if "id" in call and not (isinstance(call["id"], str) and call["id"]):
-                raise _invalid(f"{where}.toolCalls[{i}].id", "must be a non-empty string")
-            if not isinstance(call.get("arguments", {}), dict):
-                raise _invalid(f"{where}.toolCalls[{i}].arguments", "must be an object")
-    reasoning = step.get("reasoning")
-    if reasoning is not None:
-        if not isinstance(reasoning, list) or not reasoning:
-            raise _invalid(f"{where}.reasoning", "must be a non-empty list")
-        for i, item in enumerate(reasoning):
-            _check_keys(f"{where}.reasoning[{i}]", item, REASONING_KEYS)
-            if not all(isinstance(v, str) and v for v in item.values()):
-                raise _invalid(f"{where}.reasoning[{i}]", "takes non-empty strings")
-    if not step.get("text") and not calls:
-        raise _invalid(where, "needs text, toolCalls or both (an empty answer is not a step)")
-    if "usage" in step:
-        usage = step["usage"]
-        _check_keys(f"{where}.usage", usage, USAGE_KEYS)
-        if not usage or not all(_is_count(v) for v in usage.values()):
-            raise _invalid(f"{where}.usage", "needs inputTokens and/or outputTokens, ints >= 0")
-    if "expect" in step:
-        _check_expect(f"{where}.expect", step["expect"])
-
-
 def validate_script(script: Any) -> None:
-    """Check a script's shape; raise ProviderError `script_invalid` naming the bad part."""
-    _check_keys("script", script, SCRIPT_KEYS)
-    steps = script.get("steps")
-    if not isinstance(steps, list) or not steps:
-        raise _invalid("script.steps", "must be a non-empty list of steps")
-    wire = script.get("wireFormat", WireFormat.NEUTRAL)
-    if wire not in tuple(WireFormat):
-        raise _invalid("script.wireFormat", f"must be one of {', '.join(tuple(WireFormat))}")
-    if "tokens" in script:
-        tokens = script["tokens"]
-        _check_keys("script.tokens", tokens, TOKENS_KEYS)
-        mode = tokens.get("mode", "estimate")
-        if mode not in TOKEN_MODES:
-            raise _invalid("script.tokens.mode", f"must be one of {', '.join(TOKEN_MODES)}")
-        for key in ("inputPerTurn", "outputPerTurn"):
-            if key in tokens and not _is_count(tokens[key]):
-                raise _invalid(f"script.tokens.{key}", "must be an int >= 0")
-        if mode == "fixed" and "inputPerTurn" not in tokens:
-            raise _invalid("script.tokens", "mode 'fixed' needs inputPerTurn")
-    for n, step in enumerate(steps):
-        _check_step(n, step)
+    """Check a script's shape; raise ProviderError `script_invalid` naming the bad part (the
+    engine's `check_script`, which publish runs too)."""
+    try:
+        check_script(script)
+    except ScriptInvalid as exc:
+        raise ProviderError(SCRIPT_INVALID, exc.message, details={"where": exc.where}) from None
 
 
 class ScriptedProvider:
@@ -236,7 +133,7 @@ class ScriptedProvider:
 
     def _step(self, request: dict, step: int | None) -> tuple[dict[str, Any], int, float]:
         """The step to play (checked against the request), its 1-based number and delay."""
-        if step is None or not _is_count(step):
+        if step is None or not is_count(step):
             raise ProviderError(
                 SCRIPT_STEP_REQUIRED,
                 "scripted model: pass step=<0-based count of this model's earlier calls in "

@@ -1,5 +1,6 @@
-"""The API's list and lookup selectors (contract §12): a session by id, and the operator lists
-(messages, windows, folds, snapshots, KV), each keyset-paged by contextproto.pagination.
+"""The API's list and lookup selectors (contract §12): a session by id, a gateway conversation by
+its client's id, and the operator lists (messages, windows, folds, snapshots, KV), each
+keyset-paged by contextproto.pagination.
 """
 
 from __future__ import annotations
@@ -8,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
-from django.db.models import QuerySet
+from django.db.models import Case, IntegerField, QuerySet, Value, When
 from django.utils.dateparse import parse_datetime
 
 from contextproto.errors import NotFound
@@ -26,6 +27,7 @@ from contextproto.protocol.messages import Fold, RawMessage
 from contextproto.protocol.state import checkpoint_key, covered_key, window_key
 from sessions_app.models import (
     FoldRecord,
+    GatewayConversation,
     KVEntry,
     MaintenanceJob,
     ProjectionSnapshot,
@@ -44,6 +46,42 @@ def session_get(*, session_id: Any, application_id: Any = None) -> Session:
     if session is None:
         raise NotFound("Session")
     return session
+
+
+# A conversation's sub-agents listed at most: Claude Code starts one per Agent call.
+CONVERSATION_CHILDREN_MAX = 1000
+
+
+@dataclass(frozen=True)
+class ConversationView:
+    """A gateway conversation (contract §14): the session its id names, and its sub-agents'
+    child sessions as (agent id, session id) in the order they began."""
+
+    conversation_id: str
+    session_id: UUID
+    children: list[tuple[str, UUID]]
+
+
+def gateway_conversation_get(*, application_id: Any, conversation_id: str) -> ConversationView:
+    """The Application's conversation `conversation_id` (one query); NotFound (404) when it
+    has none by that id."""
+    rows = list(
+        GatewayConversation.objects.filter(
+            application_id=application_id, conversation_id=conversation_id
+        )
+        .order_by(
+            # The conversation's own row first, then its children as they began.
+            Case(When(agent_id="", then=Value(0)), default=Value(1), output_field=IntegerField()),
+            "created_at",
+            "id",
+        )
+        .values_list("agent_id", "session_id")[: CONVERSATION_CHILDREN_MAX + 1]
+    )
+    if not rows or rows[0][0] != "":
+        raise NotFound("Conversation", {"conversationId": conversation_id})
+    return ConversationView(
+        conversation_id=conversation_id, session_id=rows[0][1], children=rows[1:]
+    )
 
 
 # ---------------------------------------------------------------- operator lists (contract §12)

@@ -12,7 +12,12 @@ GOOD_VERSION = {
     "contextProtocolId": "unified",
     "contextProtocolVersion": 3,
     "options": {},
-    "model": {"provider": "scripted", "name": "script", "maxInputTokens": 8000},
+    "model": {
+        "provider": "scripted",
+        "name": "script",
+        "maxInputTokens": 8000,
+        "config": {"steps": [{"text": "Done."}]},
+    },
 }
 
 

@@ -20,6 +20,7 @@ from django.urls import resolve
 from rest_framework.test import APIClient
 
 from agents.models import Tool
+from sessions_app.models import GatewayConversation
 from tests.conftest import KeyClient
 
 # Like tests/maintenance: a small uncompressed tail, so a dozen tool results can be planned.
@@ -149,6 +150,13 @@ def test_every_operation_answers_in_its_documented_shape(schema, walk, api_sessi
     check(app.post(v + "archive/"), 200)
     check(app.delete(f"tools/{tool['id']}/"), 409)
 
+    # Gateway settings: the defaults, a replacement, a refusal.
+    check(app.get("gateway-settings/"), 200)
+    check(app.put("gateway-settings/", {"sideModels": ["*mini*"]}), 200)
+    check(
+        app.put("gateway-settings/", {"modelAliases": [{"pattern": "x", "agentVersion": ""}]}), 400
+    )
+
     # API keys.
     created = check(app.post("api-keys/"), 201)
     page = check(app.get("api-keys/", limit=1), 200)
@@ -257,6 +265,11 @@ def test_every_operation_answers_in_its_documented_shape(schema, walk, api_sessi
     commit = s.path(f"windows/main/maintenance/{job['jobId']}/commit/")
     check(host.post(commit, {"checkpoint": "Quote in progress."}), 200)
     check(host.get(s.path("maintenance/")), 200)
+
+    # A gateway conversation (the gateway records them; here the row is made directly).
+    GatewayConversation.objects.create(application=s.app, conversation_id="conv-1", session_id=s.id)
+    check(app.get("gateway-conversations/conv-1/"), 200)
+    check(app.get("gateway-conversations/conv-2/"), 404)
 
     # The application key rotates and revokes the session key.
     check(app.post(s.path("session-key/rotate/")), 200)

@@ -21,12 +21,16 @@ from agents import apis_shapes
 from agents.apis_keys import api_key_to_wire
 from agents.apis_tools import tool_to_wire
 from agents.models import ApiKey, Tool
-from agents.selectors import agent_version_to_wire
+from agents.selectors import agent_version_to_wire, gateway_settings_of, gateway_settings_to_wire
+from agents.services_gateway import gateway_settings_set
 from agents.wire import (
+    AgentVersionPublishedWire,
     AgentVersionWire,
     ApiKeyCreatedWire,
     ApiKeyWire,
+    GatewaySettingsWire,
     HostToolWire,
+    ModelAliasWire,
     ModelSettingsWire,
 )
 from contextproto.economics.cache_report import CacheEconomyWire
@@ -36,19 +40,22 @@ from contextproto.protocol.messages import FrameWire, ModelMessageWire, RawMessa
 from contextproto.protocol.options import OptionErrorWire
 from contextproto.protocol.projection import ProjectionWire
 from contextproto.protocol.tool_results import ToolResult
-from contextproto.usage import SessionUsageWire, UsageWire
+from contextproto.usage import Problem, SessionUsageWire, UsageWire
 from sessions_app.api import shapes
+from sessions_app.api.conversations import conversation_to_wire
 from sessions_app.api.maintenance import job_to_wire
 from sessions_app.api.views import fold_to_wire, session_to_wire, window_to_wire
 from sessions_app.api.wire import (
+    ChildSessionWire,
     FoldWire,
+    GatewayConversationWire,
     MaintenanceJobWire,
     SessionCreatedWire,
     SessionDetailWire,
     SessionWire,
     WindowWire,
 )
-from sessions_app.models import MaintenanceJob, ProjectionSnapshot, Session
+from sessions_app.models import GatewayConversation, MaintenanceJob, ProjectionSnapshot, Session
 from sessions_app.reads import lists
 from sessions_app.replay import session_replay
 from sessions_app.replay_wire import SessionReplayWire
@@ -56,6 +63,7 @@ from sessions_app.services import dispatch
 from sessions_app.services.dispatch import ReceiptWire
 from sessions_app.services.fork import ForkPointWire, fork_point_of
 from sessions_app.services.projection import SnapshotDetailWire, SnapshotWire, snapshot_to_wire
+from sessions_app.services.sessions import session_create
 from sessions_app.services.turns import HostCallWire, TurnWire
 from sessions_app.store import body_retention, snapshot_bodies
 from tests.api.wire_check import serializer_problems, wire_problems
@@ -103,6 +111,12 @@ PAIRS = [
     (ApiKeyWire, apis_shapes.ApiKey),
     (ApiKeyCreatedWire, apis_shapes.ApiKeyCreated),
     (HostToolWire, apis_shapes.HostTool),
+    (Problem, apis_shapes.PublishWarning),
+    (AgentVersionPublishedWire, apis_shapes.AgentVersionPublished),
+    (ModelAliasWire, apis_shapes.ModelAlias),
+    (GatewaySettingsWire, apis_shapes.GatewaySettings),
+    (ChildSessionWire, shapes.ChildSession),
+    (GatewayConversationWire, shapes.GatewayConversation),
 ]
 
 
@@ -342,3 +356,47 @@ def test_real_objects_and_answers_fit_their_wire_shapes(api_session, settings):
     check(replay.recorded.to_wire(), CacheEconomyWire)
     check(replay.replayed.to_wire(), CacheEconomyWire)
     assert uuid.UUID(replay.session_id)
+
+
+def test_gateway_settings_publish_and_conversation_answers_fit_their_wire_shapes(
+    tenant, make_version, monkeypatch
+):
+    app, client = tenant("Shapes")
+    version = make_version(app, name="helper", provider="scripted")
+    settings_body = {
+        "modelAliases": [{"pattern": "claude-*", "agentVersion": "helper@1"}],
+        "sideModels": ["*mini*"],
+    }
+    check(ok(client.put("gateway-settings/", settings_body)), GatewaySettingsWire)
+    check(ok(client.get("gateway-settings/")), GatewaySettingsWire)
+    gateway_settings_set(application=app, model_aliases=[], side_models=None)
+    check(gateway_settings_to_wire(gateway_settings_of(app)), GatewaySettingsWire)
+
+    # A publish that warns (an apiKeyEnv unset on this node).
+    monkeypatch.delenv("WIRE_SHAPES_UNSET_KEY", raising=False)
+    agent = ok(client.post("agents/", {"name": "keyed"}), 201)
+    body = {
+        "systemPrompt": "You help.\n{{context_protocol}}",
+        "contextProtocolId": "unified",
+        "contextProtocolVersion": 2,
+        "model": {
+            "provider": "openai",
+            "name": "m",
+            "maxInputTokens": 8000,
+            "config": {"apiKeyEnv": "WIRE_SHAPES_UNSET_KEY"},
+        },
+    }
+    draft = ok(client.post(f"agents/{agent['id']}/versions/", body), 201)
+    published = ok(client.post(f"agent-versions/{draft['id']}/publish/"))
+    assert published["warnings"]
+    check(published, AgentVersionPublishedWire)
+
+    main, _ = session_create(agent_version=version, inputs={})
+    child, _ = session_create(agent_version=version, inputs={})
+    GatewayConversation.objects.create(application=app, conversation_id="c1", session=main)
+    GatewayConversation.objects.create(
+        application=app, conversation_id="c1", agent_id="sub", session=child, parent=main
+    )
+    check(ok(client.get("gateway-conversations/c1/")), GatewayConversationWire)
+    view = lists.gateway_conversation_get(application_id=app.pk, conversation_id="c1")
+    check(conversation_to_wire(view), GatewayConversationWire)

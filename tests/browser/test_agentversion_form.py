@@ -95,6 +95,10 @@ def test_an_operator_creates_a_draft_through_the_model_form(
 
     page.click("#publish-button")
     expect(page.locator(".messagelist")).to_contain_text("is published and now read-only")
+    # Published, and warned: this node has no TRIP_OPENAI_KEY (contract §2.1).
+    expect(page.locator("#model-warnings")).to_contain_text(
+        "names TRIP_OPENAI_KEY, which is not set"
+    )
     settings = page.locator("#model-settings")
     expect(settings.locator('[data-setting="model.config.apiKeyEnv"] code')).to_have_text(
         "TRIP_OPENAI_KEY"

@@ -25,6 +25,7 @@ from typing import Any
 
 import pytest
 
+from contextproto.protocol.gateway.model_names import DEFAULT_SIDE_MODELS, matches_any
 from tests.clients.recorder import Call, Recorder, Reply, Seen, Turn, recording, tool_loop
 from tests.gateway.installs import (
     agents_sdk_python,
@@ -336,6 +337,8 @@ def test_claude_code_interactive_asks_a_title_first_and_counts_tokens_for_contex
     title, *turns = messages
     assert title.body["tools"] == []
     assert title.body["model"] == turns[0].body["model"] == "claude-opus-5-5"
+    # So the default side models cannot tell it from the conversation by its name.
+    assert not matches_any(DEFAULT_SIDE_MODELS, title.body["model"])
     assert "naming a coding session" in json.dumps(title.body["system"])
     assert title.body["output_config"]["format"]["schema"]["required"] == ["title"]
     assert "thinking" not in title.body
@@ -347,6 +350,59 @@ def test_claude_code_interactive_asks_a_title_first_and_counts_tokens_for_contex
         ("/v1/messages/count_tokens", '{"beta": ["true"]}')
     }
     assert any(len(s.body.get("tools") or []) == 1 for s in counts)
+
+
+def test_claude_code_sends_its_helper_requests_under_the_small_fast_model_it_is_given(
+    recorder, tmp_path
+):
+    """The default side models (contract §14) hold Claude Code's small/fast model: named by
+    ANTHROPIC_DEFAULT_HAIKU_MODEL, its helper requests (the title first) carry it, and the
+    conversation keeps its own model."""
+    claude = node_clients().claude
+    project, home = tmp_path / "project", tmp_path / "home"
+    project.mkdir()
+    home.mkdir()
+    key = KEY + "-fedcba9876543210"
+    settings = {
+        "hasCompletedOnboarding": True,
+        "theme": "dark",
+        "customApiKeyResponses": {"approved": [key[-20:]], "rejected": []},
+        "projects": {str(project): {"hasTrustDialogAccepted": True}},
+    }
+    (home / ".claude.json").write_text(json.dumps(settings))
+
+    def brain(turn: Turn) -> Reply:
+        if not turn.tools:
+            return Reply(text='{"title": "Greeting"}')
+        return Reply(text="HELLO-THERE")
+
+    recorder.brains["claude-haiku"] = brain
+    env = clean_env(
+        HOME=str(home),
+        ANTHROPIC_BASE_URL=recorder.base("claude-haiku"),
+        ANTHROPIC_API_KEY=key,
+        ANTHROPIC_DEFAULT_HAIKU_MODEL="claude-haiku-4-5",
+        DISABLE_AUTOUPDATER="1",
+        DISABLE_TELEMETRY="1",
+        DISABLE_ERROR_REPORTING="1",
+    )
+    terminal = Terminal([str(claude)], env, project)
+    try:
+        terminal.wait(lambda: PROMPT in terminal.screen, "prompt")
+        terminal.type("Say hello.")
+        terminal.wait(lambda: b"HELLO-THERE" in terminal.screen, "answer")
+    finally:
+        terminal.close()
+
+    messages = [s for s in recorder.requests("claude-haiku") if s.api == "messages"]
+    helpers = [s for s in messages if not s.body.get("tools")]
+    turns = [s for s in messages if s.body.get("tools")]
+    assert helpers and turns
+    assert "naming a coding session" in json.dumps(helpers[0].body["system"])
+    assert {s.body["model"] for s in helpers} == {"claude-haiku-4-5"}
+    assert {s.body["model"] for s in turns} == {"claude-opus-5-5"}
+    assert all(matches_any(DEFAULT_SIDE_MODELS, s.body["model"]) for s in helpers)
+    assert not any(matches_any(DEFAULT_SIDE_MODELS, s.body["model"]) for s in turns)
 
 
 # ---------------------------------------------------------------------- Codex CLI

@@ -23,7 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from sessions_app.models import GatewayExchange, Message
+from agents.models import hash_key
+from sessions_app.models import GatewayExchange, Message, Session
 from tests.docs.test_readme import README_HOST, ROOT, readme_block, require_command
 from tests.gateway.installs import (
     CLAUDE_CODE_VERSION,
@@ -62,19 +63,19 @@ class Gateway:
         return text.replace(README_HOST, self.host)
 
 
+# The session key each framework's snippet reads: one session per conversation, never shared.
+SESSION_KEYS = ("AGENTS_SDK_SESSION_KEY", "LANGCHAIN_SESSION_KEY", "CLAUDE_CODE_SESSION_KEY")
+
+
 @dataclass(frozen=True)
 class Setup:
     key: str  # the application key
-    session_key: str
     version_id: str
+    session_keys: dict[str, str]  # SESSION_KEYS' values
 
     def env(self) -> dict[str, str]:
         clean = {k: v for k, v in os.environ.items() if k not in SDK_ENV}
-        return {
-            **clean,
-            "CONTEXTPROTO_KEY": self.key,
-            "CONTEXTPROTO_SESSION_KEY": self.session_key,
-        }
+        return {**clean, "CONTEXTPROTO_KEY": self.key, **self.session_keys}
 
 
 @pytest.fixture(scope="module")
@@ -98,8 +99,8 @@ def setup(gateway, transactional_db) -> Setup:
     gateway.model.received.clear()
     script = gateway.block("gateway-setup")
     shown = script + (
-        '\necho "README-TEST KEY=$CONTEXTPROTO_KEY SKEY=$CONTEXTPROTO_SESSION_KEY '
-        'VERSION=$VERSION"\n'
+        '\necho "README-TEST KEY=$CONTEXTPROTO_KEY VERSION=$VERSION"\n'
+        + "".join(f'echo "README-TEST {name}=${name}"\n' for name in SESSION_KEYS)
     )
     env = server_env(gateway.tmp)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
@@ -113,9 +114,11 @@ def setup(gateway, transactional_db) -> Setup:
     )
     assert done.returncode == 0, f"the setup block failed:\n{done.stdout}\n{done.stderr}"
     assert '"status": "published"' in done.stdout
-    found = re.search(r"README-TEST KEY=(\S+) SKEY=(\S+) VERSION=(\S+)", done.stdout)
+    found = re.search(r"README-TEST KEY=(\S+) VERSION=(\S+)", done.stdout)
     assert found is not None, done.stdout
-    return Setup(*found.groups())
+    keys = dict(re.findall(r"README-TEST (\w+_SESSION_KEY)=(\S+)", done.stdout))
+    assert set(keys) == set(SESSION_KEYS), done.stdout
+    return Setup(key=found[1], version_id=found[2], session_keys=keys)
 
 
 def run_python(code: str, setup: Setup, cwd: Path, python: Path | None = None) -> str:
@@ -151,8 +154,22 @@ def test_every_drop_in_block_is_tested():
     section = text.split("## Drop-in: change the base URL", 1)[1].split("\n## ", 1)[0]
     marked = re.findall(r"<!-- readme-test: ([a-z-]+) -->", section)
     assert marked == ["gateway-setup", *BLOCKS, "gateway-claude-code", "gateway-codex"]
-    assert f"the suite runs {CLAUDE_CODE_VERSION}" in section
-    assert f"the suite runs {CODEX_VERSION}" in section
+    assert f"npm install -g @anthropic-ai/claude-code@{CLAUDE_CODE_VERSION}`" in section
+    assert f"npm install -g @openai/codex@{CODEX_VERSION}`" in section
+
+
+def test_each_framework_snippet_has_a_session_of_its_own(gateway, setup):
+    # Two frameworks' conversations never land in one session (issue 40).
+    hashes = {hash_key(key) for key in setup.session_keys.values()}
+    assert Session.objects.filter(session_key_hash__in=hashes).count() == len(SESSION_KEYS)
+    text = (ROOT / "README.md").read_text()
+    for block, name in (
+        ("gateway-agents-sdk", "AGENTS_SDK_SESSION_KEY"),
+        ("gateway-langchain", "LANGCHAIN_SESSION_KEY"),
+        ("gateway-claude-code", "CLAUDE_CODE_SESSION_KEY"),
+    ):
+        assert name in readme_block(block)
+        assert text.count(name) == 3  # made and exported by the setup, read by one snippet
 
 
 def test_the_openai_sdk_starts_a_session_and_continues_it_with_its_key(gateway, setup, tmp_path):
@@ -220,7 +237,8 @@ def test_claude_code_reads_a_file_on_the_session_key(gateway, setup, tmp_path):
     home = tmp_path / "home"
     home.mkdir()
     env = {
-        **{k: v for k, v in setup.env().items() if not k.startswith("CLAUDE")},
+        # Nothing of this machine's Claude settings; the README's own session key stays.
+        **{k: v for k, v in setup.env().items() if not k.startswith("CLAUDE") or k in SESSION_KEYS},
         "HOME": str(home),
         "PATH": f"{claude.parent}{os.pathsep}{os.environ['PATH']}",
     }

@@ -16,6 +16,8 @@ from typing import Any
 import httpx
 import openai
 import pytest
+from django.core.signals import request_finished, request_started
+from django.db import close_old_connections
 
 from agents.services import application_create
 from contextproto import wsgi
@@ -44,6 +46,17 @@ def sdk(key: str) -> openai.OpenAI:
         max_retries=0,
         http_client=httpx.Client(transport=transport),
     )
+
+
+@pytest.fixture(autouse=True)
+def test_connection_kept():
+    """As Django's test client does: the in-process requests share the test's transaction, which
+    `close_old_connections` (on request start and end) would close on PostgreSQL."""
+    request_started.disconnect(close_old_connections)
+    request_finished.disconnect(close_old_connections)
+    yield
+    request_started.connect(close_old_connections)
+    request_finished.connect(close_old_connections)
 
 
 @pytest.fixture
