@@ -23,6 +23,7 @@ import json
 import os
 import subprocess
 import time
+import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -148,6 +149,19 @@ class Task:
             return Reply(calls=[wanted], input_tokens=self.call_tokens(asked))
         results = [e.text for e in since if e.kind == "result"]
         return Reply(text=self.answer(asked, results[-1] if results and wanted else ""))
+
+
+def api(base: str, key: str, method: str, path: str, body: Any = None) -> Any:
+    """`method /api/v1/<path>` on the live server with `key`: the JSON answer (an error
+    status raises urllib's HTTPError)."""
+    request = urllib.request.Request(
+        f"{base}/api/v1/{path}",
+        data=None if body is None else json.dumps(body).encode(),
+        method=method,
+        headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return json.loads(response.read())
 
 
 def clean_env(**extra: str) -> dict[str, str]:

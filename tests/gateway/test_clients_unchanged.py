@@ -22,7 +22,6 @@ counted against the conversations the clients held.
 from __future__ import annotations
 
 import json
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -40,6 +39,7 @@ from tests.clients.test_client_wire import PROMPT, Terminal
 from tests.gateway.client_suite import (
     MEMORY,
     Task,
+    api,
     clean_env,
     exchanges_of,
     failures,
@@ -66,17 +66,6 @@ MEMORY_TURN = [("tool_call", MEMORY), ("tool_result", MEMORY)]
 def model() -> Iterator[Recorder]:
     with recording() as recorder:
         yield recorder
-
-
-def api(base: str, key: str, method: str, path: str, body: Any = None) -> Any:
-    request = urllib.request.Request(
-        f"{base}/api/v1/{path}",
-        data=None if body is None else json.dumps(body).encode(),
-        method=method,
-        headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"},
-    )
-    with urllib.request.urlopen(request, timeout=10) as response:
-        return json.loads(response.read())
 
 
 # ---------------------------------------------------------------------- Claude Code
@@ -122,10 +111,10 @@ def claude_code_ids(home: Path) -> tuple[str, list[str]]:
 @pytest.mark.xfail(
     strict=True,
     reason=(
-        "not on main yet (issue 40 item 1-2, the lead's next commits): model aliases "
-        "(PUT gateway-settings/ answers 404), Claude Code's x-claude-code-session-id and "
-        "x-claude-code-agent-id (§19.1 step 3: without them the sub-agent's first request "
-        "starts a session of its own, not a child) and GET gateway-conversations/{id}/"
+        "not on main yet (issue 40 item 1, the lead's next commit): Claude Code's "
+        "x-claude-code-session-id and x-claude-code-agent-id are not read (§19.1 step 3): the "
+        "sub-agent's first request starts a session of its own, not a child, and "
+        "GET gateway-conversations/{its session id}/ answers 404"
     ),
 )
 def test_claude_code_with_a_sub_agent_is_one_session_and_its_child(
@@ -208,9 +197,10 @@ def title(asked: str) -> str:
 @pytest.mark.xfail(
     strict=True,
     reason=(
-        "not on main yet (issue 40 items 1-3): model aliases (PUT gateway-settings/ answers "
-        "404) and Claude Code's x-claude-code-session-id (§19.1 step 3): the title request, "
-        "first and without tools, starts a session the conversation's requests cannot find"
+        "not on main yet (issue 40 item 1, the lead's next commit): Claude Code's "
+        "x-claude-code-session-id is not read (§19.1 step 3): the title request, first and "
+        "without tools, starts a session of its own (the title its first turn), and the "
+        "conversation's first request, naming no call id, a second one"
     ),
 )
 def test_claude_code_interactive_asks_its_title_as_a_side_exchange_of_its_session(

@@ -33,6 +33,7 @@ from tests.clients.recorder import Call, Recorder, recording
 from tests.gateway.client_suite import (
     MEMORY,
     Task,
+    api,
     clean_env,
     exchanges_of,
     failures,
@@ -196,6 +197,41 @@ def test_codex_exec_runs_its_shell_and_patch_tools_through_the_gateway_resumes_a
     recorded = json.dumps(rollout(home))
     assert "exec_command" in recorded and "apply_patch" in recorded
     assert MEMORY not in recorded
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "Codex's own default model sends no `tools`: its first input item is "
+        "{type: 'additional_tools', role: 'developer', tools: [namespaces]} (docs/clients.md), "
+        "which §21 does not list and the gateway refuses: 400 invalid_request 'input[0].type: "
+        "the gateway takes message, function_call, … (got additional_tools)' "
+        "(contextproto/protocol/gateway/responses_input.py read_input)"
+    ),
+)
+def test_codex_with_its_own_default_model_on_an_alias_answers(
+    live, transactional_db, tmp_path, model
+):
+    """No `-m` and no `model` in the config: Codex sends its default model's name, which an
+    alias set through gateway-settings/ resolves, and its tools in "code mode"."""
+    codex = node_clients().codex
+    hello = "Hello from the gateway."
+    model.brains["codex-default"] = Task(
+        "exec", lambda asked: None, lambda asked, result: hello, untooled=lambda asked: hello
+    )
+    application, key = make_app("codex-default")
+    version = make_version(
+        application, name="helper", provider="openai", upstream_url=model.base("codex-default")
+    )
+    aliases = [{"pattern": "gpt-*", "agentVersion": f"helper@{version.number}"}]
+    api(live.base, key, "PUT", "gateway-settings/", {"modelAliases": aliases})
+    home = codex_home(tmp_path, live.base)
+    env = clean_env(HOME=str(home), CODEX_HOME=str(home), CONTEXTPROTO_KEY=key)
+    argv = [codex, "exec", "--skip-git-repo-check", "Say hello"]
+    out = run(argv, env, tmp_path, application=application, timeout=60)
+    assert failures(application) == []
+    assert out.strip().endswith(hello)
+    assert len(sessions_of(application)) == 1
 
 
 HANDOFF = "Handoff: the file was read with the shell."
