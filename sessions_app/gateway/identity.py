@@ -11,6 +11,10 @@
 5. A tool-call id the gateway minted for one of its replies: that call's session.
 6. Otherwise a new session of the version `model` names (aliases included).
 
+A request that would start a session (steps 4 and 6) and carries no tools under one of the
+Application's side models is a side request with no conversation yet (`SideOnly`): answered by
+the version its model names, it starts nothing.
+
 Everything runs inside the transaction that opens the request, and the session found is
 locked. What the request's messages mean for that session is the reconciliation's business;
 `Located.implied` are the transcript items a request leaves out because its reference
@@ -24,7 +28,8 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 
-from agents.selectors import gateway_version_for_model
+from agents.models import AgentVersion
+from agents.selectors import gateway_version_for_model, is_side_model
 from contextproto.errors import PREVIOUS_RESPONSE_NOT_FOUND, ApplicationError, NotFound
 from contextproto.ids import canonical_uuid
 from contextproto.protocol.errors import ProtocolError
@@ -32,6 +37,7 @@ from contextproto.protocol.gateway.compaction import read_compaction
 from contextproto.protocol.gateway.transcript import Item
 from contextproto.protocol.messages import ROLE_ASSISTANT
 from sessions_app.gateway.checks import system_check
+from sessions_app.gateway.conversations import conversation_session, conversation_start
 from sessions_app.gateway.events import Finished
 from sessions_app.gateway.incoming import Incoming
 from sessions_app.gateway.record import ExchangeRecord
@@ -60,12 +66,22 @@ class Located:
     warning: str = ""  # `new-session`: a conversation in progress started a session
 
 
+@dataclass(frozen=True)
+class SideOnly:
+    """A side request before its conversation has a session: answered by `version` (the one
+    its model names), it starts no session."""
+
+    version: AgentVersion
+
+
 def compaction_key() -> bytes:
     """The key compaction tokens are signed with: the service's, for this one purpose."""
     return hashlib.sha256(("contextproto compaction " + settings.SECRET_KEY).encode()).digest()
 
 
-def locate(incoming: Incoming, record: ExchangeRecord, named: str | None) -> Located:
+def locate(
+    incoming: Incoming, record: ExchangeRecord, named: str | None, *, side_allowed: bool = True
+) -> Located | SideOnly:
     """The request's session (module docstring). Raises what the request cannot get past:
     404 for a session, response or model the key's Application does not have, 400 for a
     compaction item that is not this Application's or was altered."""
@@ -87,16 +103,28 @@ def locate(incoming: Incoming, record: ExchangeRecord, named: str | None) -> Loc
         return _after_response(incoming, record, request.previous_response_id)
     if request.compaction is not None:
         return _after_compaction(incoming)
-    by_call = _by_minted_call(incoming)
-    if by_call is not None:
-        return by_call
+    conversation = incoming.conversation
+    if conversation is not None:
+        found = conversation_session(incoming.application.pk, conversation)
+        if found is not None:
+            return Located(found)
+    else:
+        by_call = _by_minted_call(incoming)
+        if by_call is not None:
+            return by_call
     version = gateway_version_for_model(application=incoming.application, model=request.model)
+    if side_allowed and not request.tools and is_side_model(incoming.application, request.model):
+        return SideOnly(version)
     system_check(version, request.system)
-    session, key = session_create(agent_version=version)
+    if conversation is not None:
+        session, key = conversation_start(incoming.application.pk, conversation, version)
+        if key is None:  # its first request at the same moment started it
+            return Located(session)
+    else:
+        session, key = session_create(agent_version=version)
+        session = session_lock(session.id)
     in_progress = any(item.role == ROLE_ASSISTANT for item in request.items)
-    return Located(
-        session_lock(session.id), created_key=key, warning=NEW_SESSION if in_progress else ""
-    )
+    return Located(session, created_key=key, warning=NEW_SESSION if in_progress else "")
 
 
 def _after_response(incoming: Incoming, record: ExchangeRecord, response_id: str) -> Located:

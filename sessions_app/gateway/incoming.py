@@ -28,6 +28,11 @@ from contextproto.errors import (
     ApplicationError,
 )
 from contextproto.parsers import check_storable
+from contextproto.protocol.gateway.conversations import (
+    ConversationHeaderInvalid,
+    ConversationRef,
+    conversation_of,
+)
 from contextproto.protocol.gateway.wire import ClientWire, GatewayRequest, WireError
 from sessions_app.auth import credential_for_key
 
@@ -73,8 +78,10 @@ class Incoming:
     # The client's provider key for this request's model calls: never stored or logged.
     upstream_key: str | None = None
     user_agent: str = ""
-    # The request's headers, lower-cased names (the conversation ids a client sends).
+    # The request's headers, lower-cased names.
     headers: Mapping[str, str] = ()  # type: ignore[assignment]
+    # The conversation id the client sends on its own (an application key's request).
+    conversation: ConversationRef | None = None
 
 
 def key_of(request: HttpRequest) -> str | None:
@@ -163,6 +170,8 @@ def read_incoming(request: HttpRequest, wire: ClientWire) -> Incoming:
             # Computed: the wire modules raise INVALID_REQUEST or GATEWAY_PARAMETER_UNSUPPORTED.
             raise Refused(ApplicationError(exc.code, exc.message, exc.details)) from exc
         idempotency_key = idempotency_key_of(request)
+        headers = {name.lower(): value for name, value in request.headers.items()}
+        conversation = conversation_in(headers) if caller.session_key_of is None else None
     except Refused as refused:
         raise Refused(refused.error, caller.application) from refused
     named = request.headers.get(SESSION_HEADER) if caller.session_key_of is None else None
@@ -176,5 +185,13 @@ def read_incoming(request: HttpRequest, wire: ClientWire) -> Incoming:
         idempotency_key=idempotency_key,
         upstream_key=request.headers.get(UPSTREAM_KEY_HEADER) or None,
         user_agent=request.headers.get("User-Agent", "")[:USER_AGENT_MAX],
-        headers={name.lower(): value for name, value in request.headers.items()},
+        headers=headers,
+        conversation=conversation,
     )
+
+
+def conversation_in(headers: Mapping[str, str]) -> ConversationRef | None:
+    try:
+        return conversation_of(headers)
+    except ConversationHeaderInvalid as exc:
+        raise Refused(ApplicationError(INVALID_REQUEST, str(exc), {"field": exc.header})) from exc

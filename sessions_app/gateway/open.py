@@ -55,7 +55,7 @@ from sessions_app.gateway.checks import (
     system_check,
 )
 from sessions_app.gateway.events import Finished
-from sessions_app.gateway.identity import Located, compaction_key, locate
+from sessions_app.gateway.identity import Located, SideOnly, compaction_key, locate
 from sessions_app.gateway.incoming import Incoming
 from sessions_app.gateway.record import ExchangeRecord
 from sessions_app.gateway.reply import rebuilt_reply, render, reply_headers, stored_reply
@@ -245,6 +245,16 @@ def _abandoned(exchange: GatewayExchange) -> bool:
     return not busy(run)
 
 
+def _side_only(incoming: Incoming, version: AgentVersion) -> Side:
+    """A side request before its conversation has a session, answered by `version`."""
+    runnable_check(version)
+    try:
+        provider = upstream_for(version, incoming.upstream_key)
+    except ProviderError as exc:
+        raise upstream_error(exc, version, incoming.upstream_key) from exc
+    return side_of(incoming, None, provider, version)
+
+
 def _open_locked(
     incoming: Incoming,
     record: ExchangeRecord,
@@ -254,7 +264,9 @@ def _open_locked(
     counting: bool = False,
     compacting: bool = False,
 ) -> Opened | Finished | InFlight | Compacted | Side:
-    located = locate(incoming, record, named)
+    located = locate(incoming, record, named, side_allowed=not (counting or compacting))
+    if isinstance(located, SideOnly):
+        return _side_only(incoming, located.version)
     if located.replay is not None:
         return located.replay
     session, created_key = located.session, located.created_key
@@ -274,7 +286,7 @@ def _open_locked(
         if is_side_request(incoming.request, kv):
             # A client's background request: answered apart, whatever the conversation's
             # own request in flight is doing (it takes no run).
-            return side_of(incoming, session, provider)
+            return side_of(incoming, session, provider, version)
     # Read after the lock (see the module docstring): the run as the last request left it.
     current = (
         Run.objects.filter(pk=session.current_run_id).first()

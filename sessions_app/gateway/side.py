@@ -1,4 +1,4 @@
-"""A side request answered (contract §19.1): the session's model, the request's own messages.
+"""A side request answered (contract §19.1): its version's model, the request's own messages.
 
 A client's background request (a title, a summary) beside a conversation with tools is not
 part of the conversation: `open_request` recognises it (`Side`), and `side_drive` asks the
@@ -19,6 +19,7 @@ from typing import Any
 
 from django.conf import settings
 
+from agents.models import AgentVersion
 from contextproto.protocol.adapters import adapt
 from contextproto.protocol.gateway.side import side_projection
 from contextproto.protocol.gateway.wire import FINISH_LENGTH, FINISH_STOP, Reply, Usage
@@ -39,10 +40,12 @@ from sessions_app.services.runtime import model_step
 
 @dataclass(frozen=True)
 class Side:
-    """A side request of `session`, ready to be asked: the provider request to send."""
+    """A side request of `session` (None: its conversation has no session yet), ready to be
+    asked of `version`'s model: the provider request to send."""
 
     incoming: Incoming
-    session: Session
+    session: Session | None
+    version: AgentVersion
     provider: ModelProvider
     body: dict[str, Any]
     step: int | None
@@ -50,16 +53,22 @@ class Side:
     created: int
 
 
-def side_of(incoming: Incoming, session: Session, provider: ModelProvider) -> Side:
-    """The side request's provider body, in the upstream's words (in the request's thread)."""
+def side_of(
+    incoming: Incoming, session: Session | None, provider: ModelProvider, version: AgentVersion
+) -> Side:
+    """The side request's provider body, in the upstream's words (in the request's thread). A
+    scripted model's step: the session's model calls so far (0 without a session)."""
     request = incoming.request
-    adapted = adapt(side_projection(request, str(session.id)), provider.wire_format, ())
+    session_id = str(session.id) if session is not None else ""
+    adapted = adapt(side_projection(request, session_id), provider.wire_format, ())
+    scripted = isinstance(provider, ScriptedProvider)
     return Side(
         incoming=incoming,
         session=session,
+        version=version,
         provider=provider,
         body=with_parameters(adapted.body, provider.wire_format, request.parameters),
-        step=model_step(session) if isinstance(provider, ScriptedProvider) else None,
+        step=(model_step(session) if session is not None else 0) if scripted else None,
         reply_id=incoming.wire.reply_id_prefix + uuid.uuid4().hex,
         created=int(time.time()),
     )
@@ -67,7 +76,7 @@ def side_of(incoming: Incoming, session: Session, provider: ModelProvider) -> Si
 
 async def side_drive(side: Side, record: ExchangeRecord) -> AsyncGenerator[Event, None]:
     """The side request's events: its text as it comes, then its reply, recorded."""
-    incoming, version = side.incoming, side.session.agent_version
+    incoming, version = side.incoming, side.version
     answer: ModelReply | None = None
     started = time.monotonic()
     try:

@@ -326,17 +326,14 @@ async def serve(
             return _reply_response(opened, record, None)
         if isinstance(opened, Side):
             events = side_drive(opened, record)
-            reply_id, created = opened.reply_id, opened.created
+            model = opened.version.model_name
         else:
             created_key = opened.created_key
             telemetry.annotate_current(opened.facts)
             events = drive(opened, record)
-            reply_id, created = opened.reply_id, opened.created
+            model = opened.session.agent_version.model_name
         encoder = wire.encoder(
-            incoming.request,
-            reply_id=reply_id,
-            created=created,
-            model=opened.session.agent_version.model_name,
+            incoming.request, reply_id=opened.reply_id, created=opened.created, model=model
         )
         if not incoming.request.stream:
             finished: Finished | None = None

@@ -20,7 +20,7 @@ from typing import Any
 import openai
 import pytest
 
-from sessions_app.models import Message, Run
+from sessions_app.models import GatewayConversation, Message, Run, Session
 from tests.gateway.clients import post
 from tests.gateway.live import gateway_server, make_app, make_version, upstream
 
@@ -139,3 +139,53 @@ def test_each_storm_of_identical_requests_runs_one_turn_and_answers_all_alike(tw
     )
     assert kinds == ["input", "text"] + ["input", "tool_call", "tool_result", "text"] * PAIRS
     assert not Run.objects.filter(session_id=keys["id"], status=Run.Status.RUNNING).exists()
+
+
+NEW_CONVERSATIONS = 40
+
+
+@pytest.mark.django_db(transaction=True)
+def test_first_requests_of_a_new_conversation_at_the_same_moment_start_one_session(two_workers):
+    """SPEC §19.1: requests of a new conversation id that arrive at the same moment create one
+    session, and the exactly-once rule holds among them (one upstream call, one body)."""
+    application, app_key = make_app("conversations")
+    with upstream("openai") as model:
+        make_version(application, provider="openai", upstream_url=model.url)
+        body = {
+            "model": "helper",
+            "messages": [{"role": "user", "content": "hi"}],
+            "tools": [WEATHER],
+        }
+        for storm in range(NEW_CONVERSATIONS):
+            model.say(f"Hello {storm}.", delay=MODEL_SECONDS)
+            headers = {
+                "Authorization": f"Bearer {app_key}",
+                # Claude Code's header on half the storms, ours on the other half.
+                ("x-claude-code-session-id" if storm % 2 else "X-Contextproto-Conversation"): (
+                    f"conversation-{storm}"
+                ),
+            }
+            barrier = threading.Barrier(SIZE)
+            answers: list[tuple[int, dict[str, str], bytes]] = [(0, {}, b"")] * SIZE
+
+            def one(n: int, headers: dict[str, str] = headers) -> None:
+                barrier.wait()
+                answers[n] = post(
+                    f"{two_workers}/gateway/openai/v1/chat/completions", body, headers
+                )
+
+            threads = [threading.Thread(target=one, args=(n,)) for n in range(SIZE)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join(60)
+            where = f"storm {storm}"
+            assert [status for status, _, _ in answers] == [200] * SIZE, (where, answers)
+            assert len({content for _, _, content in answers}) == 1, (where, answers)
+            sessions = {h.get("x-contextproto-session") for _, h, _ in answers}
+            assert len(sessions) == 1, (where, sessions)
+            assert len(model.received) == storm + 1, where  # exactly one upstream call
+    assert Session.objects.filter(application=application).count() == NEW_CONVERSATIONS
+    assert GatewayConversation.objects.filter(application=application).count() == (
+        NEW_CONVERSATIONS
+    )
