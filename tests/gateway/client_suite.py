@@ -121,7 +121,9 @@ class Task:
     turn answered in text at once. `answer(user_text, result)`: the text after the tool's
     result (`result` is "" when no tool ran). `call_tokens`: the input tokens an answer with
     a client-tool call reports (Codex compacts past its limit). `untooled(user_text)`: the
-    answer to a request without the client's tool. `seen` collects every upstream request's
+    answer to a request without the client's tool. `recall`: a message that asks for no
+    call is answered from the latest result in the view (a model that read a file before a
+    compaction answers from what it still sees). `seen` collects every upstream request's
     events.
     """
 
@@ -131,6 +133,7 @@ class Task:
     protocol: bool = True
     call_tokens: Callable[[str], int] = lambda asked: 40
     untooled: Callable[[str], str] = lambda asked: TITLE
+    recall: bool = False
     seen: list[list[Event]] = field(default_factory=list)
 
     def __call__(self, turn: Turn) -> Reply:
@@ -147,8 +150,11 @@ class Task:
         wanted = self.call(asked)
         if wanted is not None and wanted.name not in calls:
             return Reply(calls=[wanted], input_tokens=self.call_tokens(asked))
-        results = [e.text for e in since if e.kind == "result"]
-        return Reply(text=self.answer(asked, results[-1] if results and wanted else ""))
+        # The result the answer is about: the call's after the user's message; with `recall`,
+        # when that message asks for no call, the latest the view still holds.
+        scope = since if wanted is not None else events if self.recall else []
+        results = [e.text for e in scope if e.kind == "result"]
+        return Reply(text=self.answer(asked, results[-1] if results else ""))
 
 
 def api(base: str, key: str, method: str, path: str, body: Any = None) -> Any:
