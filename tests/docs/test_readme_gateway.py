@@ -26,13 +26,25 @@ import pytest
 from agents.models import hash_key
 from sessions_app.models import GatewayExchange, Message, Session
 from tests.docs.test_readme import README_HOST, ROOT, readme_block, require_command
-from tests.gateway.installs import CLAUDE_CODE_VERSION, agents_sdk_python, claude_code
+from tests.gateway.installs import (
+    CLAUDE_CODE_VERSION,
+    CODEX_VERSION,
+    agents_sdk_python,
+    claude_code,
+    codex,
+)
 from tests.gateway.live import Upstream, gateway_server, server_env, upstream
 from tests.providers.servers import SDK_ENV
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
-BLOCKS = ("gateway-openai", "gateway-anthropic", "gateway-agents-sdk", "gateway-langchain")
+BLOCKS = (
+    "gateway-openai",
+    "gateway-anthropic",
+    "gateway-agents-sdk",
+    "gateway-langchain",
+    "gateway-agents-sdk-responses",
+)
 
 
 @dataclass(frozen=True)
@@ -141,8 +153,9 @@ def test_every_drop_in_block_is_tested():
     text = (ROOT / "README.md").read_text()
     section = text.split("## Drop-in: change the base URL", 1)[1].split("\n## ", 1)[0]
     marked = re.findall(r"<!-- readme-test: ([a-z-]+) -->", section)
-    assert marked == ["gateway-setup", *BLOCKS, "gateway-claude-code"]
+    assert marked == ["gateway-setup", *BLOCKS, "gateway-claude-code", "gateway-codex"]
     assert f"npm install -g @anthropic-ai/claude-code@{CLAUDE_CODE_VERSION}`" in section
+    assert f"npm install -g @openai/codex@{CODEX_VERSION}`" in section
 
 
 def test_each_framework_snippet_has_a_session_of_its_own(gateway, setup):
@@ -181,11 +194,20 @@ def test_the_anthropic_sdk_streams_a_reply(gateway, setup, tmp_path):
     assert "Answer in one sentence." in json.dumps(gateway.model.requests[0])
 
 
-@pytest.mark.parametrize("name", ["gateway-agents-sdk", "gateway-langchain"])
-def test_a_framework_runs_its_tool_through_the_gateway_on_the_session_key(
-    gateway, setup, tmp_path, name
+@pytest.mark.parametrize(
+    ("name", "path"),
+    [
+        ("gateway-agents-sdk", "chat/completions"),
+        ("gateway-langchain", "chat/completions"),
+        # The application key alone: the conversation is found by the call id it resends.
+        ("gateway-agents-sdk-responses", "responses"),
+    ],
+    ids=["agents-sdk", "langchain", "agents-sdk-responses"],
+)
+def test_a_framework_runs_its_tool_through_the_gateway_in_one_session(
+    gateway, setup, tmp_path, name, path
 ):
-    python = agents_sdk_python() if name == "gateway-agents-sdk" else None
+    python = agents_sdk_python() if name.startswith("gateway-agents-sdk") else None
     gateway.model.call("price_lookup", {"product": "A-100"})
     gateway.model.say("A-100 costs 12.40 EUR per unit.")
     output = run_python(gateway.block(name), setup, tmp_path, python)
@@ -193,7 +215,9 @@ def test_a_framework_runs_its_tool_through_the_gateway_on_the_session_key(
     # The framework ran its tool and sent the result: the model's second request holds it.
     assert "A-100: 12.40 EUR per unit" in json.dumps(gateway.model.requests[1])
     done = exchanges()
-    assert [e.http_status for e in done] == [200, 200]
+    assert [(e.http_status, e.path.removeprefix("/gateway/openai/v1/")) for e in done] == [
+        (200, path)
+    ] * 2
     assert {e.session_id for e in done} == {done[0].session_id}
     assert log_of(done[0].session_id) == [
         ("input", None),
@@ -239,5 +263,48 @@ def test_claude_code_reads_a_file_on_the_session_key(gateway, setup, tmp_path):
         ("input", None),
         ("tool_call", "Read"),
         ("tool_result", "Read"),
+        ("text", None),
+    ]
+
+
+def test_codex_reads_a_file_with_its_shell_on_the_application_key(gateway, setup, tmp_path):
+    command = codex()
+    project, home = tmp_path / "project", tmp_path / "home"
+    project.mkdir()
+    home.mkdir()
+    (project / "note.txt").write_text("Ship the A-100 order on Friday.\n")
+    # A project under git, as Codex expects (else it asks for --skip-git-repo-check).
+    subprocess.run(["git", "init", "-q"], cwd=project, check=True, timeout=30)
+    gateway.model.call("exec_command", {"cmd": "cat note.txt"})
+    gateway.model.say("It says to ship the A-100 order on Friday.")
+    env = {
+        **{k: v for k, v in setup.env().items() if not k.startswith("CODEX")},
+        "HOME": str(home),
+        "PATH": f"{command.parent}{os.pathsep}{os.environ['PATH']}",
+    }
+    done = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", gateway.block("gateway-codex")],
+        cwd=project,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert done.returncode == 0, f"Codex failed:\n{done.stdout}\n{done.stderr}"
+    assert done.stdout.strip().endswith("It says to ship the A-100 order on Friday.")
+    # Codex ran its shell on the file and sent the output back: the model's second request.
+    assert "Ship the A-100 order on Friday." in json.dumps(gateway.model.requests[1])
+    done_requests = exchanges()
+    assert [(e.http_status, e.streamed, e.path) for e in done_requests] == [
+        (200, True, "/gateway/openai/v1/responses")
+    ] * 2
+    assert {e.session_id for e in done_requests} == {done_requests[0].session_id}
+    # Codex's first request holds two user messages: its environment context, the prompt.
+    assert log_of(done_requests[0].session_id) == [
+        ("input", None),
+        ("input", None),
+        ("tool_call", "exec_command"),
+        ("tool_result", "exec_command"),
         ("text", None),
     ]
