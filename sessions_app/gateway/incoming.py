@@ -33,8 +33,9 @@ from contextproto.protocol.gateway.conversations import (
     ConversationRef,
     conversation_of,
 )
-from contextproto.protocol.gateway.wire import ClientWire, GatewayRequest, WireError
+from contextproto.protocol.gateway.wire import ClientFormat, ClientWire, GatewayRequest, WireError
 from sessions_app.auth import credential_for_key
+from sessions_app.gateway.references import with_references_resolved
 
 SESSION_HEADER = "X-Contextproto-Session"
 SESSION_KEY_HEADER = "X-Contextproto-Session-Key"
@@ -165,7 +166,15 @@ def read_incoming(request: HttpRequest, wire: ClientWire) -> Incoming:
     try:
         body = body_of(request)
         try:
-            parsed = wire.parse(body)
+            readable = (
+                with_references_resolved(body, caller.application)
+                if wire.format == ClientFormat.RESPONSES
+                else body
+            )
+        except ApplicationError as exc:
+            raise Refused(exc) from exc
+        try:
+            parsed = wire.parse(readable)
         except WireError as exc:
             # Computed: the wire modules raise INVALID_REQUEST or GATEWAY_PARAMETER_UNSUPPORTED.
             raise Refused(ApplicationError(exc.code, exc.message, exc.details)) from exc

@@ -290,3 +290,53 @@ def test_codex_compaction_trigger_is_answered_with_one_compaction_item(world):
     )  # the item alone names the session
     assert resumed.output_text == "Resumed."
     assert Session.objects.count() == 1
+
+
+def test_item_references_stand_for_the_output_items_the_gateway_gave(world):
+    """The Vercel AI SDK's `openai()` sends an earlier output item back by its id: the stored
+    response's item takes its place, and the conversation goes on in its session."""
+    _app, key = world(
+        [
+            {"toolCalls": [{"name": "weather", "arguments": {"city": "Oslo"}}]},
+            {"text": "It is sunny in Oslo."},
+            {"text": "You are welcome."},
+        ]
+    )
+    client = sdk(key)
+    first = client.responses.with_raw_response.create(
+        model="helper", input="Weather in Oslo?", tools=[WEATHER]
+    )
+    call = next(o for o in first.parse().output if o.type == "function_call")
+    second = client.responses.create(
+        model="helper",
+        tools=[WEATHER],
+        input=[
+            {"role": "user", "content": "Weather in Oslo?"},
+            {"type": "item_reference", "id": call.id},
+            {"type": "function_call_output", "call_id": call.call_id, "output": "sunny"},
+        ],
+    )
+    message = next(o for o in second.output if o.type == "message")
+    third = client.responses.with_raw_response.create(
+        model="helper",
+        tools=[WEATHER],
+        input=[
+            {"role": "user", "content": "Weather in Oslo?"},
+            {"type": "item_reference", "id": call.id},
+            {"type": "function_call_output", "call_id": call.call_id, "output": "sunny"},
+            {"type": "item_reference", "id": message.id},
+            {"role": "user", "content": "Thanks!"},
+        ],
+    )
+    assert third.parse().output_text == "You are welcome."
+    assert third.headers["x-contextproto-session"] == first.headers["x-contextproto-session"]
+    assert third.headers["x-contextproto-turns"] == "1"
+    assert Session.objects.count() == 1
+
+    with pytest.raises(openai.BadRequestError) as refused:
+        client.responses.create(
+            model="helper",
+            input=[{"type": "item_reference", "id": "msg_" + "0" * 36}],
+        )
+    error = refused.value.body
+    assert error["code"] == "invalid_request" and error["details"]["field"] == "input[0].id"

@@ -410,20 +410,13 @@ def test_agents_sdk_default_model_runs_streams_calls_its_tool_and_compacts(
 
 # The SDK sends an earlier answer back as an `item_reference` to its output item's id when
 # `store` is on (its default) and the model is not one it takes for a reasoning model; for a
-# reasoning model (`gpt-5*`, `o*`) it resends the message itself, with its id.
-ITEM_REFERENCE = pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "the gateway refuses an item_reference input item (400 gateway_parameter_unsupported, "
-        "contextproto/protocol/gateway/responses_input.py read_input) where §21 and the AI "
-        "SDK's openai() need it resolved to the output item the gateway returned"
-    ),
-)
+# reasoning model (`gpt-5*`, `o*`) it resends the message itself, with its id. The gateway
+# resolves the reference to the output item it gave (contract §21).
 
 
 @pytest.mark.parametrize(
     "model_name",
-    [MODEL, pytest.param("helper", marks=ITEM_REFERENCE)],
+    [MODEL, "helper"],
     ids=["reasoning-model-resends-messages", "item-reference"],
 )
 def test_vercel_ai_sdk_openai_generates_with_a_tool_then_streams(

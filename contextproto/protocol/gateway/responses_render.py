@@ -9,6 +9,7 @@ object carry the same ids, and a stored reply renders byte for byte the same.
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -61,6 +62,26 @@ INPUT_ITEMS_DEFAULT = 20
 def output_item_id(reply_id: str, prefix: str, position: int) -> str:
     """The id of the output item at `position` of reply `reply_id` (deterministic)."""
     return f"{prefix}{reply_id.removeprefix(REPLY_PREFIX)}{position:04x}"
+
+
+OUTPUT_PREFIXES = (
+    MESSAGE_PREFIX,
+    FUNCTION_CALL_PREFIX,
+    CUSTOM_CALL_PREFIX,
+    REASONING_PREFIX,
+    COMPACTION_PREFIX,
+)
+_ITEM_ID = re.compile(r"([0-9a-f]{32})[0-9a-f]{4}")
+
+
+def reply_of_item(item_id: str) -> str | None:
+    """The reply whose output holds the item `item_id` (`output_item_id`'s inverse), or None
+    for an id the gateway never gave an output item."""
+    for prefix in OUTPUT_PREFIXES:
+        if item_id.startswith(prefix):
+            found = _ITEM_ID.fullmatch(item_id.removeprefix(prefix))
+            return REPLY_PREFIX + found.group(1) if found else None
+    return None
 
 
 def echoed(request: GatewayRequest) -> dict[str, Any]:
