@@ -211,16 +211,6 @@ def test_codex_exec_runs_its_shell_and_patch_tools_through_the_gateway_resumes_a
     assert MEMORY not in recorded
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "Codex's own default model sends no `tools`: its first input item is "
-        "{type: 'additional_tools', role: 'developer', tools: [namespaces]} (docs/clients.md), "
-        "which §21 does not list and the gateway refuses: 400 invalid_request 'input[0].type: "
-        "the gateway takes message, function_call, … (got additional_tools)' "
-        "(contextproto/protocol/gateway/responses_input.py read_input)"
-    ),
-)
 def test_codex_with_its_own_default_model_on_an_alias_answers(
     live, transactional_db, tmp_path, model
 ):

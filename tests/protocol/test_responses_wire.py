@@ -10,7 +10,11 @@ from openai.types.responses import Response
 
 from contextproto.protocol import host_tools
 from contextproto.protocol.custom_tools import CUSTOM_INPUT_SCHEMA
-from contextproto.protocol.gateway.responses_render import output_item_id, render_reply
+from contextproto.protocol.gateway.responses_render import (
+    output_item_id,
+    render_reply,
+    reply_of_item,
+)
 from contextproto.protocol.gateway.responses_wire import ResponsesWire, parse_request
 from contextproto.protocol.gateway.transcript import Call
 from contextproto.protocol.gateway.wire import Reply, Usage, WireError
@@ -452,3 +456,45 @@ def test_errors_counts_and_models_are_in_openais_words() -> None:
         "object": "response.input_tokens",
         "input_tokens": 812,
     }
+
+
+def test_codex_code_mode_declares_its_tools_in_an_input_item() -> None:
+    """Codex's default model sends no `tools`: an `additional_tools` input item holds them, its
+    own tools in the default `functions` namespace (client tools), another namespace hosted."""
+    request = parse_request(
+        {
+            "model": "gpt-6.2-sol",
+            "input": [
+                {
+                    "type": "additional_tools",
+                    "role": "developer",
+                    "tools": [
+                        {
+                            "type": "namespace",
+                            "name": "functions",
+                            "tools": [
+                                {"type": "custom", "name": "exec", "description": "Run JS."},
+                                {"type": "function", "name": "wait", "parameters": {}},
+                            ],
+                        },
+                        {"type": "namespace", "name": "multi_agent_v1", "tools": []},
+                    ],
+                },
+                {"role": "user", "content": "Say hello"},
+            ],
+        }
+    )
+    assert [(t.name, t.kind) for t in request.tools] == [("exec", "custom"), ("wait", "function")]
+    assert [h["name"] for h in request.parameters.hosted_tools] == ["multi_agent_v1"]
+    assert [i.content for i in request.items] == ["Say hello"]
+    with pytest.raises(WireError) as refused:
+        parse_request({"input": [{"type": "additional_tools", "tools": "exec"}]})
+    assert refused.value.details["field"] == "input[0]"
+
+
+def test_an_output_item_id_names_its_reply() -> None:
+    reply_id = "resp_" + "ab" * 16
+    for prefix in ("msg_", "fc_", "ctc_", "rs_", "cmp_"):
+        assert reply_of_item(output_item_id(reply_id, prefix, 3)) == reply_id
+    assert reply_of_item("msg_not-ours") is None
+    assert reply_of_item("fco_" + "ab" * 18) is None  # an input item's id, not an output's

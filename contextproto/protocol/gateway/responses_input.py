@@ -56,6 +56,8 @@ HOSTED_ITEMS = frozenset(
 )
 COMPACTION_TYPES = ("compaction", "compaction_summary")  # Codex reads both names
 TRIGGER = "compaction_trigger"
+# Codex's default model ("code mode") declares its tools in an input item, not in `tools`.
+ADDITIONAL_TOOLS = "additional_tools"
 CALL_OUTPUTS = ("function_call_output", "custom_tool_call_output")
 TEXT_PARTS = ("input_text", "output_text", "text")
 
@@ -98,6 +100,8 @@ class ReadInput:
         self.compaction: CompactionItem | None = None
         self.trigger = False
         self.ignored: list[str] = []
+        # Tools declared inside `input` (Codex's `additional_tools` item), with where they were.
+        self.tools: list[tuple[str, Any]] = []
 
     def replying(self, position: int) -> _Reply:
         if self.reply is None:
@@ -161,6 +165,11 @@ def read_input(raw: Any, read: ReadInput) -> None:
                 )
             read.close()
             read.trigger = True
+        elif kind == ADDITIONAL_TOOLS:
+            tools = item.get("tools")
+            if not isinstance(tools, list):
+                raise WireError(INVALID_REQUEST, f"{where}.tools must be an array of tools.", where)
+            read.tools.extend((f"{where}.tools[{n}]", tool) for n, tool in enumerate(tools))
         elif kind == "item_reference":
             raise WireError(
                 PARAMETER_UNSUPPORTED,
@@ -174,7 +183,8 @@ def read_input(raw: Any, read: ReadInput) -> None:
             raise WireError(
                 INVALID_REQUEST,
                 f"{where}.type: the gateway takes message, function_call, function_call_output, "
-                "custom_tool_call, custom_tool_call_output, reasoning and compaction items "
+                "custom_tool_call, custom_tool_call_output, reasoning, compaction and "
+                "additional_tools items "
                 f"(got {kind!r}).",
                 f"{where}.type",
             )

@@ -63,6 +63,8 @@ FORWARDED_FIELDS = frozenset(
     {"max_output_tokens", "temperature", "top_p", "tool_choice", "reasoning", "text", "truncation"}
 )
 ENCRYPTED_REASONING = "reasoning.encrypted_content"
+NAMESPACE = "namespace"
+DEFAULT_NAMESPACE = "functions"
 
 
 def parse_request(body: Any) -> GatewayRequest:
@@ -89,7 +91,7 @@ def parse_request(body: Any) -> GatewayRequest:
         # With `previous_response_id` the input may be left out (what it names is the input:
         # a `responses/compact` of the conversation so far, as the Agents SDK sends it).
         read_input(body.get("input"), read)
-    tools, hosted = _tools(body.get("tools"))
+    tools, hosted = _tools(_declared(body.get("tools"), "tools") + read.tools)
     ignored = {k for k in body if k not in REQUEST_FIELDS | FORWARDED_FIELDS}
     ignored.update(read.ignored)
     text_format, text_ignored = _text(body.get("text"))
@@ -180,20 +182,31 @@ def _strings(value: Any, where: str) -> tuple[str, ...]:
 # --------------------------------------------------------------------------- tools
 
 
-def _tools(raw: Any) -> tuple[tuple[ClientTool, ...], tuple[dict[str, Any], ...]]:
-    """(client tools, hosted tools): function and custom tools are the client's; any other
-    type is a hosted tool, forwarded to a Responses upstream (contract §21)."""
+def _declared(raw: Any, field: str) -> list[tuple[str, Any]]:
+    """The tools of a `tools` array, each with where it stands."""
     if raw is None:
-        return (), ()
+        return []
     if not isinstance(raw, list):
-        raise WireError(INVALID_REQUEST, "tools must be an array of tools.", "tools")
+        raise WireError(INVALID_REQUEST, f"{field} must be an array of tools.", field)
+    return [(f"{field}[{n}]", tool) for n, tool in enumerate(raw)]
+
+
+def _tools(
+    declared: list[tuple[str, Any]],
+) -> tuple[tuple[ClientTool, ...], tuple[dict[str, Any], ...]]:
+    """(client tools, hosted tools): function and custom tools are the client's, and so are
+    those of the `functions` namespace (the default one, where Codex's code mode puts its
+    tools); any other type is a hosted tool, forwarded to a Responses upstream (contract §21)."""
     tools: list[ClientTool] = []
     hosted: list[dict[str, Any]] = []
-    for n, entry in enumerate(raw):
-        where = f"tools[{n}]"
+    for where, entry in declared:
         tool = require_object(entry, where)
         kind = tool.get("type")
-        if kind == KIND_FUNCTION:
+        if kind == NAMESPACE and tool.get("name") == DEFAULT_NAMESPACE:
+            inner, inner_hosted = _tools(_declared(tool.get("tools"), f"{where}.tools"))
+            tools.extend(inner)
+            hosted.extend(inner_hosted)
+        elif kind == KIND_FUNCTION:
             # Flat as the Responses API has it; Chat's nesting under `function` is read too.
             spec = tool["function"] if isinstance(tool.get("function"), dict) else tool
             schema = spec.get("parameters")
