@@ -33,7 +33,7 @@ from contextproto.protocol.gateway.conversations import (
     ConversationRef,
     conversation_of,
 )
-from contextproto.protocol.gateway.wire import ClientFormat, ClientWire, GatewayRequest, WireError
+from contextproto.protocol.gateway.wire import ClientWire, GatewayRequest, WireError
 from sessions_app.auth import credential_for_key
 from sessions_app.gateway.references import with_references_resolved
 
@@ -166,15 +166,7 @@ def read_incoming(request: HttpRequest, wire: ClientWire) -> Incoming:
     try:
         body = body_of(request)
         try:
-            readable = (
-                with_references_resolved(body, caller.application)
-                if wire.format == ClientFormat.RESPONSES
-                else body
-            )
-        except ApplicationError as exc:
-            raise Refused(exc) from exc
-        try:
-            parsed = wire.parse(readable)
+            parsed = wire.parse(with_references_resolved(wire, body, caller.application))
         except WireError as exc:
             # Computed: the wire modules raise INVALID_REQUEST or GATEWAY_PARAMETER_UNSUPPORTED.
             raise Refused(ApplicationError(exc.code, exc.message, exc.details)) from exc

@@ -27,7 +27,14 @@ from sessions_app.gateway.open import count_request
 from sessions_app.gateway.record import ExchangeRecord
 from sessions_app.gateway.threads import in_thread
 from sessions_app.gateway.upstream import upstream_error
-from sessions_app.gateway.views import REQUEST_ID_HEADER, SESSION_HEADER, _record, _refuse
+from sessions_app.gateway.views import (
+    REQUEST_ID_HEADER,
+    SESSION_HEADER,
+    _record,
+    _refuse,
+    _refuse_quietly,
+    failure_of,
+)
 from sessions_app.models import GatewayExchange
 from sessions_app.providers import ProviderError
 from sessions_app.providers.anthropic_messages import AnthropicMessagesProvider
@@ -79,8 +86,11 @@ async def count_tokens(request: HttpRequest, client_format: ClientFormat) -> Htt
     record.application = incoming.application
     try:
         tokens, estimated = await in_thread(_count, incoming, record)
+        await in_thread(record.answered)
     except ApplicationError as exc:
         return await _refuse(wire, exc, record)
+    except Exception as exc:
+        return await _refuse_quietly(wire, failure_of(exc), record)
     response = _json(record, wire.token_count(tokens))
     if estimated:
         response[ESTIMATED_HEADER] = "true"
@@ -138,18 +148,20 @@ def _stored(caller: Caller, response_id: str) -> GatewayExchange:
     return found
 
 
-def _detail(request: HttpRequest, response_id: str) -> tuple[Any, Any]:
+def _detail(request: HttpRequest, response_id: str) -> tuple[Caller, Any, Any]:
     caller = caller_of(request)
     found = _stored(caller, response_id)
     if request.method == "DELETE":
         GatewayExchange.objects.filter(pk=found.pk).update(deleted_at=timezone.now())
-        return found.session_id, {"id": response_id, "object": "response", "deleted": True}
-    return found.session_id, found.reply_body or dumps(
-        render_reply(Reply.from_json(found.reply or {}), None)
+        return caller, found.session_id, {"id": response_id, "object": "response", "deleted": True}
+    return (
+        caller,
+        found.session_id,
+        found.reply_body or dumps(render_reply(Reply.from_json(found.reply or {}), None)),
     )
 
 
-def _input_items(request: HttpRequest, response_id: str) -> tuple[Any, Any]:
+def _input_items(request: HttpRequest, response_id: str) -> tuple[Caller, Any, Any]:
     caller = caller_of(request)
     found = _stored(caller, response_id)
     start = int(found.reply_start_index or 0)
@@ -167,19 +179,22 @@ def _input_items(request: HttpRequest, response_id: str) -> tuple[Any, Any]:
     except WireError as exc:
         # Computed: the wire raises INVALID_REQUEST for a bad order, limit or cursor.
         raise ApplicationError(exc.code, exc.message, exc.details) from exc
-    return found.session_id, page
+    return caller, found.session_id, page
 
 
 async def _lookup(request: HttpRequest, read: Any, *args: str) -> HttpResponse:
     wire = wire_for(ClientFormat.RESPONSES)
     record = _record(request, wire)
     try:
-        session_id, body = await in_thread(read, request, *args)
+        caller, session_id, body = await in_thread(read, request, *args)
+        record.application, record.session_id = caller.application, session_id
+        await in_thread(record.answered)
     except Refused as refused:
         return await _refuse(wire, refused.error, record)
     except ApplicationError as exc:
         return await _refuse(wire, exc, record)
-    record.session_id = session_id
+    except Exception as exc:
+        return await _refuse_quietly(wire, failure_of(exc), record)
     if isinstance(body, str):
         response = HttpResponse(body, content_type="application/json")
         response[REQUEST_ID_HEADER] = record.request_id
@@ -205,4 +220,11 @@ async def response_detail(request: HttpRequest, response_id: str) -> HttpRespons
 @csrf_exempt
 async def response_input_items(request: HttpRequest, response_id: str) -> HttpResponse:
     """`GET …/v1/responses/{id}/input_items`."""
+    if request.method != "GET":
+        wire = wire_for(ClientFormat.RESPONSES)
+        return await _refuse(
+            wire,
+            ApplicationError(METHOD_NOT_ALLOWED, "This endpoint takes GET."),
+            _record(request, wire),
+        )
     return await _lookup(request, _input_items, response_id)

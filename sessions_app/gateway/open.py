@@ -169,12 +169,7 @@ def count_request(incoming: Incoming, record: ExchangeRecord) -> Counted:
         with transaction.atomic():
             opened = _open_locked(incoming, record, tools, None, counting=True)
             if not isinstance(opened, Opened):  # a replay, a compaction, a side request
-                raise ApplicationError(
-                    GATEWAY_NOTHING_NEW,
-                    "The request repeats the session's last exchange: there is no new view "
-                    "to count. Append the next message.",
-                    {},
-                )
+                raise _nothing_to_count()
             raise _DryRun(opened)
     except _DryRun as dry:
         opened = dry.opened
@@ -186,6 +181,15 @@ def count_request(incoming: Incoming, record: ExchangeRecord) -> Counted:
         model=opened.session.agent_version.model_name,
         version=opened.session.agent_version,
         session_id=opened.session.id if existed else None,
+    )
+
+
+def _nothing_to_count() -> ApplicationError:
+    return ApplicationError(
+        GATEWAY_NOTHING_NEW,
+        "The request repeats the session's last exchange: there is no new view to count. "
+        "Append the next message.",
+        {},
     )
 
 
@@ -332,7 +336,9 @@ def _open_locked(
     compacting = compacting or incoming.request.compaction_trigger
     if compacting:
         return _compacted(incoming, record, located, current, outcome, tools, client_items)
-    if isinstance(outcome, Replay) and last_reply is not None and not counting:
+    if isinstance(outcome, Replay) and last_reply is not None:
+        if counting:
+            raise _nothing_to_count()
         return _replay_of(incoming, record, session, last_reply)
     if isinstance(outcome, Refusal):
         details: dict[str, Any] = {"index": outcome.index, "reason": outcome.reason}

@@ -108,6 +108,18 @@ class ExchangeRecord:
         self.exchange_id = row.id
         return row
 
+    def answered(self, http_status: int = 200) -> None:
+        """An answer that is not a model's reply (a models list, a count, a stored response
+        read or deleted), counted as every answer is: its own finished row."""
+        row = GatewayExchange.objects.create(
+            **self._base(),
+            status=GatewayExchange.Status.REPLIED,
+            http_status=http_status,
+            finished_at=timezone.now(),
+            gateway_ms=self.gateway_ms(),
+        )
+        self.exchange_id = row.id
+
     def reply_fields(self, **fields: Any) -> dict[str, Any]:
         """The row's fields once the reply is known (the caller writes them in the turn's
         commit, so the stored reply and the answer it is made of commit together)."""

@@ -456,7 +456,11 @@ async def _models(request: HttpRequest, client_format: ClientFormat) -> HttpResp
     except Refused as refused:
         return await _refuse(wire, refused.error, record)
     record.application = caller.application
-    listed = await in_thread(_listed, caller.application)
+    try:
+        listed = await in_thread(_listed, caller.application)
+        await in_thread(record.answered)
+    except Exception as exc:
+        return await _refuse_quietly(wire, failure_of(exc), record)
     record.done(200)
     response = HttpResponse(dumps(wire.models_list(listed)), content_type="application/json")
     response[REQUEST_ID_HEADER] = record.request_id

@@ -61,3 +61,17 @@ def test_count_tokens_refuses_what_the_turn_would_refuse(gateway, scripted):
     assert refused.status_code == 404
     assert refused.json()["error"]["code"] == "gateway_model_not_found"
     assert Session.objects.count() == 0
+
+
+def test_counting_the_last_exchange_again_is_nothing_new_not_a_defect(gateway, scripted):
+    scripted([{"text": "ok"}], wire="anthropic-messages")
+    body = {"model": "helper", "max_tokens": 50, "messages": [{"role": "user", "content": "hi"}]}
+    first = gateway.anthropic(body)
+    key = first["X-Contextproto-Session-Key"]
+    counted = gateway.post(
+        "/gateway/anthropic/v1/messages/count_tokens",
+        {"model": "helper", "messages": body["messages"]},
+        key=key,
+    )
+    assert counted.status_code == 400, counted.content
+    assert counted.json()["error"]["code"] == "gateway_nothing_new"

@@ -340,3 +340,27 @@ def test_item_references_stand_for_the_output_items_the_gateway_gave(world):
         )
     error = refused.value.body
     assert error["code"] == "invalid_request" and error["details"]["field"] == "input[0].id"
+
+
+def test_every_answer_is_counted_reads_and_counts_included(world):
+    """SPEC §19: every answer under /gateway/ is counted on the dashboard (a row each)."""
+    app, key = world([{"text": "One."}])
+    client = sdk(key)
+    first = client.responses.create(model="helper", input="first")
+    client.responses.retrieve(first.id)
+    list(client.responses.input_items.list(first.id))
+    client.models.list()
+    client.responses.delete(first.id)
+    paths = list(
+        GatewayExchange.objects.filter(application=app)
+        .order_by("created_at")
+        .values_list("path", "http_status")
+    )
+    base = "/gateway/openai/v1"
+    assert paths == [
+        (f"{base}/responses", 200),
+        (f"{base}/responses/{first.id}", 200),
+        (f"{base}/responses/{first.id}/input_items", 200),
+        (f"{base}/models", 200),
+        (f"{base}/responses/{first.id}", 200),
+    ]

@@ -450,6 +450,14 @@ class ChatCompletionsWire:
         return parse_request(body)
 
     @staticmethod
+    def referenced_replies(body: Any) -> tuple[str, ...]:
+        return ()
+
+    @staticmethod
+    def with_references(body: Any, replies: Sequence[Mapping[str, Any]]) -> Any:
+        return body
+
+    @staticmethod
     def render_reply(reply: Reply, request: GatewayRequest) -> dict[str, Any]:
         return render_reply(reply)
 

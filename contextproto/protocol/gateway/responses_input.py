@@ -12,13 +12,14 @@ tool produced at the provider are left out and named.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from contextproto.protocol.content_parts import PART_REASONING
 from contextproto.protocol.custom_tools import KIND_CUSTOM, custom_arguments
 from contextproto.protocol.gateway import openai_wire
+from contextproto.protocol.gateway.responses_render import reply_of_item
 from contextproto.protocol.gateway.transcript import ANSWER_SEPARATOR, Call, Item
 from contextproto.protocol.gateway.wire import (
     INVALID_REQUEST,
@@ -56,6 +57,8 @@ HOSTED_ITEMS = frozenset(
 )
 COMPACTION_TYPES = ("compaction", "compaction_summary")  # Codex reads both names
 TRIGGER = "compaction_trigger"
+# An earlier output item sent back by its id (the Vercel AI SDK's `openai()`).
+ITEM_REFERENCE = "item_reference"
 # Codex's default model ("code mode") declares its tools in an input item, not in `tools`.
 ADDITIONAL_TOOLS = "additional_tools"
 CALL_OUTPUTS = ("function_call_output", "custom_tool_call_output")
@@ -170,7 +173,7 @@ def read_input(raw: Any, read: ReadInput) -> None:
             if not isinstance(tools, list):
                 raise WireError(INVALID_REQUEST, f"{where}.tools must be an array of tools.", where)
             read.tools.extend((f"{where}.tools[{n}]", tool) for n, tool in enumerate(tools))
-        elif kind == "item_reference":
+        elif kind == ITEM_REFERENCE:
             raise WireError(
                 PARAMETER_UNSUPPORTED,
                 f"{where}: item_reference is not supported; send the item itself (or continue "
@@ -320,3 +323,55 @@ def _call_output(item: Mapping[str, Any], where: str, position: int) -> Item:
             INVALID_REQUEST, f"{where}.output must be a string or an array of parts.", where
         )
     return Item(role=ROLE_TOOL, content=content, call_id=call_id, position=position)
+
+
+# --------------------------------------------------------------------------- item references
+
+
+def _is_reference(item: Any) -> bool:
+    return isinstance(item, Mapping) and item.get("type") == ITEM_REFERENCE
+
+
+def referenced_replies(body: Any) -> tuple[str, ...]:
+    """The replies whose output items `body`'s `item_reference` items name (the gateway gave
+    those ids: `output_item_id`), to look up before the body is read."""
+    items = body.get("input") if isinstance(body, Mapping) else None
+    if not isinstance(items, list):
+        return ()
+    found = {
+        reply_of_item(item["id"])
+        for item in items
+        if _is_reference(item) and isinstance(item.get("id"), str)
+    }
+    return tuple(sorted(r for r in found if r is not None))
+
+
+def with_references(body: Any, replies: Sequence[Mapping[str, Any]]) -> Any:
+    """`body` with each `item_reference` replaced by the output item it names in `replies`
+    (stored response objects); raise WireError naming the first it does not find there."""
+    items = body.get("input") if isinstance(body, Mapping) else None
+    if not isinstance(items, list) or not any(_is_reference(i) for i in items):
+        return body
+    outputs = {
+        output["id"]: output
+        for reply in replies
+        for output in reply.get("output", ())
+        if isinstance(output, Mapping) and "id" in output
+    }
+    resolved: list[Any] = []
+    for position, item in enumerate(items):
+        if not _is_reference(item):
+            resolved.append(item)
+            continue
+        found = outputs.get(item.get("id"))
+        if found is None:
+            where = f"input[{position}].id"
+            raise WireError(
+                INVALID_REQUEST,
+                f"input[{position}]: item_reference {item.get('id')!r} names no output item of "
+                "a stored response of this Application (unknown, deleted, or made with store: "
+                "false); send the item itself.",
+                where,
+            )
+        resolved.append(found)
+    return {**body, "input": resolved}

@@ -21,7 +21,12 @@ from contextproto.protocol.custom_tools import (
     KIND_FUNCTION,
 )
 from contextproto.protocol.gateway import openai_wire
-from contextproto.protocol.gateway.responses_input import ReadInput, read_input
+from contextproto.protocol.gateway.responses_input import (
+    ReadInput,
+    read_input,
+    referenced_replies,
+    with_references,
+)
 from contextproto.protocol.gateway.responses_render import render_reply
 from contextproto.protocol.gateway.responses_stream import ResponsesStream
 from contextproto.protocol.gateway.wire import (
@@ -315,6 +320,14 @@ class ResponsesWire:
     @staticmethod
     def parse(body: Any) -> GatewayRequest:
         return parse_request(body)
+
+    @staticmethod
+    def referenced_replies(body: Any) -> tuple[str, ...]:
+        return referenced_replies(body)
+
+    @staticmethod
+    def with_references(body: Any, replies: Sequence[Mapping[str, Any]]) -> Any:
+        return with_references(body, replies)
 
     @staticmethod
     def render_reply(reply: Reply, request: GatewayRequest) -> dict[str, Any]:

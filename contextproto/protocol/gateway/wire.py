@@ -338,6 +338,16 @@ class ClientWire(Protocol):
         """Read a request body; raise WireError naming what to fix."""
         ...
 
+    def referenced_replies(self, body: Any) -> tuple[str, ...]:
+        """The ids of earlier replies whose items `body` names instead of sending them (the
+        Responses API's `item_reference`); () for an API without references."""
+        ...
+
+    def with_references(self, body: Any, replies: Sequence[Mapping[str, Any]]) -> Any:
+        """`body` with its references replaced by the items of `replies` (those replies'
+        stored bodies); raise WireError naming a reference they do not hold."""
+        ...
+
     def render_reply(self, reply: Reply, request: GatewayRequest) -> dict[str, Any]:
         """The API's reply object (a wire may echo fields of `request`)."""
         ...
