@@ -5,6 +5,7 @@ Its tools, its system text, a runnable model, and a session no live driver holds
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 
 from django.utils import timezone
@@ -22,7 +23,8 @@ from contextproto.errors import (
 )
 from contextproto.protocol import host_tools
 from contextproto.protocol.client_state import ClientToolWire
-from contextproto.protocol.gateway.wire import GatewayRequest
+from contextproto.protocol.gateway.wire import ClientWire, GatewayRequest
+from contextproto.protocol.parameters import Parameters
 from contextproto.protocol.vocabulary import CLIENT_SYSTEM_PLACEHOLDER
 from sessions_app.models import Run
 
@@ -99,3 +101,16 @@ def busy(run: Run | None) -> bool:
     if run.status == Run.Status.QUEUED:
         return not run.via_gateway  # a worker will take it
     return run.lease_until is not None and run.lease_until > timezone.now()
+
+
+def within_model_limit(
+    parameters: Parameters, version: AgentVersion, wire: ClientWire
+) -> tuple[Parameters, tuple[str, ...]]:
+    """The client's output limit lowered to the model's (`model.config.maxOutputTokens`), and
+    what was changed, as `X-Contextproto-Adjusted` names it (contract §19)."""
+    config = version.model_config if isinstance(version.model_config, dict) else {}
+    limit = config.get("maxOutputTokens")
+    asked = parameters.max_tokens
+    if not isinstance(limit, int) or isinstance(limit, bool) or asked is None or asked <= limit:
+        return parameters, ()
+    return replace(parameters, max_tokens=limit), (f"{wire.max_tokens_field}={asked}->{limit}",)

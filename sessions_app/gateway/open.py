@@ -20,7 +20,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 from uuid import UUID
@@ -42,7 +42,7 @@ from contextproto.protocol.gateway.compaction import sign_compaction
 from contextproto.protocol.gateway.reconcile import Outcome, Proceed, Refusal, Replay, reconcile
 from contextproto.protocol.gateway.side import is_side_request
 from contextproto.protocol.gateway.transcript import Item, open_text
-from contextproto.protocol.gateway.wire import FINISH_STOP, ClientWire, Reply
+from contextproto.protocol.gateway.wire import FINISH_STOP, Reply
 from contextproto.protocol.messages import KIND_TOOL_CALL, ROLE_ASSISTANT, RawMessage
 from contextproto.protocol.parameters import Parameters, unused_fields
 from contextproto.telemetry import SessionFacts
@@ -53,6 +53,7 @@ from sessions_app.gateway.checks import (
     client_tools,
     runnable_check,
     system_check,
+    within_model_limit,
 )
 from sessions_app.gateway.events import Finished
 from sessions_app.gateway.identity import Located, SideOnly, compaction_key, locate
@@ -279,7 +280,6 @@ def _open_locked(
         record.session_id = session.id
     version = session.agent_version
     runnable_check(version)
-    system_check(version, incoming.request.system)
     require_protocol(version.context_protocol_id, version.context_protocol_version)
     try:
         provider = upstream_for(version, incoming.upstream_key)
@@ -291,6 +291,8 @@ def _open_locked(
             # A client's background request: answered apart, whatever the conversation's
             # own request in flight is doing (it takes no run).
             return side_of(incoming, session, provider, version)
+    # (After: a side request's system text never meets the version's prompt.)
+    system_check(version, incoming.request.system)
     # Read after the lock (see the module docstring): the run as the last request left it.
     current = (
         Run.objects.filter(pk=session.current_run_id).first()
@@ -401,19 +403,6 @@ def _open_locked(
         adjusted=adjusted,
         unused=unused_fields(parameters, provider.wire_format),
     )
-
-
-def within_model_limit(
-    parameters: Parameters, version: AgentVersion, wire: ClientWire
-) -> tuple[Parameters, tuple[str, ...]]:
-    """The client's output limit lowered to the model's (`model.config.maxOutputTokens`), and
-    what was changed, as `X-Contextproto-Adjusted` names it (contract §19)."""
-    config = version.model_config if isinstance(version.model_config, dict) else {}
-    limit = config.get("maxOutputTokens")
-    asked = parameters.max_tokens
-    if not isinstance(limit, int) or isinstance(limit, bool) or asked is None or asked <= limit:
-        return parameters, ()
-    return replace(parameters, max_tokens=limit), (f"{wire.max_tokens_field}={asked}->{limit}",)
 
 
 @dataclass(frozen=True)

@@ -23,8 +23,9 @@ from agents.models import AgentVersion
 from contextproto.protocol.adapters import adapt
 from contextproto.protocol.gateway.side import side_projection
 from contextproto.protocol.gateway.wire import FINISH_LENGTH, FINISH_STOP, Reply, Usage
-from contextproto.protocol.parameters import with_parameters
+from contextproto.protocol.parameters import unused_fields, with_parameters
 from contextproto.usage import tokens_of, turn_cost
+from sessions_app.gateway.checks import within_model_limit
 from sessions_app.gateway.events import Event, Finished, KeepAlive, ReasoningDone, TextDelta
 from sessions_app.gateway.incoming import Incoming
 from sessions_app.gateway.record import ExchangeRecord
@@ -51,6 +52,9 @@ class Side:
     step: int | None
     reply_id: str
     created: int
+    # What the request's fields became (X-Contextproto-Adjusted / -Ignored), as for any reply.
+    adjusted: tuple[str, ...] = ()
+    unused: tuple[str, ...] = ()
 
 
 def side_of(
@@ -62,12 +66,15 @@ def side_of(
     session_id = str(session.id) if session is not None else ""
     adapted = adapt(side_projection(request, session_id), provider.wire_format, ())
     scripted = isinstance(provider, ScriptedProvider)
+    parameters, adjusted = within_model_limit(request.parameters, version, incoming.wire)
     return Side(
         incoming=incoming,
         session=session,
         version=version,
         provider=provider,
-        body=with_parameters(adapted.body, provider.wire_format, request.parameters),
+        body=with_parameters(adapted.body, provider.wire_format, parameters),
+        adjusted=adjusted,
+        unused=unused_fields(parameters, provider.wire_format),
         step=(model_step(session) if session is not None else 0) if scripted else None,
         reply_id=incoming.wire.reply_id_prefix + uuid.uuid4().hex,
         created=int(time.time()),
@@ -115,7 +122,10 @@ async def side_drive(side: Side, record: ExchangeRecord) -> AsyncGenerator[Event
     finished = Finished(
         reply=reply,
         body=render(incoming.wire, reply, incoming.request),
-        headers={**reply_headers(1, "", incoming.request), SIDE_HEADER: "true"},
+        headers={
+            **reply_headers(1, "", incoming.request, unused=side.unused, adjusted=side.adjusted),
+            SIDE_HEADER: "true",
+        },
     )
     tokens = tokens_of(usage)
     cost = turn_cost(tokens, version.prices) if tokens is not None else None

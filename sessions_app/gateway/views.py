@@ -320,7 +320,10 @@ async def serve(
                 response = await _stream_response(
                     _once(encoder.whole(opened.reply)), request, record, None
                 )
-                response[REPLAYED_HEADER] = "true"
+                for name, value in opened.headers.items():
+                    response[name] = value
+                if opened.replayed:  # a retry's reply again, not a compaction's own answer
+                    response[REPLAYED_HEADER] = "true"
                 record.done(200)
                 return response
             return _reply_response(opened, record, None)

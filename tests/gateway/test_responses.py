@@ -281,6 +281,13 @@ def test_codex_compaction_trigger_is_answered_with_one_compaction_item(world):
     items = [o for o in triggered.output if o.type == "compaction"]
     assert len(items) == 1 and len(triggered.output) == 1
     assert kinds(session) == ["input", "text"]
+    # Streamed (as Codex asks), the same answer: one compaction item, not called a replay.
+    with client.responses.with_streaming_response.create(
+        model="helper", input=history, extra_headers=named, stream=True
+    ) as streamed:
+        events = [line for line in streamed.iter_lines() if line.startswith("event: ")]
+        assert "x-contextproto-replayed" not in streamed.headers
+    assert events[0] == "event: response.created" and events[-1] == "event: response.completed"
     resumed = client.responses.create(
         model="helper",
         input=[

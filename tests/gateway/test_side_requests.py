@@ -85,3 +85,30 @@ def test_a_request_without_tools_on_a_conversation_without_tools_is_the_conversa
     assert second.json()["choices"][0]["message"]["content"] == "Two."
     assert "X-Contextproto-Side" not in second
     assert not GatewayExchange.objects.filter(side=True).exists()
+
+
+def test_a_side_requests_output_limit_is_lowered_to_the_models_as_any_reply(gateway, scripted):
+    version = scripted([{"text": "Plan."}, {"text": "Trip to Oslo"}], wire="anthropic-messages")
+    version.model_config = {**version.model_config, "maxOutputTokens": 32768}
+    version.save()
+    anthropic_tools = [{"name": "lookup", "input_schema": {"type": "object"}}]
+    first = gateway.anthropic(
+        {
+            "model": "helper",
+            "max_tokens": 1000,
+            "system": "You plan trips.",
+            "tools": anthropic_tools,
+            "messages": [{"role": "user", "content": "Plan Oslo."}],
+        }
+    )
+    title = gateway.anthropic(
+        {
+            "max_tokens": 64000,
+            "system": "Name this conversation.",
+            "messages": [{"role": "user", "content": "Plan Oslo."}],
+        },
+        key=first["X-Contextproto-Session-Key"],
+    )
+    assert title.status_code == 200, title.content
+    assert title["X-Contextproto-Side"] == "true"
+    assert title["X-Contextproto-Adjusted"] == "max_tokens=64000->32768"
