@@ -24,6 +24,7 @@ from contextproto.telemetry.spans import (
     chat_result,
     chat_span,
     continued_context,
+    current_span,
     fail,
     http_response,
     job_span,
@@ -34,6 +35,7 @@ from contextproto.telemetry.spans import (
     tool_span,
     usage_attributes,
     view_attributes,
+    within,
 )
 
 __all__ = [
@@ -48,6 +50,7 @@ __all__ = [
     "configure",
     "configure_from_settings",
     "continued_context",
+    "current_span",
     "enabled",
     "fail",
     "flush",
@@ -61,4 +64,5 @@ __all__ = [
     "tool_span",
     "usage_attributes",
     "view_attributes",
+    "within",
 ]

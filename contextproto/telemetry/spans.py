@@ -443,3 +443,17 @@ def annotate_current(facts: SessionFacts | None, attributes: Attributes | None =
     span = trace.get_current_span()
     if span.is_recording():
         span.set_attributes({**_attributes(facts), **(attributes or {})})
+
+
+def current_span() -> Span:
+    """The span new spans would be children of now (the API's invalid span when none)."""
+    return trace.get_current_span()
+
+
+@contextmanager
+def within(span: Span) -> Iterator[None]:
+    """Spans started inside are children of `span` (still open), whatever is current: a turn
+    described while its `chat` span is open puts its view and tool spans beside the chat,
+    under the agent, as contract §22 draws the tree."""
+    with trace.use_span(span, end_on_exit=False):
+        yield

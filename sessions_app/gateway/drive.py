@@ -164,7 +164,7 @@ async def drive(opened: Opened, record: ExchangeRecord) -> AsyncGenerator[Event,
         with telemetry.agent_span(
             facts.at(run_id=run.id.hex) if facts is not None else None,
             attributes={TURN_SOURCE: "gateway", CLIENT_API: incoming.wire.format},
-        ):
+        ) as agent:
             step = await in_thread(next, turns, None)
             while step is not None:
                 if isinstance(step, TurnReport):
@@ -225,6 +225,7 @@ async def drive(opened: Opened, record: ExchangeRecord) -> AsyncGenerator[Event,
                             stop_reason=answer.stop_reason,
                             text=answer.text,
                             written=step.written,
+                            agent=agent,
                         )
         if run.status == Run.Status.MAX_TURNS:
             raise ApplicationError(

@@ -293,6 +293,7 @@ def drive_with(
             continue
         model_call = step
         turn = trace_facts.turn_facts(facts, model_call.snapshot) if facts else None
+        agent = telemetry.current_span()
         with telemetry.chat_span(turn) as chat:
             try:
                 answer = call(model_call)
@@ -312,6 +313,7 @@ def drive_with(
                     stop_reason=answer.stop_reason,
                     text=answer.text,
                     written=step.written,
+                    agent=agent,
                 )
 
 

@@ -11,6 +11,7 @@ tracing off nothing here reads or computes anything.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 from collections.abc import Iterable, Mapping
@@ -35,13 +36,17 @@ def turn_recorded(
     stop_reason: str | None,
     text: str | None,
     written: Iterable[RawMessage],
+    agent: Span | None = None,
 ) -> None:
     """Describe a written turn on its open `chat` span (module docstring); never fails the
-    turn. `snapshot` carries the usage its commit recorded; `raw` is the provider's reply."""
+    turn. `snapshot` carries the usage its commit recorded; `raw` is the provider's reply;
+    `agent` the span the view and tool spans go under, beside the chat (the current one's
+    parent when not given)."""
     if not chat.is_recording():
         return
     try:
-        _recorded(chat, facts, snapshot, raw or {}, stop_reason, text, list(written))
+        with telemetry.within(agent) if agent is not None else contextlib.nullcontext():
+            _recorded(chat, facts, snapshot, raw or {}, stop_reason, text, list(written))
     except Exception:
         # Tracing is an observer: a failure to describe the turn is logged, the turn stands.
         logger.exception("Recording the spans of a turn failed (session %s)", facts.session_id)

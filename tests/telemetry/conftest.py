@@ -12,6 +12,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from agents.models import Tool
 from contextproto import telemetry
 from tests.api.turn_bodies import LOOKUP_SCHEMA
+from tests.telemetry.gateway_conversation import gateway_on_helper
 
 
 class Traces:
@@ -70,3 +71,9 @@ def host(api_session):
         return s
 
     return build
+
+
+@pytest.fixture
+def gateway(db, make_version):
+    """The gateway conversation of the trace tests (gateway_conversation.py): (client, key)."""
+    return gateway_on_helper(make_version)

@@ -6,9 +6,9 @@ spans back (`GET /v1/projects/default/spans`) and checks the tree, the attribute
 counts equal to the session's recorded usage, `gen_ai.conversation.id` equal to the
 session's id, and contents only when opted in.
 
-Each path is one test over the same helpers (`_send`, `_read`, `_assert_session_spans`):
-the turns endpoint and an MCP call now; the gateway conversation (a protocol call and a
-client-tool round trip) is one more test of the same shape.
+Each path is one test over the same helpers (`_read`, `_assert_session_spans`): the turns
+endpoint, an MCP call, and a gateway conversation (a protocol call and a client-tool round
+trip, gateway_conversation.py's).
 """
 
 from __future__ import annotations
@@ -17,10 +17,13 @@ import time
 from collections.abc import Callable, Iterator
 
 import pytest
+from django.test import Client as DjangoClient
 
 from contextproto import telemetry
 from contextproto.telemetry.setup import otlp_queue
 from tests.api.turn_bodies import MEMORY, openai_completion, turn
+from tests.telemetry.gateway_conversation import ROOT as GATEWAY_ROOT
+from tests.telemetry.gateway_conversation import converse
 from tests.telemetry.phoenix import Phoenix, Span, children, named, one
 from tests.telemetry.test_mcp_traces import _call as mcp_call
 
@@ -156,3 +159,39 @@ def test_mcp_call_traces_in_phoenix(api_session, phoenix, to_phoenix):
     assert tool["span_kind"] == "TOOL"
     assert tool["attributes"]["gen_ai.tool.call.id"] == "mcp_context_task_memory_set"
     assert tool["attributes"]["contextproto.tool.outcome"] == "ok"
+
+
+def test_gateway_conversation_traces_in_phoenix(gateway, phoenix, to_phoenix):
+    client, key = gateway
+    session, _replies = converse(client)
+
+    spans = _read(phoenix, session, expected=2 + 2 + 5 + 2)
+
+    _assert_session_spans(spans, session)
+    roots = [x for x in spans if x["parent_id"] is None]
+    assert [r["name"] for r in roots] == [GATEWAY_ROOT] * 2
+    assert {r["attributes"]["http.response.status_code"] for r in roots} == {200}
+    first, second = sorted(roots, key=lambda r: r["start_time"])
+    for root, turns in ((first, 2), (second, 1)):
+        trace = [x for x in spans if x["context"]["trace_id"] == root["context"]["trace_id"]]
+        agent = one(trace, "invoke_agent ")
+        assert agent["span_kind"] == "AGENT" and children(trace, root) == [agent["name"]]
+        assert len(named(trace, "chat ")) == turns
+        assert {c["span_kind"] for c in named(trace, "chat ")} == {"LLM"}
+    tool = one(spans, "execute_tool ")  # the protocol call; the client's ran at the client
+    assert tool["name"] == "execute_tool context_task_memory_set"
+    assert tool["attributes"]["contextproto.tool.outcome"] == "ok"
+    usage = (
+        DjangoClient()
+        .get(f"/api/v1/sessions/{session}/", HTTP_AUTHORIZATION=f"Bearer {key}")
+        .json()["usage"]
+    )
+    chats = named(spans, "chat ")
+    assert sum(c["attributes"]["gen_ai.usage.input_tokens"] for c in chats) == usage["inputTokens"]
+    assert (
+        sum(c["attributes"]["gen_ai.usage.output_tokens"] for c in chats) == usage["outputTokens"]
+    )
+    for span in spans:
+        assert not any(
+            k.startswith(("gen_ai.input.", "llm.input_messages")) for k in span["attributes"]
+        )
