@@ -22,7 +22,7 @@ from contextproto.protocol.gateway.responses_render import input_items_page, ren
 from contextproto.protocol.gateway.wire import ClientFormat, Reply, WireError, dumps
 from contextproto.protocol.gateway.wires import wire_for
 from contextproto.protocol.tokens import json_tokens
-from sessions_app.gateway.incoming import Caller, Refused, caller_of, read_incoming
+from sessions_app.gateway.incoming import Caller, Refused, caller_of
 from sessions_app.gateway.open import count_request
 from sessions_app.gateway.record import ExchangeRecord
 from sessions_app.gateway.threads import in_thread
@@ -34,6 +34,7 @@ from sessions_app.gateway.views import (
     _refuse,
     _refuse_quietly,
     failure_of,
+    received,
 )
 from sessions_app.models import GatewayExchange
 from sessions_app.providers import ProviderError
@@ -74,16 +75,9 @@ async def count_tokens(request: HttpRequest, client_format: ClientFormat) -> Htt
     """`…/messages/count_tokens` and `…/responses/input_tokens`: the managed view's size."""
     wire = wire_for(client_format)
     record = _record(request, wire)
-    if request.method != "POST":
-        return await _refuse(
-            wire, ApplicationError(METHOD_NOT_ALLOWED, "This endpoint takes POST."), record
-        )
-    try:
-        incoming = await in_thread(read_incoming, request, wire)
-    except Refused as refused:
-        record.application = refused.application
-        return await _refuse(wire, refused.error, record)
-    record.application = incoming.application
+    incoming = await received(request, wire, record)
+    if isinstance(incoming, HttpResponse):
+        return incoming
     try:
         tokens, estimated = await in_thread(_count, incoming, record)
         await in_thread(record.answered)

@@ -410,12 +410,10 @@ async def openai_responses(request: HttpRequest) -> HttpResponse | StreamingHttp
     return await serve(request, ClientFormat.RESPONSES)
 
 
-@csrf_exempt
-async def responses_compact(request: HttpRequest) -> HttpResponse:
-    """`POST …/v1/responses/compact` (contract §21): a compaction item for the conversation,
-    without a model call."""
-    wire = wire_for(ClientFormat.RESPONSES)
-    record = _record(request, wire)
+async def received(
+    request: HttpRequest, wire: ClientWire, record: ExchangeRecord
+) -> Incoming | HttpResponse:
+    """A POST endpoint's request read (`read_incoming`), or the answer refusing it."""
     if request.method != "POST":
         return await _refuse(
             wire, ApplicationError(METHOD_NOT_ALLOWED, "This endpoint takes POST."), record
@@ -426,6 +424,18 @@ async def responses_compact(request: HttpRequest) -> HttpResponse:
         record.application = refused.application
         return await _refuse(wire, refused.error, record)
     record.application = incoming.application
+    return incoming
+
+
+@csrf_exempt
+async def responses_compact(request: HttpRequest) -> HttpResponse:
+    """`POST …/v1/responses/compact` (contract §21): a compaction item for the conversation,
+    without a model call."""
+    wire = wire_for(ClientFormat.RESPONSES)
+    record = _record(request, wire)
+    incoming = await received(request, wire, record)
+    if isinstance(incoming, HttpResponse):
+        return incoming
     try:
         compacted = await in_thread(compact_request, incoming, record)
         body = dumps(

@@ -25,6 +25,7 @@ from contextproto.protocol.gateway.wire import (
     Reply,
     Usage,
     WireError,
+    WithoutReferences,
     data_url_image,
     dumps,
     error_type,
@@ -517,7 +518,7 @@ def models_list(models: Sequence[ListedModel]) -> dict[str, Any]:
     }
 
 
-class MessagesWire:
+class MessagesWire(WithoutReferences):
     """Anthropic Messages as a `ClientWire` (contract §14)."""
 
     format = ClientFormat.ANTHROPIC
@@ -528,14 +529,6 @@ class MessagesWire:
     @staticmethod
     def parse(body: Any) -> GatewayRequest:
         return parse_request(body)
-
-    @staticmethod
-    def referenced_replies(body: Any) -> tuple[str, ...]:
-        return ()
-
-    @staticmethod
-    def with_references(body: Any, replies: Sequence[Mapping[str, Any]]) -> Any:
-        return body
 
     @staticmethod
     def render_reply(reply: Reply, request: GatewayRequest) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from contextproto.protocol.gateway.wire import (
     Reply,
     Usage,
     WireError,
+    WithoutReferences,
     data_url_image,
     dumps,
     error_type,
@@ -437,7 +438,7 @@ def models_list(models: Sequence[ListedModel]) -> dict[str, Any]:
     }
 
 
-class ChatCompletionsWire:
+class ChatCompletionsWire(WithoutReferences):
     """Chat Completions as a `ClientWire` (contract §14)."""
 
     format = ClientFormat.OPENAI
@@ -448,14 +449,6 @@ class ChatCompletionsWire:
     @staticmethod
     def parse(body: Any) -> GatewayRequest:
         return parse_request(body)
-
-    @staticmethod
-    def referenced_replies(body: Any) -> tuple[str, ...]:
-        return ()
-
-    @staticmethod
-    def with_references(body: Any, replies: Sequence[Mapping[str, Any]]) -> Any:
-        return body
 
     @staticmethod
     def render_reply(reply: Reply, request: GatewayRequest) -> dict[str, Any]:

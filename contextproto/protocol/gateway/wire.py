@@ -373,6 +373,18 @@ class ClientWire(Protocol):
         ...
 
 
+class WithoutReferences:
+    """A `ClientWire` part for an API whose requests name no earlier reply items."""
+
+    @staticmethod
+    def referenced_replies(body: Any) -> tuple[str, ...]:
+        return ()
+
+    @staticmethod
+    def with_references(body: Any, replies: Sequence[Mapping[str, Any]]) -> Any:
+        return body
+
+
 def dumps(value: Any) -> str:
     """The JSON text of every reply body and event: compact, UTF-8 kept as is."""
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
