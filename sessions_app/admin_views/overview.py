@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 from uuid import UUID
 
-from django.db.models import Max
+from django.db.models import Max, Q
 from django.http import HttpRequest
 from django.template.response import TemplateResponse
 
@@ -22,11 +22,21 @@ from sessions_app.admin_views import presenters, turns
 from sessions_app.admin_views.browser import BrowserPages, Route
 from sessions_app.admin_views.common import SNAPSHOT_HEAVY_FIELDS, pretty, url
 from sessions_app.admin_views.reads import chart_data, record_counts, windows_table
-from sessions_app.models import ArchiveChunk, MaintenanceJob, ProjectionSnapshot, Run, Session
+from sessions_app.models import (
+    ArchiveChunk,
+    GatewayConversation,
+    GatewayExchange,
+    MaintenanceJob,
+    ProjectionSnapshot,
+    Run,
+    Session,
+)
 from sessions_app.reads.raw_log import kv_values
-from sessions_app.reads.usage import run_usage, session_usage
+from sessions_app.reads.usage import run_usage, session_side_usage, session_usage
 
 FORKS_LISTED = 20
+CHILDREN_LISTED = 50
+SIDE_LISTED = 10
 
 
 class OverviewPages(BrowserPages):
@@ -65,6 +75,7 @@ class OverviewPages(BrowserPages):
                 session=session, status__in=MaintenanceJob.ACTIVE_STATUSES
             ).order_by("created_at")
         )
+        gateway = _gateway_context(session) if session.via_gateway else {}
         forks = list(
             Session.objects.filter(forked_from=session)
             .order_by("-created_at", "-pk")
@@ -99,6 +110,7 @@ class OverviewPages(BrowserPages):
             active_jobs=jobs,
             chart=presenters.chart(session, chart_data(session)),
             inputs_json=pretty(session.inputs),
+            **gateway,
             **turns.live_context(
                 turns.run_is_live(
                     session.current_run,
@@ -121,6 +133,33 @@ class OverviewPages(BrowserPages):
             messages_url=url("messages", session),
             folds_url=url("folds", session),
         )
+
+
+def _gateway_context(session: Session) -> dict[str, Any]:
+    """What a gateway session's overview adds (SPEC §19.1): the conversation id that names it
+    and its parent (a sub-agent's session), its sub-agents' child sessions, and its side
+    requests priced apart. Three queries, none growing with the session."""
+    rows = list(
+        GatewayConversation.objects.filter(Q(session=session) | Q(parent=session))
+        .order_by("created_at", "pk")
+        .values("conversation_id", "agent_id", "session_id", "parent_id")[: CHILDREN_LISTED + 1]
+    )
+    own = next((r for r in rows if r["session_id"] == session.pk), None)
+    children = [r for r in rows if r["parent_id"] == session.pk and r["session_id"] != session.pk]
+    side = list(
+        GatewayExchange.objects.filter(session=session, side=True)
+        .order_by("-created_at")
+        .values("created_at", "input_tokens", "output_tokens", "cost", "user_agent")[:SIDE_LISTED]
+    )
+    return {
+        "conversation": own,
+        "conversation_parent_url": url("overview", own["parent_id"])
+        if own and own["parent_id"] is not None
+        else None,
+        "child_sessions": [(r, url("overview", r["session_id"])) for r in children],
+        "side_exchanges": side,
+        "side_usage": session_side_usage(session) if side else None,
+    }
 
 
 def _fork_origin(session: Session) -> dict[str, Any] | None:
