@@ -98,7 +98,8 @@ def snippet(base_url: str, gateway: dict[str, Any], write: Write) -> None:
     )
     write(
         "Paste into python while the server runs: it continues the gateway conversation "
-        "with its session key, sending only the new message (the same message sent again "
+        "with its session key, sending its system message and only the new user message (the "
+        "same message sent again "
         'is a retry and gets the same reply; an application key and model="name@N" start '
         'a new session; README, "Drop-in: change the base URL"):\n'
     )
@@ -106,8 +107,11 @@ def snippet(base_url: str, gateway: dict[str, Any], write: Write) -> None:
         "from openai import OpenAI\n\n"
         f'client = OpenAI(base_url="{openai_base}", api_key="{gateway["key"]}")\n'
         "reply = client.chat.completions.create(\n"
-        f'    model="{gateway["model"]}", '
-        f'messages=[{{"role": "user", "content": "{PASTE_QUESTION}"}}]\n'
+        f'    model="{gateway["model"]}",\n'
+        "    messages=[\n"
+        f'        {{"role": "system", "content": "{scenario.GATEWAY_SYSTEM}"}},\n'
+        f'        {{"role": "user", "content": "{PASTE_QUESTION}"}},\n'
+        "    ],\n"
         ")\n"
         "print(reply.choices[0].message.content)"
     )

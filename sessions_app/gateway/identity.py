@@ -11,9 +11,10 @@
 5. A tool-call id the gateway minted for one of its replies: that call's session.
 6. Otherwise a new session of the version `model` names (aliases included).
 
-A request that would start a session (steps 4 and 6) and carries no tools under one of the
-Application's side models is a side request with no conversation yet (`SideOnly`): answered by
-the version its model names, it starts nothing.
+A request that carries no tools under one of the Application's side models, at a conversation's
+start, is a side request (`Located.side`): with a conversation id, the conversation's session
+(started by it when it is the first) records it; without one (`SideOnly`) it is answered by the
+version its model names and starts nothing.
 
 Everything runs inside the transaction that opens the request, and the session found is
 locked. What the request's messages mean for that session is the reconciliation's business;
@@ -64,6 +65,7 @@ class Located:
     replay: Finished | None = None
     forked_from: Session | None = None
     warning: str = ""  # `new-session`: a conversation in progress started a session
+    side: bool = False  # a side request at the conversation's start (module docstring)
 
 
 @dataclass(frozen=True)
@@ -104,17 +106,26 @@ def locate(
     if request.compaction is not None:
         return _after_compaction(incoming)
     conversation = incoming.conversation
+    side_first = (
+        side_allowed and not request.tools and is_side_model(incoming.application, request.model)
+    )
     if conversation is not None:
         found = conversation_session(incoming.application.pk, conversation)
         if found is not None:
-            return Located(found)
+            # Before the conversation's own first request, a side request is still one.
+            return Located(found, side=side_first and found.last_index == 0)
     else:
         by_call = _by_minted_call(incoming)
         if by_call is not None:
             return by_call
     version = gateway_version_for_model(application=incoming.application, model=request.model)
-    if side_allowed and not request.tools and is_side_model(incoming.application, request.model):
-        return SideOnly(version)
+    if side_first:
+        if conversation is None:
+            return SideOnly(version)
+        # The conversation's session, started now and empty: its first real request goes on
+        # in it (no key is shown: the client names it by its conversation id).
+        session, _key = conversation_start(incoming.application.pk, conversation, version)
+        return Located(session, side=True)
     system_check(version, request.system)
     if conversation is not None:
         session, key = conversation_start(incoming.application.pk, conversation, version)

@@ -285,6 +285,8 @@ def _open_locked(
         provider = upstream_for(version, incoming.upstream_key)
     except ProviderError as exc:
         raise upstream_error(exc, version, incoming.upstream_key) from exc
+    if located.side:
+        return side_of(incoming, session, provider, version)
     if created_key is None and not counting and not compacting:
         kv = client_state.read_client_kv(partial(hot_sql.kv_values, session.id))
         if is_side_request(incoming.request, kv):

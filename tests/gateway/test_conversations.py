@@ -175,19 +175,14 @@ def test_a_conversation_id_too_long_is_refused_with_the_header_named(gateway, sc
     assert not Session.objects.exists()
 
 
-def test_a_first_request_under_a_side_model_without_tools_starts_nothing(
+def test_a_side_model_request_before_the_conversations_first_is_a_side_exchange_of_it(
     gateway, scripted, app_and_key
 ):
     """Claude Code's title request under its small/fast model (`claude-*haiku*` by default)
-    may come before the conversation's own first request: answered apart, it starts no
-    session, and the conversation's first request then starts one."""
+    may come before the conversation's own first request: answered apart, recorded on the
+    conversation's session (started empty by it), where the first real request goes on."""
     version = scripted([{"text": "Bug hunt"}, {"text": "On it."}], wire="anthropic-messages")
-    Client().put(
-        "/api/v1/gateway-settings/",
-        {"modelAliases": [{"pattern": "claude-*", "agentVersion": f"helper@{version.number}"}]},
-        content_type="application/json",
-        HTTP_AUTHORIZATION=f"Bearer {app_and_key[1]}",
-    )
+    _aliases(app_and_key[1], version)
     headers = {"x-claude-code-session-id": "c-1"}
     title = gateway.anthropic(
         {
@@ -201,9 +196,9 @@ def test_a_first_request_under_a_side_model_without_tools_starts_nothing(
     assert title.status_code == 200, title.content
     assert title["X-Contextproto-Side"] == "true"
     assert title.json()["content"][0]["text"] == "Bug hunt"
-    assert not Session.objects.exists()
-    side = GatewayExchange.objects.get(side=True)
-    assert side.session_id is None
+    (session,) = Session.objects.all()
+    assert session.last_index == 0  # nothing of it in the log
+    assert GatewayExchange.objects.get(side=True).session_id == session.pk
     main = gateway.anthropic(
         {
             "model": "claude-opus-5-5",
@@ -215,9 +210,36 @@ def test_a_first_request_under_a_side_model_without_tools_starts_nothing(
     )
     assert main.status_code == 200, main.content
     assert "X-Contextproto-Side" not in main
-    assert (
-        _conversation(app_and_key[1], "c-1").json()["sessionId"] == (main["X-Contextproto-Session"])
+    assert main["X-Contextproto-Session"] == str(session.pk)
+    assert main.json()["content"][0]["text"] == "On it."
+    kinds = Message.objects.filter(session=session).order_by("index")
+    assert list(kinds.values_list("kind", flat=True)) == ["input", "text"]
+
+
+def test_a_side_model_request_without_a_conversation_starts_nothing(gateway, scripted, app_and_key):
+    version = scripted([{"text": "Bug hunt"}], wire="anthropic-messages")
+    _aliases(app_and_key[1], version)
+    title = gateway.anthropic(
+        {
+            "model": "claude-haiku-4-5",
+            "max_tokens": 50,
+            "messages": [{"role": "user", "content": "Fix the bug."}],
+        }
     )
+    assert title.status_code == 200, title.content
+    assert title["X-Contextproto-Side"] == "true"
+    assert not Session.objects.exists()
+    assert GatewayExchange.objects.get(side=True).session_id is None
+
+
+def _aliases(key: str, version: Any) -> None:
+    answer = Client().put(
+        "/api/v1/gateway-settings/",
+        {"modelAliases": [{"pattern": "claude-*", "agentVersion": f"helper@{version.number}"}]},
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"Bearer {key}",
+    )
+    assert answer.status_code == 200, answer.content
 
 
 def test_a_first_request_under_a_side_model_with_tools_is_a_conversation(
