@@ -33,4 +33,6 @@ for prefix in ("anthropic/v1/", "anthropic/"):
         path(f"{prefix}messages/count_tokens", lookups.anthropic_count_tokens),
         path(f"{prefix}models", views.anthropic_models),
     ]
+# Claude Code's connectivity probe (HEAD, once per run, before its first request).
+urlpatterns.append(path("anthropic/api/hello", views.anthropic_hello, name="gateway-hello"))
 urlpatterns.append(re_path(r"^(?P<rest>.*)$", views.not_found, name="gateway-not-found"))

@@ -502,6 +502,13 @@ async def anthropic_models(request: HttpRequest) -> HttpResponse:
 
 
 @csrf_exempt
+async def anthropic_hello(request: HttpRequest) -> HttpResponse:
+    """Claude Code's probe of its base URL (`HEAD …/api/hello`): 200 with nothing in it, and
+    no exchange recorded, so a working client never shows on the dashboard as refused."""
+    return HttpResponse(status=200)
+
+
+@csrf_exempt
 async def not_found(request: HttpRequest, rest: str = "") -> HttpResponse:
     """An unknown path under /gateway/: 404 in the wire its prefix names, counted and
     recorded like every other answer (with the key's Application when the key is known)."""

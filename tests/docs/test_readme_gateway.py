@@ -4,10 +4,12 @@ uvicorn on the test's PostgreSQL, its OPENAI_BASE_URL a fake OpenAI endpoint: th
 block's version is an `openai` model without a base URL of its own, so the server's setting
 applies, as it would with OpenAI itself. Each test runs the setup block in bash as written
 (only the port differs), then one client's block: a Python block with this venv's
-interpreter (the Agents SDK's with the SDK's own venv), Claude Code's in bash with the
-pinned CLI on PATH. The fake model's answers are queued per block; each test checks what the
-client printed, that its tool ran, and the session the conversation left. The blocks are
-the ones marked `<!-- readme-test: NAME -->` in README.md, so the README cannot rot.
+interpreter (the Agents SDK's with the SDK's own venv), Claude Code's and Codex's in bash
+with the pinned CLI on PATH. Every client block reads the application key alone: the
+gateway finds each conversation's session by itself (issue 40). The fake model's answers
+are queued per block; each test checks what the client printed, that its tool ran, and the
+session the conversation left. The blocks are the ones marked `<!-- readme-test: NAME -->`
+in README.md, so the README cannot rot.
 """
 
 from __future__ import annotations
@@ -23,8 +25,8 @@ from pathlib import Path
 
 import pytest
 
-from agents.models import hash_key
-from sessions_app.models import GatewayExchange, Message, Session
+from agents.models import Application
+from sessions_app.models import GatewayConversation, GatewayExchange, Message, Session
 from tests.docs.test_readme import README_HOST, ROOT, readme_block, require_command
 from tests.gateway.installs import (
     CLAUDE_CODE_VERSION,
@@ -63,19 +65,14 @@ class Gateway:
         return text.replace(README_HOST, self.host)
 
 
-# The session key each framework's snippet reads: one session per conversation, never shared.
-SESSION_KEYS = ("AGENTS_SDK_SESSION_KEY", "LANGCHAIN_SESSION_KEY", "CLAUDE_CODE_SESSION_KEY")
-
-
 @dataclass(frozen=True)
 class Setup:
     key: str  # the application key
     version_id: str
-    session_keys: dict[str, str]  # SESSION_KEYS' values
 
     def env(self) -> dict[str, str]:
         clean = {k: v for k, v in os.environ.items() if k not in SDK_ENV}
-        return {**clean, "CONTEXTPROTO_KEY": self.key, **self.session_keys}
+        return {**clean, "CONTEXTPROTO_KEY": self.key}
 
 
 @pytest.fixture(scope="module")
@@ -98,10 +95,7 @@ def setup(gateway, transactional_db) -> Setup:
     gateway.model.queue.clear()
     gateway.model.received.clear()
     script = gateway.block("gateway-setup")
-    shown = script + (
-        '\necho "README-TEST KEY=$CONTEXTPROTO_KEY VERSION=$VERSION"\n'
-        + "".join(f'echo "README-TEST {name}=${name}"\n' for name in SESSION_KEYS)
-    )
+    shown = script + '\necho "README-TEST KEY=$CONTEXTPROTO_KEY VERSION=$VERSION"\n'
     env = server_env(gateway.tmp)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
     done = subprocess.run(
@@ -116,9 +110,7 @@ def setup(gateway, transactional_db) -> Setup:
     assert '"status": "published"' in done.stdout
     found = re.search(r"README-TEST KEY=(\S+) VERSION=(\S+)", done.stdout)
     assert found is not None, done.stdout
-    keys = dict(re.findall(r"README-TEST (\w+_SESSION_KEY)=(\S+)", done.stdout))
-    assert set(keys) == set(SESSION_KEYS), done.stdout
-    return Setup(key=found[1], version_id=found[2], session_keys=keys)
+    return Setup(key=found[1], version_id=found[2])
 
 
 def run_python(code: str, setup: Setup, cwd: Path, python: Path | None = None) -> str:
@@ -158,18 +150,24 @@ def test_every_drop_in_block_is_tested():
     assert f"npm install -g @openai/codex@{CODEX_VERSION}`" in section
 
 
-def test_each_framework_snippet_has_a_session_of_its_own(gateway, setup):
-    # Two frameworks' conversations never land in one session (issue 40).
-    hashes = {hash_key(key) for key in setup.session_keys.values()}
-    assert Session.objects.filter(session_key_hash__in=hashes).count() == len(SESSION_KEYS)
-    text = (ROOT / "README.md").read_text()
-    for block, name in (
-        ("gateway-agents-sdk", "AGENTS_SDK_SESSION_KEY"),
-        ("gateway-langchain", "LANGCHAIN_SESSION_KEY"),
-        ("gateway-claude-code", "CLAUDE_CODE_SESSION_KEY"),
-    ):
-        assert name in readme_block(block)
-        assert text.count(name) == 3  # made and exported by the setup, read by one snippet
+def test_the_setup_sets_aliases_and_every_client_reads_the_application_key_alone(gateway, setup):
+    # No session is made beforehand (issue 40): the clients' own model names resolve through
+    # the aliases the setup set, and no block reads a session key or sends a header.
+    assert not Session.objects.exists()
+    settings = Application.objects.get().gateway_settings
+    patterns = {alias["pattern"]: alias["agentVersion"] for alias in settings.model_aliases}
+    assert patterns == {"claude-*": "helper@1", "gpt-*": "helper@1"}
+    for name in (*BLOCKS, "gateway-claude-code", "gateway-codex"):
+        block = readme_block(name)
+        assert "CONTEXTPROTO_KEY" in block, name
+        if name != "gateway-openai":  # which shows continuing by the key a reply hands out
+            assert "SESSION_KEY" not in block and "X-Contextproto" not in block, name
+    claude = readme_block("gateway-claude-code").strip().splitlines()
+    assert [line.split("=")[0] for line in claude if line.startswith("export")] == [
+        "export ANTHROPIC_BASE_URL",
+        "export ANTHROPIC_API_KEY",
+    ]
+    assert claude[-1] == 'claude -p "What does note.txt say?"'
 
 
 def test_the_openai_sdk_starts_a_session_and_continues_it_with_its_key(gateway, setup, tmp_path):
@@ -227,7 +225,7 @@ def test_a_framework_runs_its_tool_through_the_gateway_in_one_session(
     ]
 
 
-def test_claude_code_reads_a_file_on_the_session_key(gateway, setup, tmp_path):
+def test_claude_code_reads_a_file_on_the_application_key(gateway, setup, tmp_path):
     claude = claude_code()
     project = tmp_path / "project"
     project.mkdir()
@@ -237,8 +235,12 @@ def test_claude_code_reads_a_file_on_the_session_key(gateway, setup, tmp_path):
     home = tmp_path / "home"
     home.mkdir()
     env = {
-        # Nothing of this machine's Claude settings; the README's own session key stays.
-        **{k: v for k, v in setup.env().items() if not k.startswith("CLAUDE") or k in SESSION_KEYS},
+        # Nothing of this machine's Claude settings, and no update, telemetry or error report
+        # calls (offline); the block sets the base URL and the key.
+        **{k: v for k, v in setup.env().items() if not k.startswith(("CLAUDE", "ANTHROPIC"))},
+        "DISABLE_AUTOUPDATER": "1",
+        "DISABLE_TELEMETRY": "1",
+        "DISABLE_ERROR_REPORTING": "1",
         "HOME": str(home),
         "PATH": f"{claude.parent}{os.pathsep}{os.environ['PATH']}",
     }
@@ -254,12 +256,16 @@ def test_claude_code_reads_a_file_on_the_session_key(gateway, setup, tmp_path):
     assert done.stdout.strip() == "It says to ship the A-100 order on Friday."
     assert "Ship the A-100 order on Friday." in json.dumps(gateway.model.requests[1])
     sent = [t["function"]["name"] for t in gateway.model.requests[0]["tools"]]
-    assert "Read" in sent and "Agent" not in sent  # --disallowedTools Agent
-    # CLAUDE_CODE_MAX_OUTPUT_TOKENS bounds what the gateway forwards to gpt-4.1.
+    assert {"Read", "Agent"} <= set(sent)  # sub-agents allowed: each gets a child session
+    # Claude Code asks for 128000 output tokens; the version's maxOutputTokens lowers it.
     assert gateway.model.requests[0]["max_completion_tokens"] == 32768
     done_requests = exchanges()
     assert [(e.http_status, e.streamed) for e in done_requests] == [(200, True), (200, True)]
-    assert log_of(done_requests[0].session_id) == [
+    # One conversation, one session, found by Claude Code's session header.
+    [session] = Session.objects.all()
+    assert {e.session_id for e in done_requests} == {session.pk}
+    assert GatewayConversation.objects.get().session_id == session.pk
+    assert log_of(session.pk) == [
         ("input", None),
         ("tool_call", "Read"),
         ("tool_result", "Read"),

@@ -355,6 +355,17 @@ def test_refusals_and_unknown_paths_are_counted_and_recorded_with_a_log_line(
     assert any("status=401" in line and "requestId=" in line for line in lines)
 
 
+def test_claude_codes_connectivity_probe_is_answered_and_not_counted_as_refused(gateway):
+    """Claude Code probes `HEAD <base>/api/hello` once per run (docs/clients.md): a 404 there
+    would show every working run as refused on the dashboard."""
+    before = GatewayExchange.objects.count()
+    assert gateway.client.head("/gateway/anthropic/api/hello").status_code == 200
+    assert gateway.client.get("/gateway/anthropic/api/hello").status_code == 200
+    assert GatewayExchange.objects.count() == before
+    # The OpenAI base has no such probe: still an unknown path.
+    assert gateway.client.head("/gateway/openai/v1/api/hello").status_code == 404
+
+
 def test_an_output_limit_above_the_models_is_lowered_and_thinking_goes_to_anthropic_only(
     gateway, scripted
 ):
