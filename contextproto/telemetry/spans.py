@@ -130,8 +130,12 @@ def _span(
     attributes: Attributes | None = None,
     context: Context | None = None,
     links: Sequence[Link] = (),
+    end_on_exit: bool = True,
+    at: int | None = None,
 ) -> Iterator[Span]:
     """Start a span as the current one; an exception marks it failed, without its text.
+    `at` (nanoseconds since the epoch): a span recorded afterwards of something that took
+    place then, starting and ending at that time.
 
     An exception's message may hold a query, content or a path: the span gets `error.type`
     (the error code, or the class name) and an ERROR status, never the message.
@@ -148,6 +152,8 @@ def _span(
         links=links,
         record_exception=False,
         set_status_on_exception=False,
+        end_on_exit=end_on_exit and at is None,
+        start_time=at,
     ) as span:
         try:
             yield span
@@ -155,6 +161,9 @@ def _span(
             code = getattr(exc, "code", None)
             fail(span, code if isinstance(code, str) else type(exc).__qualname__)
             raise
+        finally:
+            if at is not None:
+                span.end(end_time=at)
 
 
 def fail(span: Span, error_type: str, *, code: str | None = None) -> None:
@@ -275,8 +284,11 @@ def chat_span(
     model: str | None = None,
     provider: str | None = None,
     attributes: Attributes | None = None,
+    end_on_exit: bool = True,
 ) -> Iterator[Span]:
-    """`chat {model}`: one model call (CLIENT). `model`/`provider` default to the version's."""
+    """`chat {model}`: one model call (CLIENT). `model`/`provider` default to the version's.
+    With `end_on_exit` false the caller ends it (`span.end(end_time=…)`), e.g. once the turn
+    is described after the reply has gone."""
     requested = model or (facts.model if facts is not None else None)
     with _span(
         f"chat {requested}" if requested else "chat",
@@ -288,6 +300,7 @@ def chat_span(
             **({"gen_ai.request.model": requested} if requested else {}),
             **(attributes or {}),
         },
+        end_on_exit=end_on_exit,
     ) as span:
         yield span
 
@@ -360,9 +373,10 @@ def tool_span(
     name: str,
     call_id: str | None,
     attributes: Attributes | None = None,
+    at: int | None = None,
 ) -> Iterator[Span]:
     """`execute_tool {tool name}`: one tool call (a protocol tool run here, a host tool's
-    result recorded here)."""
+    result recorded here; `at` as `_span` reads it)."""
     with _span(
         f"execute_tool {name}",
         attributes={
@@ -373,6 +387,7 @@ def tool_span(
             **({"gen_ai.tool.call.id": call_id} if call_id else {}),
             **(attributes or {}),
         },
+        at=at,
     ) as span:
         yield span
 
@@ -424,8 +439,10 @@ def record_view(
     *,
     upper_bound: int,
     attributes: Attributes | None = None,
+    at: int | None = None,
 ) -> None:
-    """A `context_view {protocol}` span: what the protocol did to the turn's view."""
+    """A `context_view {protocol}` span: what the protocol did to the turn's view (`at` as
+    `_span` reads it)."""
     with _span(
         f"context_view {facts.protocol}",
         attributes={
@@ -433,6 +450,7 @@ def record_view(
             **view_attributes(effect, upper_bound=upper_bound),
             **(attributes or {}),
         },
+        at=at,
     ):
         pass
 

@@ -18,12 +18,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, Callable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from django.conf import settings
 from django.utils import timezone
+from opentelemetry.trace import INVALID_SPAN, Span
 
 from contextproto import telemetry
 from contextproto.errors import (
@@ -35,6 +37,7 @@ from contextproto.errors import (
 from contextproto.protocol.gateway.transcript import ANSWER_SEPARATOR
 from contextproto.protocol.gateway.wire import Reply, Usage
 from contextproto.protocol.messages import RawMessage
+from contextproto.telemetry import SessionFacts
 from contextproto.telemetry.spans import TURN_SOURCE
 from sessions_app.gateway.events import (
     Event,
@@ -183,7 +186,7 @@ async def drive(opened: Opened, record: ExchangeRecord) -> AsyncGenerator[Event,
                 turn = trace_facts.turn_facts(facts, call.snapshot) if facts is not None else None
                 # The view's body is encoded while the model answers (no database: any thread).
                 encoding = _in_background(call.body.encode) if call.body is not None else None
-                with telemetry.chat_span(turn) as chat:
+                with _chat_span(turn, record) as (chat, describe_later):
                     answer: ModelReply | None = None
                     first_text = True
                     pieces = model_pieces(
@@ -216,16 +219,19 @@ async def drive(opened: Opened, record: ExchangeRecord) -> AsyncGenerator[Event,
                         await encoding
                     step = await in_thread(_send, turns, answer)
                     if turn is not None and isinstance(step, TurnReport):
-                        await in_thread(
-                            turn_recorded,
-                            chat,
-                            turn,
-                            call.snapshot,
-                            raw=answer.raw,
-                            stop_reason=answer.stop_reason,
-                            text=answer.text,
-                            written=step.written,
-                            agent=agent,
+                        # Describing the turn reads what it wrote: the client need not wait.
+                        describe_later(
+                            partial(
+                                turn_recorded,
+                                chat,
+                                turn,
+                                call.snapshot,
+                                raw=answer.raw,
+                                stop_reason=answer.stop_reason,
+                                text=answer.text,
+                                written=step.written,
+                                agent=agent,
+                            )
                         )
         if run.status == Run.Status.MAX_TURNS:
             raise ApplicationError(
@@ -258,6 +264,35 @@ async def drive(opened: Opened, record: ExchangeRecord) -> AsyncGenerator[Event,
         with contextlib.suppress(Exception):  # the database may be what failed
             await in_thread(_close_and_fail, turns, run, reason)
         raise
+
+
+@contextlib.contextmanager
+def _chat_span(
+    turn: SessionFacts | None, record: ExchangeRecord
+) -> Iterator[tuple[Span, Callable[[Callable[..., None]], None]]]:
+    """A model call's `chat` span (contract §22) and a way to describe its turn once the reply
+    has gone (`record.after_reply`): the span keeps the time the block ended, and ends when
+    the description is done (at once when there is none)."""
+    describe: list[Callable[..., None]] = []
+    chat: Span = INVALID_SPAN
+    try:
+        with telemetry.chat_span(turn, end_on_exit=False) as chat:
+            yield chat, describe.append
+    finally:
+        ended_at = time.time_ns()
+        span = chat
+
+        def end() -> None:
+            try:
+                for work in describe:
+                    work(at=ended_at)  # its view and tool spans where they used to stand
+            finally:
+                span.end(end_time=ended_at)
+
+        if describe:
+            record.after_reply(end)
+        else:
+            end()
 
 
 def _in_background(work: Callable[[], Any]) -> asyncio.Future[Any]:

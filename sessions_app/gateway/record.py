@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -56,6 +56,9 @@ class ExchangeRecord:
     span: Span = INVALID_SPAN
     _trace: ExitStack | None = None
     _done: bool = False
+    # Work the client need not wait for (describing a turn on its spans): run once the reply
+    # has gone, in the request's thread (`replied`, registered on the response).
+    _after_reply: list[Callable[[], None]] = field(default_factory=list)
 
     def trace(self, method: str, route: str, headers: Mapping[str, str]) -> None:
         """Start the request's root span (continuing the client's `traceparent`); `done` ends
@@ -67,6 +70,16 @@ class ExchangeRecord:
             )
         )
         self._trace = stack
+
+    def after_reply(self, work: Callable[[], None]) -> None:
+        """Run `work` once the reply is sent (`replied`); it must not raise."""
+        self._after_reply.append(work)
+
+    def replied(self) -> None:
+        """The reply has gone (its response is closed): run what waited for it."""
+        waiting, self._after_reply = self._after_reply, []
+        for work in waiting:
+            work()
 
     def elapsed_ms(self) -> int:
         return round((time.monotonic() - self.started) * 1000)

@@ -105,6 +105,9 @@ def _session_headers(
     created_key: str | None = None,
 ) -> None:
     response[REQUEST_ID_HEADER] = record.request_id
+    # Django closes a response once it is sent (ASGI: in the request's thread, before its
+    # connection is released); what the reply need not wait for runs then.
+    response._resource_closers.append(record.replied)  # type: ignore[union-attr]  # Django's
     if record.session_id is not None:
         response[SESSION_HEADER] = str(record.session_id)
     if record.warning:

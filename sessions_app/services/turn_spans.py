@@ -37,16 +37,18 @@ def turn_recorded(
     text: str | None,
     written: Iterable[RawMessage],
     agent: Span | None = None,
+    at: int | None = None,
 ) -> None:
     """Describe a written turn on its open `chat` span (module docstring); never fails the
     turn. `snapshot` carries the usage its commit recorded; `raw` is the provider's reply;
     `agent` the span the view and tool spans go under, beside the chat (the current one's
-    parent when not given)."""
+    parent when not given); `at`, when the turn is described later (after the reply), the
+    time (ns) the view and tool spans take: the chat's end, when they used to be recorded."""
     if not chat.is_recording():
         return
     try:
         with telemetry.within(agent) if agent is not None else contextlib.nullcontext():
-            _recorded(chat, facts, snapshot, raw or {}, stop_reason, text, list(written))
+            _recorded(chat, facts, snapshot, raw or {}, stop_reason, text, list(written), at)
     except Exception:
         # Tracing is an observer: a failure to describe the turn is logged, the turn stands.
         logger.exception("Recording the spans of a turn failed (session %s)", facts.session_id)
@@ -60,6 +62,7 @@ def _recorded(
     stop_reason: str | None,
     text: str | None,
     written: list[RawMessage],
+    at: int | None,
 ) -> None:
     tokens, cost = trace_facts.snapshot_usage(snapshot)
     model, response_id = raw.get("model"), raw.get("id")
@@ -80,7 +83,7 @@ def _recorded(
         )
         telemetry.chat_content(chat, view=snapshot.messages or [], output=[output])
     telemetry.record_view(
-        facts, trace_facts.snapshot_effect(snapshot), upper_bound=snapshot.upper_bound
+        facts, trace_facts.snapshot_effect(snapshot), upper_bound=snapshot.upper_bound, at=at
     )
     results = {m.tool_call_id: m for m in written if m.kind == KIND_TOOL_RESULT}
     for call in calls:
@@ -88,7 +91,7 @@ def _recorded(
         if result is None:
             continue  # the client's (or a host's) call: it runs there
         with telemetry.tool_span(
-            facts, name=call.tool_name or "", call_id=call.tool_call_id
+            facts, name=call.tool_name or "", call_id=call.tool_call_id, at=at
         ) as span:
             telemetry.tool_result(span, error_code=error_code(result))
             telemetry.tool_content(span, arguments=call.arguments, result=_json(result.content))

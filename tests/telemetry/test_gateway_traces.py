@@ -69,3 +69,29 @@ def test_a_gateway_callers_traceparent_is_continued(gateway, traces: Traces):
     assert format(first.context.trace_id, "032x") == CALLER_TRACE
     assert first.parent is not None and format(first.parent.span_id, "016x") == CALLER_SPAN
     assert first.parent.is_remote
+
+
+def test_a_gateway_turn_is_described_once_its_reply_is_complete(gateway, traces, monkeypatch):
+    """Describing a turn (its usage, the view's effect, the tool spans) reads what the turn
+    wrote; the client does not wait for it: it runs once the reply is out, when the request's
+    root span has ended (issue 41: tracing must not slow the gateway down)."""
+    from sessions_app.gateway import drive
+
+    roots_ended: list[int] = []
+    described = drive.turn_recorded
+
+    def recorded(*args: object, **kwargs: object) -> None:
+        roots_ended.append(len([s for s in traces.spans() if s.name == ROOT]))
+        described(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(drive, "turn_recorded", recorded)
+    converse(gateway[0])
+    # The first request's two turns after its reply, the second's one after its own.
+    assert roots_ended == [1, 1, 2]
+    # Described late, the spans still stand where the turn happened: each request's view and
+    # tool spans between its chat span's end and the next chat's start.
+    chats = sorted(traces.named("chat "), key=lambda s: s.start_time or 0)
+    views = sorted(traces.named("context_view "), key=lambda s: s.start_time or 0)
+    assert len(chats) == len(views) == 3
+    for chat, view in zip(chats, views, strict=True):
+        assert view.start_time == view.end_time == chat.end_time
