@@ -34,6 +34,9 @@ NAN = float("nan")
 # needs py-spy, which is no dependency). Rerun it and update this text when the gateway's
 # request path changes.
 PROFILE = (
+    "Profiled before the two changes of the next paragraph (the view's body stored in the "
+    "turn's second commit, the turn described after the reply), so the figures below still "
+    "count both on the request's path. "
     "Profiled with `bench/gateway_profile.py`: py-spy samples one uvicorn worker at 250 Hz "
     "while a client sends incremental requests one after another (2026-12-07, load average "
     "about 2). py-spy stops the process for each sample, so a request takes about twice "
@@ -62,23 +65,20 @@ PROFILE = (
 
 COSTS = (
     "The largest costs on the request's path that the contract does not need there, by these "
-    "figures: (1) the snapshot's body is encoded and stored inside the commit before the "
-    "model call (`open_request` → `projection_build` → `snapshot_create`, "
-    "sessions_app/services/projection.py): a quarter of the database thread's time at 1k, "
-    "more than a third at a 100k-token view. Issue 38 item 4 and the snapshot-bodies "
-    "decision put the body in the commit after the model call, encoded while the model "
-    "answers; `body_writer` has that split (`snapshot_row_create`, `body_encode`, "
-    "`body_store`) but `projection_build`, the one path of a gateway turn, uses the "
-    "one-call `snapshot_create`. The request's database thread is idle while the model is "
-    "called, so encoding then costs the client nothing for any model slower than the "
-    "encoding. (2) The view is serialized twice, for the body (`body_texts`) and by the "
-    "SDK (`AsyncAPIClient.post` → `openapi_dumps`): posting the text already made would "
-    "save 5 ms at 100k. (3) With tracing on, the turn's description (`turn_recorded`: 4 "
-    "statements, the stored body decoded) runs between the turn's commit and the reply "
-    "(sessions_app/gateway/drive.py); after the reply is sent, or from the projection the "
-    "request already holds, it would cost the client nothing. (4) 25 statements a request, "
-    "each a round trip; the reads of the open (`read_client_kv`, `transcript_tail`, "
-    "`body_base`, the run) could share some."
+    "figures, and what became of them: (1) applied: the snapshot's body was encoded and "
+    "stored inside the commit before the model call (`open_request` → `projection_build` → "
+    "`snapshot_create`): a quarter of the database thread's time at 1k, more than a third at "
+    "a 100k-token view. A gateway turn now writes the snapshot's row before the model call "
+    "and its body in the turn's second commit (`projection_build(body_later=True)`), "
+    "encoded in a worker thread while the model answers (sessions_app/gateway/drive.py). "
+    "(2) The view is serialized twice, for the body (`body_texts`) and by the SDK "
+    "(`AsyncAPIClient.post` → `openapi_dumps`): posting the text already made would save 5 "
+    "ms at 100k. (3) applied: with tracing on, the turn's description (`turn_recorded`: 4 "
+    "statements, the stored body decoded) ran between the turn's commit and the reply; it "
+    "now runs when Django closes the response, after the last byte is sent "
+    "(`ExchangeRecord.after_reply`). (4) 25 statements a request, each a round trip; the "
+    "reads of the open (`read_client_kv`, `transcript_tail`, `body_base`, the run) could "
+    "share some."
 )
 
 HISTORY = (
@@ -168,11 +168,11 @@ def _traced(o: dict[str, Any]) -> str:
         f"traced against {_f(off['recorded_p50'])} off) while the time outside it grows "
         f"({_f(up['edge_p50'])} ms against {_f(off['edge_p50'])}), and the same request "
         f"through the test client makes {_f(on.get('statements', NAN), 0)} statements with "
-        f"tracing on against {_f(b.get('statements', NAN), 0)} off. After the turn's commit "
-        "(where gateway_ms is recorded) and before the reply is sent, `drive` describes the "
-        "turn on its span (sessions_app/gateway/drive.py → `turn_recorded` → "
-        "`snapshot_effect`: the snapshot's body decoded, the raw messages behind its folds "
-        "read, the window's messages counted; the session facts read the agent)."
+        f"tracing on against {_f(b.get('statements', NAN), 0)} off. The turn's description "
+        "(sessions_app/gateway/drive.py → `turn_recorded` → `snapshot_effect`: the raw "
+        "messages behind its folds read, the window's messages counted) runs after the "
+        "reply is sent, when Django closes the response; on the path remain the session "
+        "facts (the agent read) and the spans' own creation."
     )
 
 

@@ -45,6 +45,7 @@ DEFAULT_BASE_URL = "https://api.openai.com/v1"
 MAX_TOKENS_PARAMS = ("max_completion_tokens", "max_tokens")
 # A placeholder the SDK insists on; the Authorization header it would make is omitted.
 NO_KEY = "no-key"
+PATH = "/chat/completions"
 # The process's HTTP client for every call (the SDK's defaults: limits, redirects).
 HTTP = SharedHttpClient(openai.DefaultHttpxClient)
 ASYNC_HTTP = SharedAsyncHttpClient(openai.DefaultAsyncHttpxClient)
@@ -88,12 +89,84 @@ def map_error(exc: openai.OpenAIError) -> ProviderError:
     return ProviderError(PROVIDER_NOT_CONFIGURED, f"{LABEL}: {exc}")
 
 
-def _completion_json(completion: object) -> dict[str, Any]:
-    """The completion as JSON; the SDK hands back the text of a body that is not JSON (an
+def sdk_json(answer: object, expected: type[openai.BaseModel]) -> dict[str, Any]:
+    """The SDK's answer as JSON; the SDK hands back the text of a body that is not JSON (an
     HTML error page with a 200) instead of raising."""
-    if not isinstance(completion, ChatCompletion):
-        raise ValueError(f"a {type(completion).__name__} body, not a chat.completion")
-    return completion.to_dict(mode="json")
+    if not isinstance(answer, expected):
+        raise ValueError(f"a {type(answer).__name__} body, not a {expected.__name__}")
+    return answer.to_dict(mode="json")
+
+
+def stream_broke_off(exc: httpx.TransportError) -> ProviderError:
+    """A stream whose connection dropped mid-way: retryable, as a connection failure is."""
+    return ProviderError(
+        PROVIDER_UNAVAILABLE,
+        f"{LABEL}: the stream broke off ({type(exc).__name__}: {exc})",
+        retryable=True,
+        details={"reason": "connection"},
+    )
+
+
+class OpenAIUpstream:
+    """What the OpenAI providers share (Chat Completions, the Responses API): the connection
+    (`model.config` and the server's settings), the SDK's clients over the process's shared
+    HTTP clients, and a body posted as built (the SDK's `post`, as its README shows for any
+    endpoint, with no request transform), its failures in our codes."""
+
+    def __init__(self, config: Mapping[str, Any], options: CallOptions | None = None) -> None:
+        self.config = dict(config)
+        self.connection = connection_from(
+            self.config,
+            label=LABEL,
+            base_url_setting="OPENAI_BASE_URL",
+            api_key_setting="OPENAI_API_KEY",
+            default_base_url=DEFAULT_BASE_URL,
+            options=options,
+        )
+
+    def _options(self) -> Any:
+        # No key: no Authorization header at all (local upstreams need none).
+        return (
+            {"headers": {"Authorization": openai.Omit()}} if self.connection.api_key is None else {}
+        )
+
+    def _client_args(self) -> dict[str, Any]:
+        return {
+            "base_url": self.connection.base_url,
+            "api_key": self.connection.api_key or NO_KEY,
+            "timeout": self.connection.timeout,
+            "max_retries": 0,  # the job layer owns retries
+        }
+
+    def _async_client(self) -> openai.AsyncOpenAI:
+        # An SDK client per call (key, base URL, timeout), over the process's shared HTTP
+        # client; not closed, since closing it would close the shared one.
+        return openai.AsyncOpenAI(**self._client_args(), http_client=ASYNC_HTTP.get())
+
+    def _post(
+        self, path: str, body: dict[str, Any], cast_to: type[openai.BaseModel]
+    ) -> dict[str, Any]:
+        try:
+            client = openai.OpenAI(**self._client_args(), http_client=HTTP.get())
+            answer = client.post(path, cast_to=cast_to, body=body, options=self._options())
+            return sdk_json(answer, cast_to)
+        except openai.OpenAIError as exc:
+            raise map_error(exc) from exc
+        except (ValueError, httpx.HTTPError) as exc:  # a body that is not the API's JSON
+            raise unreadable_answer(LABEL, exc) from exc
+
+    async def _apost(
+        self, path: str, body: dict[str, Any], cast_to: type[openai.BaseModel]
+    ) -> dict[str, Any]:
+        try:
+            answer = await self._async_client().post(
+                path, cast_to=cast_to, body=body, options=self._options()
+            )
+            return sdk_json(answer, cast_to)
+        except openai.OpenAIError as exc:
+            raise map_error(exc) from exc
+        except (ValueError, httpx.HTTPError) as exc:
+            raise unreadable_answer(LABEL, exc) from exc
 
 
 def parse_completion(raw: dict[str, Any], request: dict) -> ModelReply:
@@ -142,7 +215,7 @@ def parse_completion(raw: dict[str, Any], request: dict) -> ModelReply:
     )
 
 
-class OpenAIChatProvider:
+class OpenAIChatProvider(OpenAIUpstream):
     """Chat Completions via `openai.OpenAI(...).chat.completions.create`.
 
     Config: `baseUrl`, `apiKeyEnv`, `timeoutSeconds` (60), `maxOutputTokens` (used
@@ -153,15 +226,7 @@ class OpenAIChatProvider:
     wire_format = WireFormat.OPENAI_CHAT
 
     def __init__(self, config: Mapping[str, Any], options: CallOptions | None = None) -> None:
-        self.config = dict(config)
-        self.connection = connection_from(
-            self.config,
-            label=LABEL,
-            base_url_setting="OPENAI_BASE_URL",
-            api_key_setting="OPENAI_API_KEY",
-            default_base_url=DEFAULT_BASE_URL,
-            options=options,
-        )
+        super().__init__(config, options)
         self.max_tokens_param = self.config.get("maxTokensParam", MAX_TOKENS_PARAMS[0])
         if self.max_tokens_param not in MAX_TOKENS_PARAMS:
             raise ProviderError(
@@ -177,20 +242,6 @@ class OpenAIChatProvider:
         if limit and not any(key in body for key in MAX_TOKENS_PARAMS):
             body[self.max_tokens_param] = int(limit)
         return body
-
-    def _options(self) -> Any:
-        # No key: no Authorization header at all (local upstreams need none).
-        return (
-            {"headers": {"Authorization": openai.Omit()}} if self.connection.api_key is None else {}
-        )
-
-    def _client_args(self) -> dict[str, Any]:
-        return {
-            "base_url": self.connection.base_url,
-            "api_key": self.connection.api_key or NO_KEY,
-            "timeout": self.connection.timeout,
-            "max_retries": 0,  # the job layer owns retries
-        }
 
     def complete(
         self,
@@ -210,33 +261,11 @@ class OpenAIChatProvider:
         of 350 messages on these machines, the larger part of a gateway request's cost.
         """
         body = self._body(request, model, max_output_tokens)
-        try:
-            # An SDK client per call (key, base URL, timeout), over the process's shared HTTP
-            # client; not closed, since closing it would close the shared one.
-            client = openai.OpenAI(**self._client_args(), http_client=HTTP.get())
-            completion = client.post(
-                "/chat/completions", cast_to=ChatCompletion, body=body, options=self._options()
-            )
-            raw = _completion_json(completion)
-        except openai.OpenAIError as exc:
-            raise map_error(exc) from exc
-        except (ValueError, httpx.HTTPError) as exc:  # a body that is not the API's JSON
-            raise unreadable_answer(LABEL, exc) from exc
-        return parse_completion(raw, request)
+        return parse_completion(self._post(PATH, body, ChatCompletion), request)
 
     async def acomplete(self, request: dict, *, model: str, step: int | None = None) -> ModelReply:
         body = self._body(request, model, None)
-        try:
-            client = openai.AsyncOpenAI(**self._client_args(), http_client=ASYNC_HTTP.get())
-            completion = await client.post(
-                "/chat/completions", cast_to=ChatCompletion, body=body, options=self._options()
-            )
-            raw = _completion_json(completion)
-        except openai.OpenAIError as exc:
-            raise map_error(exc) from exc
-        except (ValueError, httpx.HTTPError) as exc:
-            raise unreadable_answer(LABEL, exc) from exc
-        return parse_completion(raw, request)
+        return parse_completion(await self._apost(PATH, body, ChatCompletion), request)
 
     async def astream(
         self, request: dict, *, model: str, step: int | None = None
@@ -250,9 +279,8 @@ class OpenAIChatProvider:
         }
         state = ChatCompletionStreamState()
         try:
-            client = openai.AsyncOpenAI(**self._client_args(), http_client=ASYNC_HTTP.get())
-            stream = await client.post(
-                "/chat/completions",
+            stream = await self._async_client().post(
+                PATH,
                 cast_to=ChatCompletion,
                 body=body,
                 options=self._options(),
@@ -269,12 +297,7 @@ class OpenAIChatProvider:
         except openai.OpenAIError as exc:
             raise map_error(exc) from exc
         except httpx.TransportError as exc:  # the connection dropped mid-stream
-            raise ProviderError(
-                PROVIDER_UNAVAILABLE,
-                f"{LABEL}: the stream broke off ({type(exc).__name__}: {exc})",
-                retryable=True,
-                details={"reason": "connection"},
-            ) from exc
+            raise stream_broke_off(exc) from exc
         except (ValueError, httpx.HTTPError, RuntimeError) as exc:  # not the API's events
             raise unreadable_answer(LABEL, exc) from exc
         yield parse_completion(raw, request)

@@ -19,29 +19,25 @@ import httpx
 import openai
 from openai.types.responses import Response, ResponseStreamEvent
 
-from contextproto.errors import PROVIDER_RESPONSE_INVALID, PROVIDER_UNAVAILABLE
+from contextproto.errors import PROVIDER_RESPONSE_INVALID
 from contextproto.protocol.adapters import WireFormat
 from contextproto.protocol.answer_parts import read_responses_output, reasoning_part
 from sessions_app.providers.base import (
-    CallOptions,
     ModelReply,
     ProviderError,
     ReasoningChunk,
     StreamPiece,
     TextChunk,
     ToolCallRequest,
-    connection_from,
     estimated_usage,
     status_error,
     unreadable_answer,
 )
 from sessions_app.providers.openai_chat import (
-    ASYNC_HTTP,
-    DEFAULT_BASE_URL,
-    HTTP,
     LABEL,
-    NO_KEY,
+    OpenAIUpstream,
     map_error,
+    stream_broke_off,
 )
 
 PATH = "/responses"
@@ -118,7 +114,7 @@ def parse_response(raw: dict[str, Any], request: Mapping[str, Any]) -> ModelRepl
     )
 
 
-class OpenAIResponsesProvider:
+class OpenAIResponsesProvider(OpenAIUpstream):
     """The Responses API via the SDK's `post` of the adapter body to `/responses`.
 
     Config as the Chat Completions provider's: `baseUrl`, `apiKeyEnv`, `timeoutSeconds` (60),
@@ -127,17 +123,6 @@ class OpenAIResponsesProvider:
     """
 
     wire_format = WireFormat.OPENAI_RESPONSES
-
-    def __init__(self, config: Mapping[str, Any], options: CallOptions | None = None) -> None:
-        self.config = dict(config)
-        self.connection = connection_from(
-            self.config,
-            label=LABEL,
-            base_url_setting="OPENAI_BASE_URL",
-            api_key_setting="OPENAI_API_KEY",
-            default_base_url=DEFAULT_BASE_URL,
-            options=options,
-        )
 
     def _body(self, request: dict, model: str, max_output_tokens: int | None) -> dict[str, Any]:
         body: dict[str, Any] = {"model": model, **request}
@@ -150,20 +135,6 @@ class OpenAIResponsesProvider:
         body.setdefault("store", False)
         return body
 
-    def _options(self) -> Any:
-        # No key: no Authorization header at all (local upstreams need none).
-        return (
-            {"headers": {"Authorization": openai.Omit()}} if self.connection.api_key is None else {}
-        )
-
-    def _client_args(self) -> dict[str, Any]:
-        return {
-            "base_url": self.connection.base_url,
-            "api_key": self.connection.api_key or NO_KEY,
-            "timeout": self.connection.timeout,
-            "max_retries": 0,  # the job layer owns retries
-        }
-
     def complete(
         self,
         request: dict,
@@ -175,27 +146,11 @@ class OpenAIResponsesProvider:
         """Send one Responses request; raise ProviderError on any failure. The body goes as
         built (the snapshot stores what was sent), posted by the SDK without its transforms."""
         body = self._body(request, model, max_output_tokens)
-        try:
-            client = openai.OpenAI(**self._client_args(), http_client=HTTP.get())
-            response = client.post(PATH, cast_to=Response, body=body, options=self._options())
-            raw = response.to_dict(mode="json")
-        except openai.OpenAIError as exc:
-            raise map_error(exc) from exc
-        except (ValueError, httpx.HTTPError) as exc:  # a body that is not the API's JSON
-            raise unreadable_answer(LABEL, exc) from exc
-        return parse_response(raw, request)
+        return parse_response(self._post(PATH, body, Response), request)
 
     async def acomplete(self, request: dict, *, model: str, step: int | None = None) -> ModelReply:
         body = self._body(request, model, None)
-        try:
-            client = openai.AsyncOpenAI(**self._client_args(), http_client=ASYNC_HTTP.get())
-            response = await client.post(PATH, cast_to=Response, body=body, options=self._options())
-            raw = response.to_dict(mode="json")
-        except openai.OpenAIError as exc:
-            raise map_error(exc) from exc
-        except (ValueError, httpx.HTTPError) as exc:
-            raise unreadable_answer(LABEL, exc) from exc
-        return parse_response(raw, request)
+        return parse_response(await self._apost(PATH, body, Response), request)
 
     async def astream(
         self, request: dict, *, model: str, step: int | None = None
@@ -207,8 +162,7 @@ class OpenAIResponsesProvider:
         final: dict[str, Any] | None = None
         done: dict[int, dict[str, Any]] = {}  # output items as each was done, by index
         try:
-            client = openai.AsyncOpenAI(**self._client_args(), http_client=ASYNC_HTTP.get())
-            stream = await client.post(
+            stream = await self._async_client().post(
                 PATH,
                 cast_to=Response,
                 body=body,
@@ -235,12 +189,7 @@ class OpenAIResponsesProvider:
         except openai.OpenAIError as exc:
             raise map_error(exc) from exc
         except httpx.TransportError as exc:  # the connection dropped mid-stream
-            raise ProviderError(
-                PROVIDER_UNAVAILABLE,
-                f"{LABEL}: the stream broke off ({type(exc).__name__}: {exc})",
-                retryable=True,
-                details={"reason": "connection"},
-            ) from exc
+            raise stream_broke_off(exc) from exc
         except (ValueError, httpx.HTTPError, AttributeError) as exc:  # not the API's events
             raise unreadable_answer(LABEL, exc) from exc
         if final is None:
