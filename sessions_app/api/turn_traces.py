@@ -11,18 +11,17 @@ A replay records nothing again (its tokens were counted once).
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Mapping
-from typing import Any
 
 from contextproto import telemetry
-from contextproto.protocol.messages import KIND_TOOL_CALL, KIND_TOOL_RESULT, RawMessage
+from contextproto.protocol.messages import KIND_TOOL_CALL
 from contextproto.protocol.model_answers import ModelAnswer
 from contextproto.telemetry.genai import output_message
 from contextproto.telemetry.spans import TURN_SOURCE
 from sessions_app.models import ProjectionSnapshot, Session
 from sessions_app.reads import trace_facts
+from sessions_app.services.turn_spans import record_tools
 from sessions_app.services.turns import TurnRecorded
 
 logger = logging.getLogger(__name__)
@@ -105,49 +104,4 @@ def _record(
                     answer.text, calls, thinking=answer.thinking, finish_reason=answer.stop_reason
                 )
                 telemetry.chat_content(chat, view=snapshot.messages or [], output=[output])
-        _record_tools(facts, recorded)
-
-
-def _record_tools(facts: telemetry.SessionFacts, recorded: TurnRecorded) -> None:
-    """One `execute_tool` per call the service answered in this turn."""
-    results = {
-        m.tool_call_id: m
-        for m in recorded.messages
-        if m.kind == KIND_TOOL_RESULT and m.tool_call_id
-    }
-    for call in recorded.messages:
-        if call.kind != KIND_TOOL_CALL or call.tool_call_id not in results:
-            continue
-        result = results[call.tool_call_id]
-        with telemetry.tool_span(
-            facts, name=call.tool_name or "", call_id=call.tool_call_id
-        ) as span:
-            receipt = recorded.receipt
-            replayed = (
-                receipt.replayed
-                if receipt is not None and receipt.tool_call_id == call.tool_call_id
-                else None
-            )
-            telemetry.tool_result(span, error_code=_error_code(result), replayed=replayed)
-            telemetry.tool_content(span, arguments=call.arguments, result=_json(result.content))
-
-
-def _json(content: object) -> Any:
-    if isinstance(content, str):
-        try:
-            return json.loads(content)
-        except ValueError:
-            return content
-    return content
-
-
-def _error_code(result: RawMessage) -> str | None:
-    """The error code of a tool result the service wrote (its JSON), None for a success."""
-    body = _json(result.content)
-    if isinstance(body, Mapping):
-        error = body.get("error")
-        if isinstance(error, Mapping) and isinstance(error.get("code"), str):
-            return str(error["code"])
-        if body.get("success") is True:
-            return None
-    return "tool_error" if result.is_error else None
+        record_tools(facts, recorded.messages, receipt=recorded.receipt)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from contextproto import telemetry
@@ -23,6 +23,7 @@ from contextproto.telemetry import SessionFacts, Span
 from contextproto.telemetry.genai import output_message
 from sessions_app.models import ProjectionSnapshot
 from sessions_app.reads import trace_facts
+from sessions_app.services.dispatch import Receipt
 
 logger = logging.getLogger(__name__)
 
@@ -85,15 +86,34 @@ def _recorded(
     telemetry.record_view(
         facts, trace_facts.snapshot_effect(snapshot), upper_bound=snapshot.upper_bound, at=at
     )
-    results = {m.tool_call_id: m for m in written if m.kind == KIND_TOOL_RESULT}
-    for call in calls:
-        result = results.get(call.tool_call_id)
-        if result is None:
-            continue  # the client's (or a host's) call: it runs there
+    record_tools(facts, written, at=at)
+
+
+def record_tools(
+    facts: SessionFacts,
+    written: Sequence[RawMessage],
+    *,
+    receipt: Receipt | None = None,
+    at: int | None = None,
+) -> None:
+    """One `execute_tool` span per call in `written` that the service answered there (a
+    protocol call's receipt, or the error it wrote for a call no client runs); a client's or
+    a host's call runs there and has none here. `receipt`: the turn's protocol receipt, which
+    says whether its call was answered again; `at` as `telemetry.tool_span` reads it."""
+    results = {m.tool_call_id: m for m in written if m.kind == KIND_TOOL_RESULT and m.tool_call_id}
+    for call in written:
+        if call.kind != KIND_TOOL_CALL or call.tool_call_id not in results:
+            continue
+        result = results[call.tool_call_id]
         with telemetry.tool_span(
             facts, name=call.tool_name or "", call_id=call.tool_call_id, at=at
         ) as span:
-            telemetry.tool_result(span, error_code=error_code(result))
+            replayed = (
+                receipt.replayed
+                if receipt is not None and receipt.tool_call_id == call.tool_call_id
+                else None
+            )
+            telemetry.tool_result(span, error_code=error_code(result), replayed=replayed)
             telemetry.tool_content(span, arguments=call.arguments, result=_json(result.content))
 
 
