@@ -12,6 +12,7 @@ from __future__ import annotations
 from django.test import Client
 from opentelemetry.trace import SpanKind
 
+from sessions_app.gateway import drive
 from tests.telemetry.conftest import Traces
 from tests.telemetry.gateway_conversation import ROOT, converse
 
@@ -75,8 +76,6 @@ def test_a_gateway_turn_is_described_once_its_reply_is_complete(gateway, traces,
     """Describing a turn (its usage, the view's effect, the tool spans) reads what the turn
     wrote; the client does not wait for it: it runs once the reply is out, when the request's
     root span has ended (issue 41: tracing must not slow the gateway down)."""
-    from sessions_app.gateway import drive
-
     roots_ended: list[int] = []
     described = drive.turn_recorded
 
