@@ -6,8 +6,13 @@ session accepts). No session is made beforehand and no header is added: the gate
 each conversation itself (§19.1). Against uvicorn on the test database, with a fake model
 (tests/gateway/client_suite.py's `Task` on tests/clients/recorder.py) that calls a protocol
 tool first, which the gateway runs itself, then the client's own tool, then answers from
-its result. Every client streams at least once. The official SDK is covered by
-tests/gateway/test_responses.py.
+its result. Every client streams at least once.
+
+* The official `openai` SDK, in this process: `responses.create` with a function tool,
+  `responses.stream` continuing by `previous_response_id` with the tool's output (the
+  helper's final response), `responses.retrieve`, and a branch from the first response (a
+  fork, the original unchanged); a Chat Completions upstream. Its every field and error is
+  in tests/gateway/test_responses.py (in process, on a scripted model).
 
 * Codex CLI `codex exec`, then `codex exec resume --last`: its shell tool `exec_command` reads a
   file in a scratch directory, its free-form `apply_patch` tool writes one, and (resumed under
@@ -30,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import openai
 import pytest
 
 from sessions_app.models import Message
@@ -74,6 +80,74 @@ def city(asked: str) -> Call:
 
 def weather(asked: str, result: str) -> str:
     return f"Forecast: {result}."
+
+
+# ---------------------------------------------------------------------- the official SDK
+
+WEATHER_TOOL: Any = {
+    "type": "function",
+    "name": "weather",
+    "description": "The weather in a city right now.",
+    "parameters": {
+        "type": "object",
+        "properties": {"city": {"type": "string"}},
+        "required": ["city"],
+    },
+}
+
+
+def test_the_official_sdk_creates_streams_retrieves_and_branches_through_uvicorn(
+    live, transactional_db, model
+):
+    task = Task("weather", city, weather)
+    model.brains["openai-sdk"] = task
+    application, key = make_app("openai-sdk-responses")
+    make_version(application, name=MODEL, provider="openai", upstream_url=model.base("openai-sdk"))
+    client = openai.OpenAI(base_url=f"{live.base}/gateway/openai/v1", api_key=key, max_retries=0)
+
+    first = client.responses.create(model=MODEL, input="Weather in Oslo?", tools=[WEATHER_TOOL])
+    [call] = [item for item in first.output if item.type == "function_call"]
+    assert (call.name, json.loads(call.arguments)) == ("weather", {"city": "Oslo"})
+
+    def answered(output: str) -> list[Any]:
+        return [{"type": "function_call_output", "call_id": call.call_id, "output": output}]
+
+    with client.responses.stream(
+        model=MODEL,
+        previous_response_id=first.id,
+        input=answered("sunny, 21 degrees in Oslo"),
+        tools=[WEATHER_TOOL],
+    ) as stream:
+        deltas = [e.delta for e in stream if e.type == "response.output_text.delta"]
+        final = stream.get_final_response()
+    assert "".join(deltas) == final.output_text == "Forecast: sunny, 21 degrees in Oslo."
+    assert client.responses.retrieve(final.id).output_text == final.output_text
+
+    # Another answer to the first response's call: a branch, in a session of its own.
+    branch = client.responses.create(
+        model=MODEL,
+        previous_response_id=first.id,
+        input=answered("rain, 9 degrees in Oslo"),
+        tools=[WEATHER_TOOL],
+    )
+    assert branch.output_text == "Forecast: rain, 9 degrees in Oslo."
+    assert failures(application) == []
+    original, fork = sessions_of(application)
+    assert fork.forked_from_id == original.pk
+    # The protocol call ran in the gateway in the first request; both logs hold one turn each.
+    assert log_of(original) == log_of(fork) == [("input", None), *MEMORY_TURN, *WEATHER_TURN]
+    results = [
+        m.content
+        for s in (original, fork)
+        for m in Message.objects.filter(session=s, kind="tool_result", tool_name="weather")
+    ]
+    assert results == ["sunny, 21 degrees in Oslo", "rain, 9 degrees in Oslo"]
+    exchanges = exchanges_of(application)
+    assert [(e.streamed, e.session_id) for e in exchanges if e.path.endswith("responses")] == [
+        (False, original.pk),
+        (True, original.pk),
+        (False, fork.pk),
+    ]
 
 
 # ---------------------------------------------------------------------- Codex CLI
