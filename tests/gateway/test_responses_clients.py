@@ -37,6 +37,8 @@ from typing import Any
 
 import openai
 import pytest
+import websockets.exceptions
+import websockets.sync.client
 
 from sessions_app.models import Message
 from tests.clients.recorder import Call, Recorder, recording
@@ -510,3 +512,14 @@ def test_vercel_ai_sdk_openai_generates_with_a_tool_then_streams(
     assert [e.streamed for e in exchanges_of(application)] == [False, False, True, True]
     # The model's view held the first answer once, whatever the SDK sent in its place.
     assert json.dumps([e.text for e in task.seen[-1]]).count("in Oslo.") == 1
+
+
+def test_a_websocket_upgrade_on_responses_is_404_in_the_openai_error_shape(live):
+    # Codex with `supports_websockets = true` tries GET …/responses with an upgrade first and
+    # falls back to HTTP streaming on a refusal (docs/clients.md): answer it at once.
+    url = f"{live.base.replace('http://', 'ws://')}/gateway/openai/v1/responses"
+    with pytest.raises(websockets.exceptions.InvalidStatus) as refused:
+        websockets.sync.client.connect(url, open_timeout=10).close()
+    response = refused.value.response
+    assert response.status_code == 404
+    assert json.loads(response.body)["error"]["code"] == "not_found"
