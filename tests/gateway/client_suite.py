@@ -36,6 +36,18 @@ from tests.providers.servers import SDK_ENV
 MEMORY = "context_task_memory_set"
 MEMORY_ARGUMENTS = {"purpose": "keep the task", "memory": "the user's task"}
 TITLE = "A short title"
+# The weather tool the tasks call, declared as each OpenAI API declares a function tool.
+WEATHER_FUNCTION: dict[str, Any] = {
+    "name": "weather",
+    "description": "The weather in a city right now.",
+    "parameters": {
+        "type": "object",
+        "properties": {"city": {"type": "string"}},
+        "required": ["city"],
+    },
+}
+WEATHER_CHAT_TOOL: dict[str, Any] = {"type": "function", "function": WEATHER_FUNCTION}
+WEATHER_RESPONSES_TOOL: dict[str, Any] = {"type": "function", **WEATHER_FUNCTION}
 # The protocol's derived-state messages (a user message in an Anthropic view): not the user's.
 DERIVED = ("[context protocol:", "Derived context state", "Context state, derived")
 REMINDER_END = "</system-reminder>"  # Claude Code's reminders come before the user's words

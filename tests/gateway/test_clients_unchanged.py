@@ -38,6 +38,7 @@ from tests.clients.recorder import Call, Recorder, recording
 from tests.clients.test_client_wire import PROMPT, Terminal
 from tests.gateway.client_suite import (
     MEMORY,
+    WEATHER_CHAT_TOOL,
     Task,
     api,
     clean_env,
@@ -399,20 +400,7 @@ def test_two_conversations_that_begin_with_the_same_words_stay_two_sessions(
     application, key = make_app("twins")
     make_version(application, name="helper", provider="openai", upstream_url=model.base("twins"))
     client = openai.OpenAI(base_url=f"{live.base}/gateway/openai/v1", api_key=key, max_retries=0)
-    tools = [
-        {
-            "type": "function",
-            "function": {
-                "name": "weather",
-                "description": "The weather in a city right now.",
-                "parameters": {
-                    "type": "object",
-                    "properties": {"city": {"type": "string"}},
-                    "required": ["city"],
-                },
-            },
-        }
-    ]
+    tools: Any = [WEATHER_CHAT_TOOL]
     opening = [{"role": "user", "content": "What is the weather in Oslo?"}]
     conversations = {"sunny": list(opening), "rainy": list(opening)}
 

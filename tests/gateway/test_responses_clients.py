@@ -44,6 +44,7 @@ from sessions_app.models import Message
 from tests.clients.recorder import Call, Recorder, recording
 from tests.gateway.client_suite import (
     MEMORY,
+    WEATHER_RESPONSES_TOOL,
     Task,
     api,
     clean_env,
@@ -86,17 +87,6 @@ def weather(asked: str, result: str) -> str:
 
 # ---------------------------------------------------------------------- the official SDK
 
-WEATHER_TOOL: Any = {
-    "type": "function",
-    "name": "weather",
-    "description": "The weather in a city right now.",
-    "parameters": {
-        "type": "object",
-        "properties": {"city": {"type": "string"}},
-        "required": ["city"],
-    },
-}
-
 
 def test_the_official_sdk_creates_streams_retrieves_and_branches_through_uvicorn(
     live, transactional_db, model
@@ -107,7 +97,8 @@ def test_the_official_sdk_creates_streams_retrieves_and_branches_through_uvicorn
     make_version(application, name=MODEL, provider="openai", upstream_url=model.base("openai-sdk"))
     client = openai.OpenAI(base_url=f"{live.base}/gateway/openai/v1", api_key=key, max_retries=0)
 
-    first = client.responses.create(model=MODEL, input="Weather in Oslo?", tools=[WEATHER_TOOL])
+    tools: Any = [WEATHER_RESPONSES_TOOL]
+    first = client.responses.create(model=MODEL, input="Weather in Oslo?", tools=tools)
     [call] = [item for item in first.output if item.type == "function_call"]
     assert (call.name, json.loads(call.arguments)) == ("weather", {"city": "Oslo"})
 
@@ -118,7 +109,7 @@ def test_the_official_sdk_creates_streams_retrieves_and_branches_through_uvicorn
         model=MODEL,
         previous_response_id=first.id,
         input=answered("sunny, 21 degrees in Oslo"),
-        tools=[WEATHER_TOOL],
+        tools=tools,
     ) as stream:
         deltas = [e.delta for e in stream if e.type == "response.output_text.delta"]
         final = stream.get_final_response()
@@ -130,7 +121,7 @@ def test_the_official_sdk_creates_streams_retrieves_and_branches_through_uvicorn
         model=MODEL,
         previous_response_id=first.id,
         input=answered("rain, 9 degrees in Oslo"),
-        tools=[WEATHER_TOOL],
+        tools=tools,
     )
     assert branch.output_text == "Forecast: rain, 9 degrees in Oslo."
     assert failures(application) == []
