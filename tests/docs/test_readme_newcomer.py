@@ -6,12 +6,9 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
 
-import pytest
-
-from tests.docs.test_readme import ROOT
+from tests.docs.test_readme import ROOT, require_command
 from tests.gateway.installs import CLAUDE_CODE_PACKAGE, CLAUDE_CODE_VERSION, NODE_TREE
 
 README = (ROOT / "README.md").read_text()
@@ -30,8 +27,7 @@ def test_the_readme_opens_with_the_two_setup_commands():
 
 
 def dry_run(target: str, *variables: str) -> str:
-    if shutil.which("make") is None:
-        pytest.skip("make is not installed")
+    require_command("make")  # under CI=true a missing one fails, never skips
     done = subprocess.run(
         ["make", "-n", target, *variables], cwd=ROOT, capture_output=True, text=True, timeout=60
     )
@@ -59,8 +55,7 @@ def test_the_readme_says_which_node_its_claude_code_needs():
     assert f"npm install -g {CLAUDE_CODE_PACKAGE}@{CLAUDE_CODE_VERSION}" in paragraph
     assert f"Node ≥ {needed}" in paragraph
     # The suite installs and runs it on this machine's Node: the README says that Node too.
-    if shutil.which("node") is None:
-        pytest.skip("node is not installed")
+    require_command("node")
     version = subprocess.run(["node", "--version"], capture_output=True, text=True).stdout
     major = int(version.strip().lstrip("v").split(".")[0])
     assert major >= needed or f"Node {major}" in paragraph
