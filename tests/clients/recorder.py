@@ -103,17 +103,18 @@ def tool_loop(name: str, arguments: dict[str, Any] | str, final: str) -> Brain:
 # ---------------------------------------------------------------------- reading requests
 
 
-def _text(content: Any) -> str:
+def content_text(content: Any) -> str:
+    """The text in a message's content, whatever its API's shape (parts joined by lines)."""
     if content is None:
         return ""
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        return "\n".join(_text(part) for part in content)
+        return "\n".join(content_text(part) for part in content)
     if isinstance(content, dict):
         for key in ("text", "content", "output", "input"):
             if key in content:
-                return _text(content[key])
+                return content_text(content[key])
     return ""
 
 
@@ -136,29 +137,29 @@ def read_turn(seen: Seen) -> Turn:
         for message in body.get("messages") or []:
             role = message.get("role")
             if role in ("system", "developer"):
-                system += _text(message.get("content"))
+                system += content_text(message.get("content"))
             elif role == "user":
-                users.append(_text(message.get("content")))
+                users.append(content_text(message.get("content")))
                 last = "user"
             elif role == "tool":
-                results.append(_text(message.get("content")))
+                results.append(content_text(message.get("content")))
                 last = "tool"
             elif role == "assistant":
                 last = "assistant"
     elif seen.api in ("responses", "compact"):
-        system = _text(body.get("instructions"))
+        system = content_text(body.get("instructions"))
         items = body.get("input")
         if isinstance(items, str):
             items = [{"role": "user", "content": items}]
         for item in items or []:
             kind = item.get("type", "message")
             if kind == "message" and item.get("role") in ("system", "developer"):
-                system += _text(item.get("content"))
+                system += content_text(item.get("content"))
             elif kind == "message" and item.get("role") == "user":
-                users.append(_text(item.get("content")))
+                users.append(content_text(item.get("content")))
                 last = "user"
             elif kind.endswith("_call_output"):
-                results.append(_text(item.get("output")))
+                results.append(content_text(item.get("output")))
                 last = "tool"
             elif kind == "compaction_trigger":
                 last = "compaction_trigger"
@@ -167,20 +168,20 @@ def read_turn(seen: Seen) -> Turn:
             else:
                 last = "assistant"
     elif seen.api in ("messages", "count_tokens"):
-        system = _text(body.get("system"))
+        system = content_text(body.get("system"))
         for message in body.get("messages") or []:
             content = message.get("content")
             blocks = content if isinstance(content, list) else [{"type": "text", "text": content}]
             if message.get("role") == "system":
                 # Claude Code puts system messages between turns: context, not a turn.
-                system += _text(blocks)
+                system += content_text(blocks)
             elif message.get("role") == "user":
                 tool_results = [b for b in blocks if b.get("type") == "tool_result"]
                 if tool_results:
-                    results.extend(_text(b.get("content")) for b in tool_results)
+                    results.extend(content_text(b.get("content")) for b in tool_results)
                     last = "tool"
                 else:
-                    users.append(_text(blocks))
+                    users.append(content_text(blocks))
                     last = "user"
             else:
                 last = "assistant"

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from sessions_app.models import GatewayExchange, Message, Session
-from tests.clients.recorder import Call, Reply, Turn
+from tests.clients.recorder import Call, Reply, Turn, content_text
 from tests.providers.servers import SDK_ENV
 
 MEMORY = "context_task_memory_set"
@@ -60,20 +60,6 @@ class Event:
     text: str = ""  # the user's words, a result's text, or the assistant's text
 
 
-def _text(content: Any) -> str:
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(_text(part) for part in content)
-    if isinstance(content, dict):
-        for key in ("text", "content", "output", "input"):
-            if key in content:
-                return _text(content[key])
-    return ""
-
-
 def events_of(body: dict[str, Any], api: str) -> list[Event]:
     """The conversation a gateway's upstream request carries, whatever its API."""
     events: list[Event] = []
@@ -81,11 +67,11 @@ def events_of(body: dict[str, Any], api: str) -> list[Event]:
         for message in body.get("messages") or []:
             role = message.get("role")
             if role == "user":
-                events.append(Event("user", text=_text(message.get("content"))))
+                events.append(Event("user", text=content_text(message.get("content"))))
             elif role == "tool":
-                events.append(Event("result", text=_text(message.get("content"))))
+                events.append(Event("result", text=content_text(message.get("content"))))
             elif role == "assistant":
-                events.append(Event("text", text=_text(message.get("content"))))
+                events.append(Event("text", text=content_text(message.get("content"))))
                 for call in message.get("tool_calls") or []:
                     events.append(Event("call", name=call["function"]["name"]))
     elif api == "responses":
@@ -93,13 +79,13 @@ def events_of(body: dict[str, Any], api: str) -> list[Event]:
         for item in [{"role": "user", "content": items}] if isinstance(items, str) else items:
             kind = item.get("type", "message")
             if kind == "message" and item.get("role") == "user":
-                events.append(Event("user", text=_text(item.get("content"))))
+                events.append(Event("user", text=content_text(item.get("content"))))
             elif kind == "message":
-                events.append(Event("text", text=_text(item.get("content"))))
+                events.append(Event("text", text=content_text(item.get("content"))))
             elif kind in ("function_call", "custom_tool_call"):
                 events.append(Event("call", name=item["name"]))
             elif kind.endswith("_call_output"):
-                events.append(Event("result", text=_text(item.get("output"))))
+                events.append(Event("result", text=content_text(item.get("output"))))
     elif api == "messages":
         for message in body.get("messages") or []:
             content = message.get("content")
@@ -111,7 +97,7 @@ def events_of(body: dict[str, Any], api: str) -> list[Event]:
                 if kind == "tool_use":
                     events.append(Event("call", name=block["name"]))
                 elif kind == "tool_result":
-                    events.append(Event("result", text=_text(block.get("content"))))
+                    events.append(Event("result", text=content_text(block.get("content"))))
                 elif kind == "text" and message.get("role") == "user" and not answering:
                     events.append(Event("user", text=block.get("text") or ""))
                 elif kind == "text":

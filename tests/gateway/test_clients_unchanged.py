@@ -22,7 +22,8 @@ counted against the conversations the clients held.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -109,26 +110,49 @@ def claude_code_ids(home: Path) -> tuple[str, list[str]]:
     return record.stem, agents
 
 
-def test_claude_code_with_a_sub_agent_is_one_session_and_its_child(
-    live, transactional_db, tmp_path, model
-):
-    claude = node_clients().claude
+@dataclass(frozen=True)
+class ClaudeCodeRun:
+    """What a Claude Code test starts from: the CLI, its project (note.txt in it) and home,
+    the fake model's task, the Application and key, and the environment it runs with."""
+
+    claude: Path
+    project: Path
+    home: Path
+    task: Task
+    application: Any
+    key: str
+    env: dict[str, str]
+
+
+def claude_code_run(
+    live: Any,
+    tmp_path: Path,
+    model: Recorder,
+    tag: str,
+    *,
+    untooled: Callable[[str], str] | None = None,
+    **settings: Any,
+) -> ClaudeCodeRun:
+    """A project holding note.txt, the fake model's task under `tag`, an Application whose
+    `claude-*` names run its helper version (`settings` added to its gateway settings), and
+    what docs/clients.md says Claude Code needs, no more: its base URL and key, a home of
+    its own, and no update, telemetry or error report calls (offline)."""
     project, home = tmp_path / "project", tmp_path / "home"
     project.mkdir()
     home.mkdir()
     note = project / "note.txt"
     note.write_text(NOTE)
     task = Task("Read", claude_call(str(note)), claude_answer)
-    model.brains["claude"] = task
-    application, key = make_app("claude-code-unchanged")
+    if untooled is not None:
+        task.untooled = untooled
+    model.brains[tag] = task
+    application, key = make_app(f"claude-code-{tag}")
     version = make_version(
-        application, name="helper", provider="anthropic", upstream_url=model.base("claude")
+        application, name="helper", provider="anthropic", upstream_url=model.base(tag)
     )
     # Claude Code sends its own model names (claude-opus-5-5, its sub-agents' too).
     aliases = [{"pattern": "claude-*", "agentVersion": f"helper@{version.number}"}]
-    api(live.base, key, "PUT", "gateway-settings/", {"modelAliases": aliases})
-    # What docs/clients.md says Claude Code needs, and no more: its base URL and key, a home
-    # of its own, and no update, telemetry or error report calls (offline).
+    api(live.base, key, "PUT", "gateway-settings/", {"modelAliases": aliases, **settings})
     env = clean_env(
         HOME=str(home),
         ANTHROPIC_BASE_URL=f"{live.base}/gateway/anthropic",
@@ -137,6 +161,15 @@ def test_claude_code_with_a_sub_agent_is_one_session_and_its_child(
         DISABLE_TELEMETRY="1",
         DISABLE_ERROR_REPORTING="1",
     )
+    return ClaudeCodeRun(node_clients().claude, project, home, task, application, key, env)
+
+
+def test_claude_code_with_a_sub_agent_is_one_session_and_its_child(
+    live, transactional_db, tmp_path, model
+):
+    cc = claude_code_run(live, tmp_path, model, "claude")
+    claude, project, home, task = cc.claude, cc.project, cc.home, cc.task
+    application, key, env = cc.application, cc.key, cc.env
     asked = [claude, "-p", "Use a sub-agent to read note.txt"]
     first = run(asked, env, project, application=application)
     assert first.strip().endswith("The word is PELICAN.")
@@ -189,24 +222,14 @@ def title(asked: str) -> str:
 def test_claude_code_interactive_asks_its_title_as_a_side_exchange_of_its_session(
     live, transactional_db, tmp_path, model
 ):
-    claude = node_clients().claude
-    project, home = tmp_path / "project", tmp_path / "home"
-    project.mkdir()
-    home.mkdir()
-    note = project / "note.txt"
-    note.write_text(NOTE)
-    task = Task("Read", claude_call(str(note)), claude_answer, untooled=title)
-    model.brains["claude-tty"] = task
-    application, key = make_app("claude-code-tty")
-    version = make_version(
-        application, name="helper", provider="anthropic", upstream_url=model.base("claude-tty")
-    )
-    aliases = [{"pattern": "claude-*", "agentVersion": f"helper@{version.number}"}]
     # The interactive CLI asks for its title under its main model, with no tools: an
     # application that serves Claude Code names every claude-* model a side model (a tool-less
     # request of a conversation in progress or at its start is then answered apart).
-    settings_body = {"modelAliases": aliases, "sideModels": ["claude-*"]}
-    api(live.base, key, "PUT", "gateway-settings/", settings_body)
+    cc = claude_code_run(
+        live, tmp_path, model, "claude-tty", untooled=title, sideModels=["claude-*"]
+    )
+    claude, project, home, task = cc.claude, cc.project, cc.home, cc.task
+    application, key, env = cc.application, cc.key, cc.env
     # What a person's first run would have answered: onboarding done, the folder trusted, the
     # key approved (Claude Code remembers a key by its last 20 characters).
     settings = {
@@ -216,14 +239,6 @@ def test_claude_code_interactive_asks_its_title_as_a_side_exchange_of_its_sessio
         "projects": {str(project): {"hasTrustDialogAccepted": True}},
     }
     (home / ".claude.json").write_text(json.dumps(settings))
-    env = clean_env(
-        HOME=str(home),
-        ANTHROPIC_BASE_URL=f"{live.base}/gateway/anthropic",
-        ANTHROPIC_API_KEY=key,
-        DISABLE_AUTOUPDATER="1",
-        DISABLE_TELEMETRY="1",
-        DISABLE_ERROR_REPORTING="1",
-    )
     terminal = Terminal([str(claude)], env, project)
     try:
         terminal.wait(lambda: PROMPT in terminal.screen, "prompt")
