@@ -27,13 +27,13 @@ import pytest
 
 from contextproto.protocol.gateway.model_names import DEFAULT_SIDE_MODELS, matches_any
 from tests.clients.recorder import Call, Recorder, Reply, Seen, Turn, recording, tool_loop
+from tests.gateway.client_suite import claude_code_env, clean_env
 from tests.gateway.installs import (
     agents_sdk_python,
     litellm_python,
     node_clients,
     pydantic_ai_python,
 )
-from tests.providers.servers import SDK_ENV
 
 pytestmark = pytest.mark.slow
 
@@ -63,13 +63,6 @@ GENERIC = {
 def recorder() -> Iterator[Recorder]:
     with recording() as server:
         yield server
-
-
-def clean_env(**extra: str) -> dict[str, str]:
-    """This process's environment without anything that could steer a client, plus `extra`."""
-    prefixes = ("ANTHROPIC", "OPENAI", "CLAUDE", "CODEX", "LITELLM", "AI_SDK")
-    kept = {k: v for k, v in os.environ.items() if k not in SDK_ENV and not k.startswith(prefixes)}
-    return {**kept, **extra}
 
 
 def run(argv: list[str], env: dict[str, str], cwd: Path, timeout: float = 120) -> str:
@@ -148,14 +141,7 @@ def test_claude_code_names_its_session_on_every_request_and_its_sub_agents_by_ag
     note = project / "note.txt"
     note.write_text("The secret word is PELICAN.\n")
     recorder.brains["claude"] = claude_brain(str(note))
-    env = clean_env(
-        HOME=str(home),
-        ANTHROPIC_BASE_URL=recorder.base("claude"),
-        ANTHROPIC_API_KEY=KEY,
-        DISABLE_AUTOUPDATER="1",
-        DISABLE_TELEMETRY="1",
-        DISABLE_ERROR_REPORTING="1",
-    )
+    env = claude_code_env(home, recorder.base("claude"), KEY)
     first = run([str(claude), "-p", "Use a sub-agent to read note.txt"], env, project)
     assert "PELICAN" in first
     started = len(recorder.requests("claude"))
@@ -303,14 +289,7 @@ def test_claude_code_interactive_asks_a_title_first_and_counts_tokens_for_contex
         return conversation(turn)
 
     recorder.brains["claude-tty"] = brain
-    env = clean_env(
-        HOME=str(home),
-        ANTHROPIC_BASE_URL=recorder.base("claude-tty"),
-        ANTHROPIC_API_KEY=key,
-        DISABLE_AUTOUPDATER="1",
-        DISABLE_TELEMETRY="1",
-        DISABLE_ERROR_REPORTING="1",
-    )
+    env = claude_code_env(home, recorder.base("claude-tty"), key)
     terminal = Terminal([str(claude)], env, project)
     try:
         terminal.wait(lambda: PROMPT in terminal.screen, "prompt")
@@ -377,14 +356,8 @@ def test_claude_code_sends_its_helper_requests_under_the_small_fast_model_it_is_
         return Reply(text="HELLO-THERE")
 
     recorder.brains["claude-haiku"] = brain
-    env = clean_env(
-        HOME=str(home),
-        ANTHROPIC_BASE_URL=recorder.base("claude-haiku"),
-        ANTHROPIC_API_KEY=key,
-        ANTHROPIC_DEFAULT_HAIKU_MODEL="claude-haiku-4-5",
-        DISABLE_AUTOUPDATER="1",
-        DISABLE_TELEMETRY="1",
-        DISABLE_ERROR_REPORTING="1",
+    env = claude_code_env(
+        home, recorder.base("claude-haiku"), key, ANTHROPIC_DEFAULT_HAIKU_MODEL="claude-haiku-4-5"
     )
     terminal = Terminal([str(claude)], env, project)
     try:

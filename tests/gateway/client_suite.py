@@ -175,6 +175,20 @@ def clean_env(**extra: str) -> dict[str, str]:
     return {**kept, **extra}
 
 
+def claude_code_env(home: Path, base_url: str, key: str, **extra: str) -> dict[str, str]:
+    """What docs/clients.md says Claude Code needs, and no more: its base URL and key, a home
+    of its own, and no update, telemetry or error report calls (offline); plus `extra`."""
+    return clean_env(
+        HOME=str(home),
+        ANTHROPIC_BASE_URL=base_url,
+        ANTHROPIC_API_KEY=key,
+        DISABLE_AUTOUPDATER="1",
+        DISABLE_TELEMETRY="1",
+        DISABLE_ERROR_REPORTING="1",
+        **extra,
+    )
+
+
 def run(
     argv: list[str | Path],
     env: dict[str, str],

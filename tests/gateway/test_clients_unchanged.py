@@ -42,6 +42,7 @@ from tests.gateway.client_suite import (
     WEATHER_CHAT_TOOL,
     Task,
     api,
+    claude_code_env,
     clean_env,
     exchanges_of,
     failures,
@@ -135,8 +136,7 @@ def claude_code_run(
 ) -> ClaudeCodeRun:
     """A project holding note.txt, the fake model's task under `tag`, an Application whose
     `claude-*` names run its helper version (`settings` added to its gateway settings), and
-    what docs/clients.md says Claude Code needs, no more: its base URL and key, a home of
-    its own, and no update, telemetry or error report calls (offline)."""
+    Claude Code's environment (`claude_code_env`)."""
     project, home = tmp_path / "project", tmp_path / "home"
     project.mkdir()
     home.mkdir()
@@ -153,14 +153,7 @@ def claude_code_run(
     # Claude Code sends its own model names (claude-opus-5-5, its sub-agents' too).
     aliases = [{"pattern": "claude-*", "agentVersion": f"helper@{version.number}"}]
     api(live.base, key, "PUT", "gateway-settings/", {"modelAliases": aliases, **settings})
-    env = clean_env(
-        HOME=str(home),
-        ANTHROPIC_BASE_URL=f"{live.base}/gateway/anthropic",
-        ANTHROPIC_API_KEY=key,
-        DISABLE_AUTOUPDATER="1",
-        DISABLE_TELEMETRY="1",
-        DISABLE_ERROR_REPORTING="1",
-    )
+    env = claude_code_env(home, f"{live.base}/gateway/anthropic", key)
     return ClaudeCodeRun(node_clients().claude, project, home, task, application, key, env)
 
 
