@@ -106,20 +106,25 @@ def locate(
     if request.compaction is not None:
         return _after_compaction(incoming)
     conversation = incoming.conversation
-    side_first = (
-        side_allowed and not request.tools and is_side_model(incoming.application, request.model)
-    )
+
+    def side_first() -> bool:  # asked only at a conversation's start (a settings read)
+        return (
+            side_allowed
+            and not request.tools
+            and is_side_model(incoming.application, request.model)
+        )
+
     if conversation is not None:
         found = conversation_session(incoming.application.pk, conversation)
         if found is not None:
             # Before the conversation's own first request, a side request is still one.
-            return Located(found, side=side_first and found.last_index == 0)
+            return Located(found, side=found.last_index == 0 and side_first())
     else:
         by_call = _by_minted_call(incoming)
         if by_call is not None:
             return by_call
     version = gateway_version_for_model(application=incoming.application, model=request.model)
-    if side_first:
+    if side_first():
         if conversation is None:
             return SideOnly(version)
         # The conversation's session, started now and empty: its first real request goes on
