@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
+from uuid import UUID
 
 from agents.models import Agent, AgentVersion, ApiKey, Application, GatewaySettings, Tool
 from agents.wire import AgentVersionPublishedWire, AgentVersionWire, GatewaySettingsWire
@@ -44,6 +45,38 @@ def effective_options(
     """
     protocol = protocol if protocol is not None else protocol_of(version)
     return {**protocol.defaults, **(version.options or {})}
+
+
+def tools_for(version: AgentVersion, protocol: catalog.ProtocolVersion) -> list[dict[str, Any]]:
+    """Protocol tool schemas of the version's protocol, then the version's host tools by name.
+
+    The order is fixed (a many-to-many read has none): tools are the start of every
+    provider request, so a reordering would re-bill the whole prompt cache (contract §8).
+    Sorted in Python, so a prefetched relation costs no query.
+    """
+    return list(protocol.tools.values()) + _host_tools(version)
+
+
+# Host tools of published (and archived) versions, which never change: a version's tools
+# cannot be rebound once published, and a tool a published version binds cannot be edited
+# (409 tool_in_use). Bounded like any per-process cache.
+_FROZEN_TOOLS: dict[UUID, list[dict[str, Any]]] = {}
+FROZEN_TOOLS_MAX = 1024
+
+
+def _host_tools(version: AgentVersion) -> list[dict[str, Any]]:
+    frozen = version.status != AgentVersion.Status.DRAFT
+    if frozen and version.pk in _FROZEN_TOOLS:
+        return [dict(t) for t in _FROZEN_TOOLS[version.pk]]
+    host = [
+        {"name": t.name, "description": t.description, "inputSchema": t.input_schema}
+        for t in sorted(version.tools.all(), key=lambda t: t.name)
+    ]
+    if frozen:
+        if len(_FROZEN_TOOLS) >= FROZEN_TOOLS_MAX:
+            _FROZEN_TOOLS.clear()
+        _FROZEN_TOOLS[version.pk] = host
+    return [dict(t) for t in host]
 
 
 def protocol_version_get(protocol_id: str, version: str) -> catalog.ProtocolVersion:

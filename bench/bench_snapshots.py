@@ -59,6 +59,14 @@ BEFORE = (
     "7.90x; the whole body in the turn 38.81 ms, 5.07x. Reads: 1.55x a whole body (median), "
     "the deepest deltas 2.27x (unified@2 16k) and 1.39x (prefix@2 128k)."
 )
+# The run before the last structure step of issue 42 (the adapters behind one table, the
+# capacity refusal and `view.build` in the engine, prebuilt JSON encoders), same machine.
+PREVIOUS = (
+    "The run before the engine's last structure step (2026-12-07 13:37 UTC, code 22afd5e's "
+    "engine: `adapt` branching per wire format, `json.dumps` building an encoder per call): "
+    "bare read 4.14 ms; one call 19.50 ms (4.71x), two commits 15.49 ms (3.74x), read + "
+    "build 2.15x-2.33x; stored bytes per turn as in the table above."
+)
 
 
 # --------------------------------------------------------------------------- report
@@ -252,6 +260,8 @@ def render_section(result: dict[str, Any]) -> str:
         "body is not stored yet is rebuilt on read.",
         "",
         BEFORE,
+        "",
+        PREVIOUS,
         "",
         "Reads: every snapshot of the session read cold (`ProjectionSnapshot.objects.get` + "
         "its view through the one decoder), against the same bodies stored whole the old way:",

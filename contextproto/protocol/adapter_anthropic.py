@@ -20,6 +20,7 @@ from contextproto.protocol.adapter_base import (
     PROVIDER_ANTHROPIC_MESSAGES,
     ROLE_SYSTEM,
     AdaptedRequest,
+    AdaptOptions,
     _text_of,
 )
 from contextproto.protocol.content_parts import is_image_part, is_text_part, is_thinking_part
@@ -34,7 +35,7 @@ from contextproto.protocol.messages import (
     ModelMessage,
 )
 from contextproto.protocol.projection import Projection
-from contextproto.protocol.prompt_cache import PROMPT_CACHE_OFF, TTL_5M, PromptCache
+from contextproto.protocol.prompt_cache import TTL_5M
 
 NOTE_ANTHROPIC_PREFILL = (
     "trailing assistant message is sent as a prefill on anthropic-messages: the model "
@@ -233,13 +234,11 @@ def _anthropic_breakpoints(
     return [earlier[-1], last] if earlier else [last]
 
 
-def _adapt_anthropic(
-    projection: Projection,
-    tools: Sequence[Mapping[str, Any]],
-    *,
-    assistant_prefill: bool = False,
-    prompt_cache: PromptCache = PROMPT_CACHE_OFF,
+def adapt_anthropic(
+    projection: Projection, tools: Sequence[Mapping[str, Any]], options: AdaptOptions
 ) -> AdaptedRequest:
+    """The view as an Anthropic Messages request body."""
+    assistant_prefill, prompt_cache = options.assistant_prefill, options.prompt_cache
     notes: list[str] = []
     system_texts: list[str] = []
     merged: list[dict[str, Any]] = []

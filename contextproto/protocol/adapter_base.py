@@ -7,11 +7,14 @@ responses_adapter.py) imports it and adapters.py dispatches to them all without 
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
 from contextproto.protocol.content_parts import part_text
+from contextproto.protocol.projection import Projection
+from contextproto.protocol.prompt_cache import PROMPT_CACHE_OFF, PromptCache
 
 
 class WireFormat(StrEnum):
@@ -53,6 +56,22 @@ class AdaptedRequest:
     provider: str
     body: dict[str, Any]
     notes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class AdaptOptions:
+    """What a version says about its requests beyond the view: whether the model accepts an
+    assistant prefill (Anthropic), its prompt-cache setting and the session's cache key
+    (adapters.py's docstring). An adapter reads what its API has a word for."""
+
+    assistant_prefill: bool = False
+    prompt_cache: PromptCache = PROMPT_CACHE_OFF
+    cache_key: str | None = None
+
+
+# One wire format's adapter: the view and its tools as that API's request body. adapters.py
+# holds one per WireFormat and is the only place that chooses among them.
+Adapter = Callable[[Projection, Sequence[Mapping[str, Any]], AdaptOptions], AdaptedRequest]
 
 
 def text_of(content: object) -> str:

@@ -40,12 +40,12 @@ in the order given, JSON keys in a fixed order, system and header text unchanged
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
+from types import MappingProxyType
 from typing import Any
 
-from contextproto.protocol import errors, responses_adapter
-from contextproto.protocol.adapter_anthropic import _adapt_anthropic
+from contextproto.protocol import errors, json_texts
+from contextproto.protocol.adapter_anthropic import adapt_anthropic
 from contextproto.protocol.adapter_base import (
     OPENAI_APIS,
     OPENAI_PARALLEL_TOOL_CALLS,
@@ -56,6 +56,8 @@ from contextproto.protocol.adapter_base import (
     PROVIDERS,
     ROLE_SYSTEM,
     AdaptedRequest,
+    Adapter,
+    AdaptOptions,
     WireFormat,
     image_url,
     text_of,
@@ -79,9 +81,11 @@ from contextproto.protocol.messages import (
 )
 from contextproto.protocol.projection import Projection
 from contextproto.protocol.prompt_cache import PROMPT_CACHE_OFF, PromptCache
+from contextproto.protocol.responses_adapter import adapt_responses
 
 # The names callers import from here, wherever they are defined.
 __all__ = [
+    "ADAPTERS",
     "OPENAI_APIS",
     "OPENAI_PARALLEL_TOOL_CALLS",
     "PROVIDERS",
@@ -89,12 +93,13 @@ __all__ = [
     "PROVIDER_NEUTRAL",
     "PROVIDER_OPENAI_CHAT",
     "PROVIDER_OPENAI_RESPONSES",
+    "AdaptOptions",
     "AdaptedRequest",
     "WireFormat",
     "adapt",
 ]
 
-# Between the texts of two calls of one OpenAI assistant message (see _adapt_openai).
+# Between the texts of two calls of one OpenAI assistant message (see adapt_openai_chat).
 CALL_TEXT_SEPARATOR = "\n\n"
 
 
@@ -157,7 +162,7 @@ def _openai_arguments(arguments: Arguments | None) -> str:
     as written (not the JSON text of an object), else the object as JSON."""
     if isinstance(arguments, str):
         return arguments
-    return json.dumps(arguments or {}, ensure_ascii=False)
+    return json_texts.plain(arguments or {})
 
 
 def _openai_call(message: ModelMessage, custom: frozenset[str]) -> dict[str, Any]:
@@ -198,13 +203,10 @@ def _openai_tool(tool: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def _adapt_openai(
-    projection: Projection,
-    tools: Sequence[Mapping[str, Any]],
-    *,
-    prompt_cache: PromptCache,
-    cache_key: str | None,
+def adapt_openai_chat(
+    projection: Projection, tools: Sequence[Mapping[str, Any]], options: AdaptOptions
 ) -> AdaptedRequest:
+    """The view as a Chat Completions request body."""
     notes: list[str] = []
     out: list[dict[str, Any]] = []
     custom = custom_names(tools)
@@ -262,12 +264,31 @@ def _adapt_openai(
         body["tools"] = [_openai_tool(t) for t in tools]
         # Only the first call of an answer is executed (contract §5.6): ask for one.
         body["parallel_tool_calls"] = OPENAI_PARALLEL_TOOL_CALLS
-    if prompt_cache.enabled and cache_key:
-        body["prompt_cache_key"] = cache_key
+    if options.prompt_cache.enabled and options.cache_key:
+        body["prompt_cache_key"] = options.cache_key
     return AdaptedRequest(provider=PROVIDER_OPENAI_CHAT, body=body, notes=tuple(notes))
 
 
 # --------------------------------------------------------------------------- entry point
+
+
+def _adapt_neutral(
+    projection: Projection, tools: Sequence[Mapping[str, Any]], options: AdaptOptions
+) -> AdaptedRequest:
+    """The view as the API lists it, for the scripted model: no API to speak, no hints."""
+    body = {"messages": [m.to_wire() for m in projection.messages], "tools": list(tools)}
+    return AdaptedRequest(provider=PROVIDER_NEUTRAL, body=body, notes=())
+
+
+# The one place that chooses an adapter by wire format (tests/protocol/test_adapter_seam.py).
+ADAPTERS: Mapping[str, Adapter] = MappingProxyType(
+    {
+        PROVIDER_NEUTRAL: _adapt_neutral,
+        PROVIDER_OPENAI_CHAT: adapt_openai_chat,
+        PROVIDER_ANTHROPIC_MESSAGES: adapt_anthropic,
+        PROVIDER_OPENAI_RESPONSES: adapt_responses,
+    }
+)
 
 
 def adapt(
@@ -288,21 +309,14 @@ def adapt(
     `prompt_cache_key`): see the module docstring. `neutral` ignores both.
     Raises ProtocolError `provider_unknown` for a provider not in PROVIDERS.
     """
-    if provider == PROVIDER_NEUTRAL:
-        body = {"messages": [m.to_wire() for m in projection.messages], "tools": list(tools)}
-        return AdaptedRequest(provider=PROVIDER_NEUTRAL, body=body, notes=())
-    if provider == PROVIDER_OPENAI_CHAT:
-        return _adapt_openai(projection, tools, prompt_cache=prompt_cache, cache_key=cache_key)
-    if provider == PROVIDER_ANTHROPIC_MESSAGES:
-        return _adapt_anthropic(
-            projection, tools, assistant_prefill=assistant_prefill, prompt_cache=prompt_cache
+    adapter = ADAPTERS.get(provider)
+    if adapter is None:
+        raise ProtocolError(
+            errors.PROVIDER_UNKNOWN,
+            f"unknown provider {provider!r}; use one of {', '.join(PROVIDERS)}.",
+            {"provider": provider, "providers": list(PROVIDERS)},
         )
-    if provider == PROVIDER_OPENAI_RESPONSES:
-        return responses_adapter.adapt_responses(
-            projection, tools, prompt_cache=prompt_cache, cache_key=cache_key
-        )
-    raise ProtocolError(
-        errors.PROVIDER_UNKNOWN,
-        f"unknown provider {provider!r}; use one of {', '.join(PROVIDERS)}.",
-        {"provider": provider, "providers": list(PROVIDERS)},
+    options = AdaptOptions(
+        assistant_prefill=assistant_prefill, prompt_cache=prompt_cache, cache_key=cache_key
     )
+    return adapter(projection, tools, options)

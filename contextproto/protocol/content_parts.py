@@ -12,8 +12,9 @@ a part type is spelt in one place.
 
 from __future__ import annotations
 
-import json
 from typing import Any, TypeGuard
+
+from contextproto.protocol import json_texts
 
 PART_TEXT = "text"
 PART_IMAGE = "image"
@@ -93,11 +94,7 @@ def content_text(content: object, *, text_only: bool = False) -> str:
     if isinstance(content, str):
         return content
     if not isinstance(content, list):
-        return (
-            ""
-            if text_only
-            else json.dumps(content, sort_keys=True, ensure_ascii=False, default=str)
-        )
+        return "" if text_only else json_texts.canonical_any(content)
     pieces: list[str] = []
     for part in content:
         kind = part_type(part)
@@ -120,11 +117,11 @@ def content_text(content: object, *, text_only: bool = False) -> str:
             summary = reasoning_summary(part)
             pieces.append(f"[reasoning] {summary}" if summary else "[reasoning]")
         else:
-            pieces.append(json.dumps(part, sort_keys=True, ensure_ascii=False, default=str))
+            pieces.append(json_texts.canonical_any(part))
     return "\n".join(pieces)
 
 
 def compact_json(value: object) -> str:
     """`value` as JSON with sorted keys and no spaces: how a non-string `text` reads, and the
     spelling the maintenance planner measures a call's arguments and hashes its pages in."""
-    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return json_texts.canonical_compact(value)

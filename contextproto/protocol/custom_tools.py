@@ -13,9 +13,10 @@ what the text must be (docs/decisions.md).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
+
+from contextproto.protocol import json_texts
 
 KIND_FUNCTION = "function"
 KIND_CUSTOM = "custom"
@@ -63,7 +64,7 @@ def call_input_text(arguments: Any) -> str:
         return text
     if isinstance(arguments, str):
         return arguments
-    return json.dumps(arguments, ensure_ascii=False, separators=(",", ":"))
+    return json_texts.compact(arguments)
 
 
 def chat_format(custom_format: Mapping[str, Any] | None) -> dict[str, Any] | None:

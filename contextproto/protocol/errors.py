@@ -55,6 +55,7 @@ FOLD_OVERLAP = "context_fold_overlap"
 FOLD_LIMIT_REACHED = "context_fold_limit_reached"
 PROJECTION_FOLD_CONFLICT = "projection_fold_conflict"
 PROVIDER_UNKNOWN = "provider_unknown"
+CONTEXT_CAPACITY_EXCEEDED = "context_capacity_exceeded"
 
 # model.promptCache (contract §8)
 PROMPT_CACHE_NOT_OBJECT = "prompt_cache_not_object"

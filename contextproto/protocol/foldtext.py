@@ -9,10 +9,10 @@ sliced as bytes, so a read costs one encode whatever the fold's size.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from contextproto.protocol import json_texts
 from contextproto.protocol.messages import RawMessage
 
 FOLD_READ_SLICE_UNITS = 12000
@@ -40,7 +40,7 @@ class Utf16Slice:
 
 
 def _canonical(value: object) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+    return json_texts.canonical_compact(value)
 
 
 def render_fold_text(messages: Iterable[RawMessage]) -> str:

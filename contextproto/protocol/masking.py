@@ -6,15 +6,15 @@ history of the active window and renders each stub in place of its result.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 
+from contextproto.protocol import json_texts
 from contextproto.protocol.content_parts import is_image_part, part_text
 from contextproto.protocol.messages import KIND_TOOL_CALL, KIND_TOOL_RESULT, RawMessage
 
 
 def _json(value: object) -> str:
-    return json.dumps(value, ensure_ascii=False)
+    return json_texts.plain(value)
 
 
 def result_size(content: object) -> tuple[int, int]:

@@ -166,13 +166,12 @@ def project(inp: ProjectionInput) -> Projection:
         else {}
     )
     sid = inp.session_id
+    client_system = client_state.client_system(inp.kv)
     system = (
         ModelMessage(
             role=ROLE_SYSTEM,
             kind=DERIVED_SYSTEM,
-            content=system_text(
-                inp.system_prompt, entry.prompt, client_state.client_system(inp.kv)
-            ),
+            content=system_text(inp.system_prompt, entry.prompt, client_system),
         ),
         ProjectionSource(derived_type=DERIVED_SYSTEM, session_id=sid),
     )

@@ -21,15 +21,16 @@ append-only turn repeats the previous request's items (tests/protocol/test_prefi
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from contextproto.protocol import json_texts
 from contextproto.protocol.adapter_base import (
     OPENAI_PARALLEL_TOOL_CALLS,
     PROVIDER_OPENAI_RESPONSES,
     ROLE_SYSTEM,
     AdaptedRequest,
+    AdaptOptions,
     image_url,
     text_of,
 )
@@ -50,7 +51,6 @@ from contextproto.protocol.messages import (
     ModelMessage,
 )
 from contextproto.protocol.projection import Projection
-from contextproto.protocol.prompt_cache import PromptCache
 
 INCLUDE = ["reasoning.encrypted_content"]
 CALL_TYPES = ("function_call", "custom_tool_call")
@@ -95,7 +95,7 @@ def _arguments_text(arguments: Arguments | None) -> str:
     # As openai-chat sends them: the provider's own text when stored as written.
     if isinstance(arguments, str):
         return arguments
-    return json.dumps(arguments or {}, ensure_ascii=False)
+    return json_texts.plain(arguments or {})
 
 
 def _answer_items(
@@ -212,9 +212,7 @@ def tool_definition(tool: Mapping[str, Any]) -> dict[str, Any]:
 def adapt_responses(
     projection: Projection,
     tools: Sequence[Mapping[str, Any]],
-    *,
-    prompt_cache: PromptCache,
-    cache_key: str | None,
+    options: AdaptOptions,
 ) -> AdaptedRequest:
     """Render `projection` (and its tools) as a Responses API request body."""
     notes: list[str] = []
@@ -248,8 +246,8 @@ def adapt_responses(
         body["tools"] = [tool_definition(t) for t in tools]
         # Only the first call of an answer is executed (contract §5.6): ask for one.
         body["parallel_tool_calls"] = OPENAI_PARALLEL_TOOL_CALLS
-    if prompt_cache.enabled and cache_key:
-        body["prompt_cache_key"] = cache_key
+    if options.prompt_cache.enabled and options.cache_key:
+        body["prompt_cache_key"] = options.cache_key
     body["store"] = False
     body["include"] = list(INCLUDE)
     return AdaptedRequest(provider=PROVIDER_OPENAI_RESPONSES, body=body, notes=tuple(notes))

@@ -17,8 +17,7 @@ Each figure is pinned by tests and by recorded plans, so the two measures stay a
 
 from __future__ import annotations
 
-import json
-
+from contextproto.protocol import json_texts
 from contextproto.protocol.content_parts import compact_json, is_image_part, is_text_part
 from contextproto.protocol.messages import KIND_TOOL_CALL, RawMessage
 
@@ -38,7 +37,7 @@ def text_tokens(text: str) -> int:
 
 def canonical_json(value: object) -> str:
     """The JSON text a value is measured (and a script's expectation matched) on."""
-    return json.dumps(value, sort_keys=True, ensure_ascii=False)
+    return json_texts.canonical(value)
 
 
 def json_tokens(value: object) -> int:
@@ -66,7 +65,7 @@ def message_tokens(message: RawMessage) -> int:
                 text = part.get("text")
                 chars += len(text) if isinstance(text, str) else len(compact_json(text))
             else:
-                chars += len(json.dumps(part, sort_keys=True, ensure_ascii=False, default=str))
+                chars += len(json_texts.canonical_any(part))
     if message.kind == KIND_TOOL_CALL:
         chars += len(message.tool_name or "")
         chars += len(compact_json(message.arguments if message.arguments is not None else {}))

@@ -8,12 +8,11 @@ tools -> tool_folds, tool_windows -> tool_base.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from contextproto.protocol import errors
+from contextproto.protocol import errors, json_texts
 from contextproto.protocol.catalog import ProtocolVersion
 from contextproto.protocol.content_parts import is_model_reasoning, is_text_part
 from contextproto.protocol.errors import ProtocolError
@@ -266,7 +265,7 @@ def text_of(content: Content | object) -> str:
         return " ".join(parts)
     if content is None:
         return ""
-    return json.dumps(content, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+    return json_texts.canonical_compact(content)
 
 
 def preview(text: str, limit: int = PREVIEW_CHARS) -> str:

@@ -21,8 +21,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypedDict
 
-from contextproto.protocol import adapters, client_state
+from contextproto.protocol import adapters, client_state, errors
 from contextproto.protocol.catalog import ProtocolVersion
+from contextproto.protocol.errors import ProtocolError
 from contextproto.protocol.messages import (
     DERIVED_HEADER,
     DERIVED_RAW,
@@ -38,6 +39,9 @@ from contextproto.protocol.state import covered_key
 from contextproto.protocol.tokens import json_tokens
 from contextproto.protocol.view_plan import ReadPlan, ViewPlan, view_plan
 
+# How `capacity_refusal` estimates tokens: characters / 4 of the canonical JSON (tokens.py).
+CAPACITY_ESTIMATOR = "chars/4"
+
 # The builder's stages, in order: the plan (from view_plan.py), freeze, assemble, request_for.
 __all__ = [
     "FrozenView",
@@ -48,6 +52,7 @@ __all__ = [
     "ViewSource",
     "WireRecipe",
     "assemble",
+    "build",
     "freeze",
     "request_for",
     "view_plan",
@@ -125,6 +130,7 @@ class View:
     run_inputs: tuple[RawMessage, ...]
     tools: list[dict[str, Any]]
     tool_tokens: int
+    max_input_tokens: int | None = None  # the version's limit (contract §6)
 
     def protected_sizes(self) -> ProtectedSizes:
         """The protected part, each piece measured as projected with the estimator of
@@ -144,6 +150,29 @@ class View:
                 sizes["runInputs"] += json_tokens(message.content)
         sizes["toolSchemas"] = self.tool_tokens
         return sizes
+
+    def capacity_refusal(self) -> ProtocolError | None:
+        """The refusal (422 `context_capacity_exceeded`) of a view whose protected part is
+        above the version's `maxInputTokens`, or None: the protected part is what neither
+        folds nor compression can shrink (the system prompt, the context header, this run's
+        inputs, the tool schemas; `protected_sizes`)."""
+        limit = self.max_input_tokens
+        if not limit:
+            return None
+        sizes = self.protected_sizes()
+        total = sizes["system"] + sizes["header"] + sizes["runInputs"] + sizes["toolSchemas"]
+        if total <= limit:
+            return None
+        return ProtocolError(
+            errors.CONTEXT_CAPACITY_EXCEEDED,
+            f"The part of the view that folds and compression cannot shrink needs about "
+            f"{total} tokens (system {sizes['system']}, header {sizes['header']}, this run's "
+            f"inputs {sizes['runInputs']}, tool schemas {sizes['toolSchemas']}; "
+            f"{CAPACITY_ESTIMATOR} estimate), above maxInputTokens {limit}. Send a shorter "
+            "input, shorten the task memory or the system prompt, or use a model with a "
+            "larger window.",
+            {**sizes, "total": total, "limit": limit, "estimator": CAPACITY_ESTIMATOR},
+        )
 
 
 def assemble(
@@ -189,6 +218,7 @@ def assemble(
         run_inputs=tuple(run_inputs),
         tools=tools,
         tool_tokens=tool_tokens,
+        max_input_tokens=recipe.max_input_tokens,
     )
 
 
@@ -221,3 +251,21 @@ def request_for(
         adapted.body, wire.provider, parameters, max_tokens_key=wire.max_tokens_key
     )
     return adapters.AdaptedRequest(provider=adapted.provider, body=body, notes=adapted.notes)
+
+
+def build(
+    frozen: FrozenView,
+    source: ViewSource,
+    recipe: ViewRecipe,
+    wire: WireRecipe,
+    parameters: Parameters | None = None,
+    *,
+    maintenance_pending: bool = False,
+) -> tuple[View, adapters.AdaptedRequest]:
+    """A live turn's view and its request: `assemble`, refuse a view whose protected part
+    exceeds the limit (`View.capacity_refusal`), `request_for`. Raises ProtocolError."""
+    built = assemble(frozen, source, recipe, maintenance_pending=maintenance_pending)
+    refusal = built.capacity_refusal()
+    if refusal is not None:
+        raise refusal
+    return built, request_for(built, wire, parameters)

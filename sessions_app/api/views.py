@@ -268,7 +268,7 @@ class SessionToolsApi(APIView):
         return Response(
             {
                 "protocol": protocol.key,
-                "tools": projection.tools_for(version, protocol),
+                "tools": agent_selectors.tools_for(version, protocol),
                 "protocolTools": sorted(protocol.tools),
             }
         )

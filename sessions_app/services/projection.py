@@ -16,10 +16,9 @@ from django.db import transaction
 from django.db.models import Q
 
 from agents.models import AgentVersion
-from agents.selectors import effective_options, protocol_of
+from agents.selectors import effective_options, protocol_of, tools_for
 from contextproto import metrics
 from contextproto.errors import (
-    CONTEXT_CAPACITY_EXCEEDED,
     PROVIDER_UNKNOWN,
     RUN_NOT_FOUND,
     ApplicationError,
@@ -36,41 +35,6 @@ from sessions_app.models import MaintenanceJob, ProjectionSnapshot, Run, Session
 from sessions_app.reads import hot_sql, view_cache
 from sessions_app.store.body_writer import snapshot_create, snapshot_row_create
 from sessions_app.store.state import session_lock
-
-# The estimator of estimated usage (providers.base): characters / 4 of the canonical JSON.
-CAPACITY_ESTIMATOR = "chars/4"
-
-
-def tools_for(version: AgentVersion, protocol: catalog.ProtocolVersion) -> list[dict[str, Any]]:
-    """Protocol tool schemas of the version's protocol, then the version's host tools by name.
-
-    The order is fixed (a many-to-many read has none): tools are the start of every
-    provider request, so a reordering would re-bill the whole prompt cache (contract §8).
-    Sorted in Python, so a prefetched relation costs no query.
-    """
-    return list(protocol.tools.values()) + _host_tools(version)
-
-
-# Host tools of published (and archived) versions, which never change: a version's tools
-# cannot be rebound once published, and a tool a published version binds cannot be edited
-# (409 tool_in_use). Bounded like any per-process cache.
-_FROZEN_TOOLS: dict[UUID, list[dict[str, Any]]] = {}
-FROZEN_TOOLS_MAX = 1024
-
-
-def _host_tools(version: AgentVersion) -> list[dict[str, Any]]:
-    frozen = version.status != AgentVersion.Status.DRAFT
-    if frozen and version.pk in _FROZEN_TOOLS:
-        return [dict(t) for t in _FROZEN_TOOLS[version.pk]]
-    host = [
-        {"name": t.name, "description": t.description, "inputSchema": t.input_schema}
-        for t in sorted(version.tools.all(), key=lambda t: t.name)
-    ]
-    if frozen:
-        if len(_FROZEN_TOOLS) >= FROZEN_TOOLS_MAX:
-            _FROZEN_TOOLS.clear()
-        _FROZEN_TOOLS[version.pk] = host
-    return [dict(t) for t in host]
 
 
 class LiveSource:
@@ -109,10 +73,10 @@ def view_recipe(
     version = session.agent_version
     return view.ViewRecipe(
         options=effective_options(version, protocol) if options is None else options,
+        tools=tools_for(version, protocol) if tools is None else tools,
         system_prompt=version.system_prompt,
         session_id=str(session.id),
         session_inputs=session.inputs,
-        tools=tools_for(version, protocol) if tools is None else tools,
         tool_result_preview_chars=(
             settings.TOOL_RESULT_PREVIEW_CHARS if preview_chars is None else preview_chars
         ),
@@ -127,11 +91,11 @@ def wire_recipe(session: Session, provider: str) -> view.WireRecipe:
     config = version.model_config if isinstance(version.model_config, dict) else {}
     return view.WireRecipe(
         provider=provider,
-        prompt_cache=PromptCache.from_config(version.prompt_cache),
+        max_tokens_key=max_tokens_key(version),
         # A model config may say the model accepts an assistant prefill (docs/decisions.md).
         assistant_prefill=config.get("assistantPrefill") is True,
+        prompt_cache=PromptCache.from_config(version.prompt_cache),
         cache_key=session_cache_key(str(session.id)),
-        max_tokens_key=max_tokens_key(version),
     )
 
 
@@ -194,11 +158,10 @@ def projection_build(
         source = LiveSource(session.id)
         frozen = view.freeze(plan, source)
     try:
-        built = view.assemble(
-            frozen, source, view_recipe(session, protocol), maintenance_pending=pending
+        recipe, travel = view_recipe(session, protocol), wire_recipe(session, provider)
+        built, adapted = view.build(
+            frozen, source, recipe, travel, parameters, maintenance_pending=pending
         )
-        capacity_check(session.agent_version, built)
-        adapted = view.request_for(built, wire_recipe(session, provider), parameters)
     except ProtocolError as exc:
         raise ApplicationError.from_protocol(exc) from exc
     projection = built.projection
@@ -265,31 +228,6 @@ def _maintenance_pending(session: Session, window_id: str) -> bool:
     return MaintenanceJob.objects.filter(
         session=session, window_id=window_id, status__in=MaintenanceJob.ACTIVE_STATUSES
     ).exists()
-
-
-def capacity_check(version: AgentVersion, built: view.View) -> None:
-    """Refuse (422 `context_capacity_exceeded`) a view whose protected part exceeds the limit.
-
-    The protected part is what neither folds nor compression can shrink: the system prompt,
-    the context header (inputs, task memory, window record, checkpoint; for unified@4 the
-    state message too), this run's inputs and the tool schemas (`View.protected_sizes`).
-    """
-    limit = version.max_input_tokens
-    if not limit:
-        return
-    sizes = built.protected_sizes()
-    total = sizes["system"] + sizes["header"] + sizes["runInputs"] + sizes["toolSchemas"]
-    if total <= limit:
-        return
-    raise ApplicationError(
-        CONTEXT_CAPACITY_EXCEEDED,
-        f"The part of the view that folds and compression cannot shrink needs about {total} "
-        f"tokens (system {sizes['system']}, header {sizes['header']}, this run's inputs "
-        f"{sizes['runInputs']}, tool schemas {sizes['toolSchemas']}; {CAPACITY_ESTIMATOR} "
-        f"estimate), above maxInputTokens {limit}. Send a shorter input, shorten the task "
-        "memory or the system prompt, or use a model with a larger window.",
-        {**sizes, "total": total, "limit": limit, "estimator": CAPACITY_ESTIMATOR},
-    )
 
 
 def max_tokens_key(version: AgentVersion) -> str:

@@ -33,8 +33,7 @@ from typing import Any
 from django.conf import settings
 
 from agents.models import AgentVersion
-from agents.selectors import protocol_of
-from contextproto.errors import ApplicationError
+from agents.selectors import protocol_of, tools_for
 from contextproto.protocol import catalog, view
 from contextproto.protocol.errors import ProtocolError
 from contextproto.protocol.messages import (
@@ -51,8 +50,6 @@ from sessions_app.models import KVHistory, MaintenanceJob, ProjectionSnapshot, S
 from sessions_app.reads import raw_log
 from sessions_app.reads.history import kv_history_through
 from sessions_app.services.projection import (
-    capacity_check,
-    tools_for,
     view_recipe,
     wire_recipe,
 )
@@ -352,12 +349,11 @@ def build_turn(
         adapted = view.request_for(built, wire_recipe(ctx.session, snapshot.provider), parameters)
     except ProtocolError as exc:
         return f"{exc.code}: {exc.message}"
-    try:
-        capacity_check(ctx.version, built)
-    except ApplicationError as exc:
+    refusal = built.capacity_refusal()
+    if refusal is not None:
         # The runtime would have refused this turn; it is still priced, so both sides
         # cover the same turns, and the row says so.
-        notes.append(f"would be refused: {exc.code} ({exc.message})")
+        notes.append(f"would be refused: {refusal.code} ({refusal.message})")
     return Built(built, adapted.body)
 
 

@@ -11,7 +11,6 @@ revision since the history began can be read back (sessions_app.reads.history).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from typing import Any, overload
 from uuid import UUID
@@ -28,6 +27,7 @@ from contextproto.errors import (
     ApplicationError,
     NotFound,
 )
+from contextproto.protocol import json_texts
 from contextproto.protocol import state as kvkeys
 from sessions_app.models import FoldRecord, KVEntry, KVHistory, Session, WindowRecord
 
@@ -85,7 +85,7 @@ def session_relock(session: Session) -> Session:
 
 
 def encoded_size(value: Any) -> int:
-    return len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode())
+    return len(json_texts.compact(value).encode())
 
 
 def _check_writes(session: Session, writes: Mapping[str, Any]) -> None:

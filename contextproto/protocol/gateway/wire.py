@@ -8,13 +8,12 @@ is data: ids and times are passed in, so equal inputs give byte-equal replies.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Literal, Protocol
 
-from contextproto.protocol import errors
+from contextproto.protocol import errors, json_texts
 from contextproto.protocol.client_state import ClientToolWire
 from contextproto.protocol.custom_tools import KIND_CUSTOM, KIND_FUNCTION
 from contextproto.protocol.gateway.transcript import Call, Item
@@ -387,7 +386,7 @@ class WithoutReferences:
 
 def dumps(value: Any) -> str:
     """The JSON text of every reply body and event: compact, UTF-8 kept as is."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return json_texts.compact(value)
 
 
 # --------------------------------------------------------------------------- parsing helpers
