@@ -13,8 +13,9 @@ from contextproto.protocol import json_texts
 
 JSON_VALUES = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
-    lambda children: st.lists(children, max_size=4)
-    | st.dictionaries(st.text(max_size=6), children, max_size=4),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=6), children, max_size=4)
+    ),
     max_leaves=20,
 )
 
@@ -22,9 +23,7 @@ JSON_VALUES = st.recursive(
 @given(JSON_VALUES)
 def test_each_spelling_is_its_json_dumps_call(value: Any) -> None:
     assert json_texts.plain(value) == json.dumps(value, ensure_ascii=False)
-    assert json_texts.compact(value) == json.dumps(
-        value, ensure_ascii=False, separators=(",", ":")
-    )
+    assert json_texts.compact(value) == json.dumps(value, ensure_ascii=False, separators=(",", ":"))
     assert json_texts.canonical(value) == json.dumps(value, sort_keys=True, ensure_ascii=False)
     assert json_texts.canonical_compact(value) == json.dumps(
         value, sort_keys=True, ensure_ascii=False, separators=(",", ":")
