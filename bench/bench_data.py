@@ -487,12 +487,14 @@ def build_session(
 
 
 def analyze_tables() -> None:
-    """Refresh planner statistics after a bulk load (autovacuum may not have run yet)."""
+    """Vacuum and refresh planner statistics after a bulk load, as autovacuum would in time:
+    rows COPYed a moment ago have no hint bits and no visibility map yet, so the first
+    reads of a fresh database pay for both (the bare read measured 2.9x slower)."""
     from django.db import connection
 
     with connection.cursor() as cursor:
         for name in ("message", "kventry", "foldrecord", "windowrecord", "session"):
-            cursor.execute(f"ANALYZE sessions_app_{name}")
+            cursor.execute(f"VACUUM (ANALYZE) sessions_app_{name}")
 
 
 def describe(session: Any) -> Built:
