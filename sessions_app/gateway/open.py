@@ -287,8 +287,9 @@ def _open_locked(
         raise upstream_error(exc, version, incoming.upstream_key) from exc
     if located.side:
         return side_of(incoming, session, provider, version)
+    client_kv = None  # the client's state as read under the session's lock, once
     if created_key is None and not counting and not compacting:
-        kv = client_state.read_client_kv(partial(hot_sql.kv_values, session.id))
+        client_kv = kv = client_state.read_client_kv(partial(hot_sql.kv_values, session.id))
         if is_side_request(incoming.request, kv):
             # A client's background request: answered apart, whatever the conversation's
             # own request in flight is doing (it takes no run).
@@ -351,7 +352,7 @@ def _open_locked(
         # Computed: the reconciliation's codes are GATEWAY_* constants (registered).
         raise ApplicationError(outcome.code, outcome.message, details)
     assert isinstance(outcome, Proceed)
-    client_state_write(session, request.system, tools)
+    client_state_write(session, request.system, tools, known=client_kv)
     run = run_for(
         session,
         current,

@@ -8,6 +8,7 @@ The caller holds the session lock (`open.open_request`).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import timedelta
 from functools import partial
 from typing import Any
@@ -35,9 +36,20 @@ from sessions_app.services.messages import NewMessage, content_check, message_wr
 from sessions_app.store.state import KV_DELETE, kv_apply_locked
 
 
-def client_state_write(session: Session, system: str, tools: list[ClientToolWire]) -> None:
-    """Commit the request's system text and tools when they differ (one revision)."""
-    kv = client_state.read_client_kv(partial(hot_sql.kv_values, session.id))
+def client_state_write(
+    session: Session,
+    system: str,
+    tools: list[ClientToolWire],
+    *,
+    known: Mapping[str, Any] | None = None,
+) -> None:
+    """Commit the request's system text and tools when they differ (one revision). `known`:
+    the client's state as this request already read it under the session's lock."""
+    kv = (
+        known
+        if known is not None
+        else client_state.read_client_kv(partial(hot_sql.kv_values, session.id))
+    )
     upserts, removals = client_state.client_state_writes(kv, system, tools)
     writes: dict[str, Any] = {**upserts, **dict.fromkeys(removals, KV_DELETE)}
     if writes:

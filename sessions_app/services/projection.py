@@ -117,7 +117,8 @@ def projection_build(
     rebuilds it (a turn that commits before and after its model call).
 
     `locked`: the session, locked by the caller inside its transaction (a gateway request
-    builds its first view in the commit that writes its input); else it is locked here.
+    builds its first view in the commit that writes its input), which the caller rolls back
+    whole on a refusal; else it is locked here.
 
     A gateway request's forwarded fields (`parameters`) are merged into the request, and
     recorded in the snapshot's build inputs; such a view is never served from the cache.
@@ -138,7 +139,9 @@ def projection_build(
             f"provider must be one of {', '.join(adapters.PROVIDERS)}.",
             {"provider": provider},
         )
-    with transaction.atomic():
+    # A caller that holds the lock rolls its whole transaction back on a refusal: no
+    # savepoint (two round trips) for a part that cannot fail alone.
+    with transaction.atomic(savepoint=locked is None):
         session = locked if locked is not None else session_lock(session_id)
         protocol = protocol_of(session.agent_version)
         run_uuid = _run_for(session, run_id)

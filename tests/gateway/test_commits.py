@@ -107,3 +107,27 @@ def test_a_turn_commits_twice_and_reads_the_session_row_once(gateway, scripted, 
     assert any(TABLE in s and "body" in s for s in body_writes), counted.statements
     states = ProjectionSnapshot.objects.filter(session_id=session).values_list("body_state")
     assert {state for (state,) in states} == {"stored"}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_turn_reads_the_client_state_once_and_takes_no_savepoint(gateway, scripted, monkeypatch):
+    """The request's open reads the client's system text and tools once under the session's
+    lock (for the side check and for the write), and builds its view without a savepoint: a
+    refusal rolls the whole open back."""
+    scripted([{"text": "first"}, {"text": "second"}])
+    first = gateway.openai({"model": "helper", "messages": [{"role": "user", "content": "hi"}]})
+    body = {
+        "model": "helper",
+        "messages": [
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": "first"},
+            {"role": "user", "content": "and again"},
+        ],
+    }
+    with ledger(monkeypatch) as counted:
+        reply = gateway.openai(body, key=first["X-Contextproto-Session-Key"])
+    assert reply.status_code == 200, reply.content
+    kv_reads = [s for s in counted.statements if "FROM sessions_app_kventry" in s]
+    # The client state, then the view's keys (which include it again, with the state).
+    assert len(kv_reads) == 2, kv_reads
+    assert not [s for s in counted.statements if "SAVEPOINT" in s.upper()]
