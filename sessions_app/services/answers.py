@@ -27,8 +27,6 @@ from functools import partial
 from typing import Any
 from uuid import UUID
 
-from django.db import transaction
-
 from contextproto.errors import SINGLE_TOOL_CALL_PER_TURN, TOOL_NOT_AVAILABLE, tool_error
 from contextproto.protocol import catalog, client_state
 from contextproto.protocol.errors import INVALID_ARGUMENTS
@@ -49,7 +47,6 @@ from sessions_app.reads import hot_sql
 from sessions_app.reads.raw_log import call_and_answer
 from sessions_app.services.messages import NewMessage, message_write_locked
 from sessions_app.store.codec import raw_from_row
-from sessions_app.store.state import session_lock
 
 
 @dataclass(frozen=True)
@@ -63,7 +60,7 @@ class AnswerCall:
 
 @dataclass(frozen=True)
 class RecordedAnswer:
-    """What `answer_record` wrote.
+    """What `answer_record_locked` wrote.
 
     `messages` in log order (the answer, then the service's results); `protocol_calls` the
     ids of the answer's protocol calls, to dispatch in order; `handed` the one call the host
@@ -161,35 +158,6 @@ def _refusal(call: AnswerCall, position: int, tools: Mapping[str, Any]) -> ToolF
     return None
 
 
-def answer_record(
-    *,
-    session_id: UUID | str,
-    snapshot_id: UUID | str,
-    text: str | None,
-    calls: Sequence[AnswerCall],
-    thinking: Sequence[Mapping[str, Any]] = (),
-    frame: Frame | None = None,
-) -> RecordedAnswer:
-    """Write one model answer generated from view `snapshot_id` (module docstring).
-
-    `frame`: that view's revision and upper bound, recorded on each call for its dispatch.
-
-    Takes the session lock; everything commits together or not at all, so a call is never
-    left without the result the service owes it. Raises nothing for what the model got
-    wrong: that becomes a result. An answer with neither text nor calls is the caller's to
-    refuse.
-    """
-    with transaction.atomic():
-        return answer_record_locked(
-            session_lock(session_id),
-            snapshot_id=snapshot_id,
-            text=text,
-            calls=calls,
-            thinking=thinking,
-            frame=frame,
-        )
-
-
 def answer_record_locked(
     session: Session,
     *,
@@ -200,8 +168,11 @@ def answer_record_locked(
     frame: Frame | None = None,
     mint_handed: bool = False,
 ) -> RecordedAnswer:
-    """`answer_record` inside the caller's transaction, `session` locked by `session_lock`
-    (a driver that writes more of the turn in the same commit).
+    """Write one model answer generated from view `snapshot_id` (module docstring), inside
+    the caller's transaction, `session` locked by `session_lock`: only `turn_commit`, which
+    writes the rest of the turn in the same commit, calls it. `frame`: that view's revision
+    and upper bound, recorded on each call for its dispatch. Raises nothing for what the
+    model got wrong: that becomes a result.
 
     `mint_handed`: the call handed to the client gets an id the gateway mints, unique
     across the service and recorded with its session (contract §19.1: a client that sends it

@@ -2,8 +2,8 @@
 
 What a host loop did in three to five requests (write the text, each call, report the usage,
 dispatch the protocol call, write the `single_tool_call_per_turn` results itself) is one:
-the answer is written by the one writer of model answers (`answers.answer_record`, as the
-built-in runtime writes its own), its protocol calls are dispatched in order as the runtime
+the answer is written by the one commit of a model's turn (`turn_commit.turn_commit_locked`,
+as the built-in runtime writes its own), its protocol calls are dispatched in order as the runtime
 dispatches them, and the usage is recorded last by `turn_usage_record`, so a maintenance job
 it queues cannot make this turn's own call stale.
 
