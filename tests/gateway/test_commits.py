@@ -15,6 +15,7 @@ import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
 from django.db.backends.base.base import BaseDatabaseWrapper
@@ -79,8 +80,9 @@ def ledger(monkeypatch: pytest.MonkeyPatch) -> Iterator[Ledger]:
     yield found
 
 
-@pytest.mark.django_db(transaction=True)
-def test_a_turn_commits_twice_and_reads_the_session_row_once(gateway, scripted, monkeypatch):
+def _second_turn(gateway, scripted, monkeypatch) -> tuple[Any, Ledger, str]:
+    """A conversation's second request, every statement of it counted: its reply, the
+    ledger, the session's id."""
     scripted([{"text": "first"}, {"text": "second"}])
     first = gateway.openai({"model": "helper", "messages": [{"role": "user", "content": "hi"}]})
     session, key = first["X-Contextproto-Session"], first["X-Contextproto-Session-Key"]
@@ -95,6 +97,12 @@ def test_a_turn_commits_twice_and_reads_the_session_row_once(gateway, scripted, 
     with ledger(monkeypatch) as counted:
         reply = gateway.openai(body, key=key)
     assert reply.status_code == 200, reply.content
+    return reply, counted, session
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_turn_commits_twice_and_reads_the_session_row_once(gateway, scripted, monkeypatch):
+    reply, counted, session = _second_turn(gateway, scripted, monkeypatch)
     assert reply.json()["choices"][0]["message"]["content"] == "second"
     assert counted.commits == 2, counted.statements
     assert len(counted.session_reads) == 1, counted.session_reads
@@ -114,19 +122,7 @@ def test_a_turn_reads_the_client_state_once_and_takes_no_savepoint(gateway, scri
     """The request's open reads the client's system text and tools once under the session's
     lock (for the side check and for the write), and builds its view without a savepoint: a
     refusal rolls the whole open back."""
-    scripted([{"text": "first"}, {"text": "second"}])
-    first = gateway.openai({"model": "helper", "messages": [{"role": "user", "content": "hi"}]})
-    body = {
-        "model": "helper",
-        "messages": [
-            {"role": "user", "content": "hi"},
-            {"role": "assistant", "content": "first"},
-            {"role": "user", "content": "and again"},
-        ],
-    }
-    with ledger(monkeypatch) as counted:
-        reply = gateway.openai(body, key=first["X-Contextproto-Session-Key"])
-    assert reply.status_code == 200, reply.content
+    _reply, counted, _session = _second_turn(gateway, scripted, monkeypatch)
     kv_reads = [s for s in counted.statements if "FROM sessions_app_kventry" in s]
     # The client state, then the view's keys (which include it again, with the state).
     assert len(kv_reads) == 2, kv_reads
